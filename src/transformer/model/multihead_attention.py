@@ -1,0 +1,289 @@
+"""Multi-head attention (paper section 3.2.2): h parallel attentions over learned projections.
+
+MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O with head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
+One module serves the three uses in the model: encoder self-attention, masked decoder self-attention and
+encoder-decoder (cross) attention. For incremental decoding the projection and the attention are also
+exposed separately, so a decoder can cache projected keys and values.
+"""
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from transformer.model.additive_attention import AdditiveScore, additive_attention
+from transformer.model.scaled_dot_product_attention import scaled_dot_product_attention
+
+ATTENTION_SCORINGS = ("dot_product", "additive")
+
+
+def split_heads(hidden: Tensor, num_heads: int) -> Tensor:
+    """Split the last dimension into heads and move heads before positions.
+
+    Parameters
+    ----------
+    hidden : torch.Tensor, shape (batch, seq_len, num_heads * head_dim)
+        Projected vectors of all heads, concatenated.
+    num_heads : int
+        Number of heads.
+
+    Returns
+    -------
+    torch.Tensor, shape (batch, num_heads, seq_len, head_dim)
+        A view with one slice per head.
+
+    Notes
+    -----
+    Inverse of :func:`merge_heads`.
+    """
+    batch_size, seq_len, _ = hidden.shape
+    return hidden.view(batch_size, seq_len, num_heads, -1).transpose(1, 2)
+
+
+def merge_heads(hidden: Tensor) -> Tensor:
+    """Concatenate the heads' outputs along the feature dimension (the Concat of the paper).
+
+    Parameters
+    ----------
+    hidden : torch.Tensor, shape (batch, num_heads, seq_len, head_dim)
+        Output of each head.
+
+    Returns
+    -------
+    torch.Tensor, shape (batch, seq_len, num_heads * head_dim)
+        Heads concatenated per position.
+
+    Notes
+    -----
+    Inverse of :func:`split_heads`.
+    """
+    batch_size, num_heads, seq_len, head_dim = hidden.shape
+    return hidden.transpose(1, 2).reshape(batch_size, seq_len, num_heads * head_dim)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention with separate query, key, value and output projections.
+
+    Parameters
+    ----------
+    d_model : int
+        Width of the inputs and of the output.
+    num_heads : int
+        Number of heads h.
+    d_k : int, optional
+        Width of each head's queries and keys; defaults to ``d_model // num_heads``.
+    d_v : int, optional
+        Width of each head's values; defaults to ``d_model // num_heads``.
+    dropout : float
+        Dropout on the attention weights (the paper uses none here; its dropout is on the residuals).
+    bias : bool
+        Whether the four projections have biases.
+    scoring : {"dot_product", "additive"}
+        Compatibility function: scaled dot product (Eq. 1) or additive (Bahdanau).
+
+    Notes
+    -----
+    ``d_k`` and ``d_v`` may differ from ``d_model // num_heads``, as in Table 2 rows (A) and (B). The
+    projections are ``nn.Linear`` attributes ``q_proj``, ``k_proj``, ``v_proj`` and ``out_proj``, so weights
+    map one-to-one onto ``torch.nn.MultiheadAttention`` and HuggingFace Marian.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_k: int | None = None,
+        d_v: int | None = None,
+        dropout: float = 0.0,
+        bias: bool = True,
+        scoring: str = "dot_product",
+    ) -> None:
+        super().__init__()
+        if d_model <= 0 or num_heads <= 0:
+            raise ValueError(f"d_model={d_model} and num_heads={num_heads} must be positive")
+        if (d_k is None or d_v is None) and d_model % num_heads:
+            raise ValueError(
+                f"d_model={d_model} is not divisible by num_heads={num_heads}; set d_k and d_v explicitly"
+            )
+        if scoring not in ATTENTION_SCORINGS:
+            raise ValueError(f"scoring={scoring!r} is not one of {ATTENTION_SCORINGS}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout={dropout} must be in [0, 1)")
+        self.num_heads = num_heads
+        self.d_k = d_k if d_k is not None else d_model // num_heads
+        self.d_v = d_v if d_v is not None else d_model // num_heads
+        if self.d_k <= 0 or self.d_v <= 0:
+            raise ValueError(f"d_k={self.d_k} and d_v={self.d_v} must be positive")
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, num_heads * self.d_k, bias=bias)
+        self.k_proj = nn.Linear(d_model, num_heads * self.d_k, bias=bias)
+        self.v_proj = nn.Linear(d_model, num_heads * self.d_v, bias=bias)
+        self.out_proj = nn.Linear(num_heads * self.d_v, d_model, bias=bias)
+        self.additive_score = (
+            AdditiveScore(num_heads=num_heads, d_k=self.d_k) if scoring == "additive" else None
+        )
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        attend_mask: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend from every query position to the key/value positions.
+
+        Parameters
+        ----------
+        query : torch.Tensor, shape (batch, query_len, d_model)
+            Inputs that ask (the decoder state for cross-attention).
+        key : torch.Tensor, shape (batch, key_len, d_model)
+            Inputs that are matched (the encoder output for cross-attention).
+        value : torch.Tensor, shape (batch, key_len, d_model)
+            Inputs that are mixed; usually the same tensor as ``key``.
+        attend_mask : torch.Tensor or None, bool, broadcastable to (batch, num_heads, query_len, key_len)
+            True where attention is allowed; None allows every pair.
+        need_weights : bool
+            Also return the attention weights of every head.
+
+        Returns
+        -------
+        output : torch.Tensor, shape (batch, query_len, d_model)
+            Attention output after the output projection.
+        weights : torch.Tensor or None, shape (batch, num_heads, query_len, key_len)
+            Attention probabilities per head when ``need_weights``, else None.
+
+        Notes
+        -----
+        Self-attention passes the same tensor three times; then one matrix product computes the query, key
+        and value projections together.
+        """
+        if query is key and key is value:
+            query_heads, key_heads, value_heads = self.project_self(query)
+        else:
+            query_heads = self.project_query(query)
+            key_heads, value_heads = self.project_key_value(key, value)
+        return self.attend(query_heads, key_heads, value_heads, attend_mask, need_weights)
+
+    def project_self(self, hidden: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Project one input into queries, keys and values with a single matrix product.
+
+        Parameters
+        ----------
+        hidden : torch.Tensor, shape (batch, seq_len, d_model)
+            Input of self-attention.
+
+        Returns
+        -------
+        query, key, value : torch.Tensor, each shape (batch, num_heads, seq_len, head_dim)
+            Projected and split into heads.
+
+        Notes
+        -----
+        Equivalent to calling ``q_proj``, ``k_proj`` and ``v_proj`` separately; the concatenated weight keeps
+        the parameters separate (and loadable from other libraries) while doing one GEMM instead of three.
+        When ``d_k != d_v`` the three projections run separately.
+        """
+        if self.d_k != self.d_v:
+            key, value = self.project_key_value(hidden, hidden)
+            return self.project_query(hidden), key, value
+        bias: Tensor | None = None
+        weight = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
+        if self.q_proj.bias is not None and self.k_proj.bias is not None and self.v_proj.bias is not None:
+            bias = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
+        projected = F.linear(hidden, weight, bias)  # (batch, seq_len, 3 * num_heads * head_dim)
+        query, key, value = projected.chunk(3, dim=-1)
+        return (
+            split_heads(query, self.num_heads),
+            split_heads(key, self.num_heads),
+            split_heads(value, self.num_heads),
+        )
+
+    def project_query(self, query: Tensor) -> Tensor:
+        """Project queries and split them into heads.
+
+        Parameters
+        ----------
+        query : torch.Tensor, shape (batch, query_len, d_model)
+            Query inputs.
+
+        Returns
+        -------
+        torch.Tensor, shape (batch, num_heads, query_len, d_k)
+            Projected queries per head.
+
+        Notes
+        -----
+        Applies ``q_proj`` (W^Q for all heads at once).
+        """
+        return split_heads(self.q_proj(query), self.num_heads)
+
+    def project_key_value(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Project keys and values and split them into heads.
+
+        Parameters
+        ----------
+        key : torch.Tensor, shape (batch, key_len, d_model)
+            Key inputs.
+        value : torch.Tensor, shape (batch, key_len, d_model)
+            Value inputs.
+
+        Returns
+        -------
+        key_heads : torch.Tensor, shape (batch, num_heads, key_len, d_k)
+            Projected keys per head.
+        value_heads : torch.Tensor, shape (batch, num_heads, key_len, d_v)
+            Projected values per head.
+
+        Notes
+        -----
+        Decoding calls this once per sentence for cross-attention (the encoder output does not change) and
+        once per step for the newest target position in self-attention, appending to a cache.
+        """
+        return split_heads(self.k_proj(key), self.num_heads), split_heads(self.v_proj(value), self.num_heads)
+
+    def attend(
+        self,
+        query_heads: Tensor,
+        key_heads: Tensor,
+        value_heads: Tensor,
+        attend_mask: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend with already projected heads and apply the output projection.
+
+        Parameters
+        ----------
+        query_heads : torch.Tensor, shape (batch, num_heads, query_len, d_k)
+            Projected queries.
+        key_heads : torch.Tensor, shape (batch, num_heads, key_len, d_k)
+            Projected keys (possibly cached).
+        value_heads : torch.Tensor, shape (batch, num_heads, key_len, d_v)
+            Projected values (possibly cached).
+        attend_mask : torch.Tensor or None, bool, broadcastable to (batch, num_heads, query_len, key_len)
+            True where attention is allowed.
+        need_weights : bool
+            Also return the attention weights.
+
+        Returns
+        -------
+        output : torch.Tensor, shape (batch, query_len, d_model)
+            Attention output after ``out_proj`` (W^O).
+        weights : torch.Tensor or None, shape (batch, num_heads, query_len, key_len)
+            Attention probabilities per head, or None.
+
+        Notes
+        -----
+        Attention dropout is active only in training mode.
+        """
+        dropout_p = self.dropout if self.training else 0.0
+        weights: Tensor | None
+        if self.additive_score is not None:
+            heads, weights = additive_attention(
+                self.additive_score, query_heads, key_heads, value_heads, attend_mask, dropout_p
+            )
+            weights = weights if need_weights else None
+        else:
+            heads, weights = scaled_dot_product_attention(
+                query_heads, key_heads, value_heads, attend_mask, dropout_p, need_weights
+            )
+        return self.out_proj(merge_heads(heads)), weights

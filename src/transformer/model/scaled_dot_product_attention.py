@@ -1,0 +1,102 @@
+"""Scaled dot-product attention, Eq. (1) of the paper: softmax(Q K^T / sqrt(d_k)) V.
+
+Two paths compute the same function. When the caller does not need the attention weights, the fused kernel
+``torch.nn.functional.scaled_dot_product_attention`` runs: it never materialises the full
+``(query_len, key_len)`` probability matrix on the memory-efficient and flash backends, so memory stays
+linear in length. When the weights are needed (visualisation, tests), the explicit formula runs.
+"""
+
+import math
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attend_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    need_weights: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """Mix value vectors by softmax-normalised, scaled query-key dot products.
+
+    Parameters
+    ----------
+    query : torch.Tensor, shape (batch, num_heads, query_len, d_k)
+        Projected queries.
+    key : torch.Tensor, shape (batch, num_heads, key_len, d_k)
+        Projected keys.
+    value : torch.Tensor, shape (batch, num_heads, key_len, d_v)
+        Projected values.
+    attend_mask : torch.Tensor or None, bool, broadcastable to (batch, num_heads, query_len, key_len)
+        True where the query may attend to the key; None allows every pair.
+    dropout_p : float
+        Dropout probability on the attention weights; pass 0.0 at evaluation time.
+    need_weights : bool
+        Also return the attention weights (uses the explicit formula instead of the fused kernel).
+
+    Returns
+    -------
+    output : torch.Tensor, shape (batch, num_heads, query_len, d_v)
+        Attention output per head.
+    weights : torch.Tensor or None, shape (batch, num_heads, query_len, key_len)
+        The attention probabilities (after dropout) when ``need_weights``, else None.
+
+    Notes
+    -----
+    Eq. (1) of Vaswani et al. (2017). The 1/sqrt(d_k) factor keeps the variance of q . k near 1 when the
+    components of q and k have unit variance, so the softmax does not saturate (section 3.2.1). A query
+    whose row of ``attend_mask`` is entirely False gets a zero output and zero gradient, never NaN.
+    """
+    if need_weights:
+        scores = torch.matmul(query, key.transpose(-2, -1)) / math.sqrt(query.size(-1))
+        return attend_with_scores(scores, value, attend_mask, dropout_p)
+    if attend_mask is None:
+        return F.scaled_dot_product_attention(query, key, value, dropout_p=dropout_p), None
+    # A query with no allowed key would give NaN in some kernels: let it see every key, then zero its output.
+    query_has_key = attend_mask.any(dim=-1, keepdim=True)  # (..., query_len, 1)
+    output = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=attend_mask | ~query_has_key, dropout_p=dropout_p
+    )
+    return output.masked_fill(~query_has_key, 0.0), None
+
+
+def attend_with_scores(
+    scores: Tensor, value: Tensor, attend_mask: Tensor | None, dropout_p: float
+) -> tuple[Tensor, Tensor]:
+    """Normalise attention scores with a masked softmax and take the weighted sum of values.
+
+    Parameters
+    ----------
+    scores : torch.Tensor, shape (batch, num_heads, query_len, key_len)
+        Unnormalised compatibility of each query with each key (dot-product or additive).
+    value : torch.Tensor, shape (batch, num_heads, key_len, d_v)
+        Projected values.
+    attend_mask : torch.Tensor or None, bool, broadcastable to (batch, num_heads, query_len, key_len)
+        True where the query may attend to the key; None allows every pair.
+    dropout_p : float
+        Dropout probability on the attention weights.
+
+    Returns
+    -------
+    output : torch.Tensor, shape (batch, num_heads, query_len, d_v)
+        Attention output per head.
+    weights : torch.Tensor, shape (batch, num_heads, query_len, key_len)
+        Attention probabilities after masking and dropout.
+
+    Notes
+    -----
+    Masked scores are set to the dtype's most negative finite value rather than -inf, and the weights are
+    zeroed there afterwards, so a fully masked row yields zeros (and zero gradients) instead of NaN.
+    """
+    if attend_mask is not None:
+        scores = scores.masked_fill(~attend_mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1)
+    if attend_mask is not None:
+        weights = weights.masked_fill(~attend_mask, 0.0)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    return torch.matmul(weights, value), weights

@@ -1,0 +1,121 @@
+import pytest
+import torch
+from torch import nn
+
+from transformer import MultiHeadAttention
+from transformer.model.masks import build_causal_mask, combine_attend_masks, padding_to_attend_mask
+
+D_MODEL, HEADS = 16, 4
+
+
+def make_pair() -> tuple[MultiHeadAttention, nn.MultiheadAttention]:
+    ours = MultiHeadAttention(D_MODEL, HEADS)
+    torch_mha = nn.MultiheadAttention(D_MODEL, HEADS, batch_first=True)
+    with torch.no_grad():
+        torch_mha.in_proj_weight.copy_(
+            torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight])
+        )
+        torch_mha.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+        torch_mha.out_proj.weight.copy_(ours.out_proj.weight)
+        torch_mha.out_proj.bias.copy_(ours.out_proj.bias)
+    return ours.eval(), torch_mha.eval()
+
+
+def test_self_attention_with_padding_matches_torch() -> None:
+    ours, torch_mha = make_pair()
+    hidden = torch.randn(3, 6, D_MODEL)
+    padding = torch.zeros(3, 6, dtype=torch.bool)
+    padding[0, 4:] = True
+    padding[2, 1:] = True
+    output, weights = ours(hidden, hidden, hidden, padding_to_attend_mask(padding), need_weights=True)
+    expected, expected_weights = torch_mha(
+        hidden, hidden, hidden, key_padding_mask=padding, need_weights=True, average_attn_weights=False
+    )
+    torch.testing.assert_close(output, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(weights, expected_weights, atol=1e-5, rtol=1e-5)
+    fused_output, _ = ours(hidden, hidden, hidden, padding_to_attend_mask(padding))
+    torch.testing.assert_close(fused_output, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_masked_self_attention_matches_torch() -> None:
+    ours, torch_mha = make_pair()
+    hidden = torch.randn(2, 5, D_MODEL)
+    padding = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    causal = build_causal_mask(5)
+    attend_mask = combine_attend_masks(padding_to_attend_mask(padding), causal)
+    output, _ = ours(hidden, hidden, hidden, attend_mask)
+    # torch's masks are True where attention is *not* allowed.
+    expected, _ = torch_mha(hidden, hidden, hidden, attn_mask=~causal, key_padding_mask=padding)
+    torch.testing.assert_close(output, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_cross_attention_matches_torch() -> None:
+    ours, torch_mha = make_pair()
+    decoder_states = torch.randn(2, 3, D_MODEL)
+    memory = torch.randn(2, 7, D_MODEL)
+    padding = torch.zeros(2, 7, dtype=torch.bool)
+    padding[1, 5:] = True
+    output, weights = ours(decoder_states, memory, memory, padding_to_attend_mask(padding), need_weights=True)
+    expected, _ = torch_mha(decoder_states, memory, memory, key_padding_mask=padding)
+    torch.testing.assert_close(output, expected, atol=1e-5, rtol=1e-5)
+    assert weights is not None and weights.shape == (2, HEADS, 3, 7)
+    assert (weights[1, :, :, 5:] == 0).all()
+
+
+def test_fused_self_projection_equals_separate_projections() -> None:
+    attention = MultiHeadAttention(D_MODEL, HEADS)
+    hidden = torch.randn(2, 5, D_MODEL)
+    query, key, value = attention.project_self(hidden)
+    torch.testing.assert_close(query, attention.project_query(hidden))
+    separate_key, separate_value = attention.project_key_value(hidden, hidden)
+    torch.testing.assert_close(key, separate_key)
+    torch.testing.assert_close(value, separate_value)
+
+
+def test_independent_head_widths_as_in_table2_rows_a_and_b() -> None:
+    attention = MultiHeadAttention(D_MODEL, 2, d_k=3, d_v=5)
+    assert attention.q_proj.weight.shape == (6, D_MODEL)
+    assert attention.v_proj.weight.shape == (10, D_MODEL)
+    assert attention.out_proj.weight.shape == (D_MODEL, 10)
+    hidden = torch.randn(2, 4, D_MODEL)
+    output, weights = attention(hidden, hidden, hidden, need_weights=True)
+    assert output.shape == (2, 4, D_MODEL)
+    assert weights is not None and weights.shape == (2, 2, 4, 4)
+
+
+def test_additive_scoring_respects_masks_and_gets_gradients() -> None:
+    attention = MultiHeadAttention(D_MODEL, HEADS, scoring="additive")
+    hidden = torch.randn(2, 5, D_MODEL)
+    output, weights = attention(hidden, hidden, hidden, build_causal_mask(5), need_weights=True)
+    assert weights is not None
+    assert (weights.triu(diagonal=1) == 0).all()
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, HEADS, 5))
+    output.sum().backward()
+    assert attention.additive_score is not None
+    assert attention.additive_score.score_vector.grad is not None
+    assert attention.additive_score.score_vector.grad.abs().sum() > 0
+    # Additive scores differ from dot products: the two modules disagree given the same projections.
+    dot = MultiHeadAttention(D_MODEL, HEADS)
+    dot.load_state_dict(attention.state_dict(), strict=False)
+    dot_output, _ = dot(hidden, hidden, hidden, build_causal_mask(5))
+    assert not torch.allclose(dot_output, output)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"d_model": 10, "num_heads": 3}, "not divisible"),
+        ({"d_model": 0, "num_heads": 1}, "positive"),
+        ({"d_model": 8, "num_heads": 2, "scoring": "cosine"}, "scoring"),
+        ({"d_model": 8, "num_heads": 2, "dropout": 1.0}, "dropout"),
+    ],
+)
+def test_invalid_arguments_fail_clearly(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        MultiHeadAttention(**kwargs)
+
+
+def test_non_divisible_width_is_fine_with_explicit_head_dims() -> None:
+    attention = MultiHeadAttention(10, 3, d_k=4, d_v=4)
+    hidden = torch.randn(1, 2, 10)
+    assert attention(hidden, hidden, hidden)[0].shape == (1, 2, 10)

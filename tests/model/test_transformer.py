@@ -1,0 +1,177 @@
+import dataclasses
+
+import pytest
+import torch
+
+from transformer import Transformer, TransformerConfig
+from transformer.model.masks import build_padding_mask
+
+
+def random_batch(config: TransformerConfig, batch: int = 3, src_len: int = 7, tgt_len: int = 6):
+    src = torch.randint(4, config.vocab_size, (batch, src_len))
+    tgt = torch.randint(4, config.tgt_vocab_size, (batch, tgt_len))
+    tgt[:, 0] = config.bos_id
+    return src, tgt
+
+
+def test_forward_shapes(tiny_config: TransformerConfig) -> None:
+    model = Transformer(tiny_config)
+    src, tgt = random_batch(tiny_config)
+    assert model(src, tgt).shape == (3, 6, tiny_config.vocab_size)
+    assert model.encode(src).shape == (3, 7, tiny_config.d_model)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_no_information_flows_from_future_target_positions(tiny_config, norm_first: bool) -> None:
+    model = Transformer(dataclasses.replace(tiny_config, norm_first=norm_first)).eval()
+    src, tgt = random_batch(tiny_config)
+    logits = model(src, tgt)
+    for position in range(1, tgt.size(1)):
+        changed = tgt.clone()
+        changed[:, position] = (changed[:, position] + 1 - 4) % (tiny_config.vocab_size - 4) + 4
+        changed_logits = model(src, changed)
+        torch.testing.assert_close(changed_logits[:, :position], logits[:, :position], atol=1e-5, rtol=1e-5)
+        assert not torch.allclose(changed_logits[:, position:], logits[:, position:])
+
+
+def test_extra_padding_leaves_real_positions_unchanged(tiny_config) -> None:
+    model = Transformer(tiny_config).eval()
+    src, tgt = random_batch(tiny_config)
+    src[1, 5:] = tiny_config.pad_id
+    logits = model(src, tgt)
+    padded_src = torch.cat([src, torch.full((3, 4), tiny_config.pad_id)], dim=1)
+    padded_tgt = torch.cat([tgt, torch.full((3, 3), tiny_config.pad_id)], dim=1)
+    padded_logits = model(padded_src, padded_tgt)
+    torch.testing.assert_close(padded_logits[:, : tgt.size(1)], logits, atol=1e-5, rtol=1e-5)
+    # Shortening the padded row to its real length changes nothing either.
+    alone = model(src[1:2, :5], tgt[1:2])
+    torch.testing.assert_close(alone, logits[1:2], atol=1e-5, rtol=1e-5)
+
+
+def test_self_attention_stack_is_permutation_equivariant_without_positions(tiny_config) -> None:
+    model = Transformer(tiny_config).eval()
+    src, _ = random_batch(tiny_config)
+    permutation = torch.randperm(src.size(1))
+    embedded = model.src_embedding(src)  # no positional encoding added
+    encoded, _ = model.encoder(embedded, None)
+    permuted, _ = model.encoder(embedded[:, permutation], None)
+    torch.testing.assert_close(permuted, encoded[:, permutation], atol=1e-5, rtol=1e-5)
+    # With positional encodings the same permutation changes the representations.
+    with_positions = model.encode(src)
+    permuted_with_positions = model.encode(src[:, permutation])
+    assert not torch.allclose(permuted_with_positions, with_positions[:, permutation], atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"norm_first": True},
+        {"positional_encoding": "learned", "max_positions": 16},
+        {"attention_window": 2},
+        {"share_embeddings": False, "tie_output_projection": False, "target_vocab_size": 30},
+        {"attention_scoring": "additive"},
+        {"d_k": 4, "d_v": 12},
+    ],
+)
+def test_cached_incremental_decoding_equals_full_decoding(tiny_config, changes) -> None:
+    config = dataclasses.replace(tiny_config, **changes)
+    model = Transformer(config).eval()
+    src, tgt = random_batch(config)
+    src[0, 4:] = config.pad_id
+    full = model(src, tgt)
+    memory = model.encode(src)
+    cache = model.init_decoder_cache(memory, build_padding_mask(src, config.pad_id))
+    steps = [model.decode(tgt[:, i : i + 1], None, None, cache) for i in range(tgt.size(1))]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+    assert cache.decoded_len == tgt.size(1)
+
+
+def test_cache_reorder_follows_selected_rows(tiny_config) -> None:
+    model = Transformer(tiny_config).eval()
+    src, tgt = random_batch(tiny_config)
+    memory = model.encode(src)
+    cache = model.init_decoder_cache(memory, build_padding_mask(src, tiny_config.pad_id))
+    model.decode(tgt[:, :2], None, None, cache)
+    order = torch.tensor([2, 2, 0])
+    cache.reorder(order)
+    next_logits = model.decode(tgt[order, 2:3], None, None, cache)
+    expected = model(src[order], tgt[order, :3])[:, 2:3]
+    torch.testing.assert_close(next_logits, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_restricted_attention_limits_the_receptive_field(tiny_config) -> None:
+    config = dataclasses.replace(tiny_config, num_encoder_layers=1, attention_window=1)
+    model = Transformer(config).eval()
+    src, _ = random_batch(config, src_len=8)
+    encoded = model.encode(src)
+    changed = src.clone()
+    changed[:, 7] = (changed[:, 7] - 3) % (config.vocab_size - 4) + 4
+    changed_encoded = model.encode(changed)
+    # One layer with r = 1: position 7 influences only positions 6 and 7.
+    torch.testing.assert_close(changed_encoded[:, :6], encoded[:, :6])
+    assert not torch.allclose(changed_encoded[:, 6:], encoded[:, 6:])
+
+
+def test_embeddings_are_shared_and_tied_by_default(tiny_config) -> None:
+    model = Transformer(tiny_config)
+    assert model.src_embedding is model.tgt_embedding
+    assert model.output_projection is None
+    hidden = torch.randn(1, 2, tiny_config.d_model)
+    torch.testing.assert_close(model.project_output(hidden), hidden @ model.tgt_embedding.weight.T)
+    untied = Transformer(
+        dataclasses.replace(tiny_config, share_embeddings=False, tie_output_projection=False)
+    )
+    extra = tiny_config.vocab_size * tiny_config.d_model * 2
+    assert untied.num_parameters() == model.num_parameters() + extra
+
+
+def test_learned_positions_fail_clearly_on_long_input(tiny_config) -> None:
+    model = Transformer(dataclasses.replace(tiny_config, positional_encoding="learned", max_positions=8))
+    src, tgt = random_batch(tiny_config, src_len=9)
+    with pytest.raises(ValueError, match="max_positions=8"):
+        model(src, tgt)
+
+
+def test_attention_weights_are_returned_for_every_layer(tiny_config) -> None:
+    model = Transformer(tiny_config).eval()
+    src, tgt = random_batch(tiny_config)
+    src[2, 3:] = tiny_config.pad_id
+    logits, attention = model.forward_with_attention(src, tgt)
+    torch.testing.assert_close(logits, model(src, tgt), atol=1e-5, rtol=1e-5)
+    assert len(attention.encoder_self) == 2 and len(attention.cross) == 2 and len(attention.decoder_self) == 2
+    assert attention.cross[0].shape == (3, 4, 6, 7)
+    assert (attention.cross[1][2, :, :, 3:] == 0).all()
+    assert (attention.decoder_self[0].triu(1) == 0).all()
+
+
+def test_projections_are_xavier_initialised(tiny_config) -> None:
+    model = Transformer(dataclasses.replace(tiny_config, d_model=64, d_ff=256))
+    weight = model.encoder.layers[0].feed_forward.linear_in.weight
+    bound = (6 / (64 + 256)) ** 0.5
+    assert weight.abs().max() <= bound
+    assert weight.std().item() == pytest.approx(bound / 3**0.5, rel=0.05)
+    assert (model.encoder.layers[0].self_attention.q_proj.bias == 0).all()
+
+
+def test_model_learns_to_copy(tiny_config) -> None:
+    """The Annotated Transformer's first check: overfit a copy task in a few hundred steps."""
+    config = dataclasses.replace(tiny_config, vocab_size=14, d_ff=128)
+    model = Transformer(config)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(250):
+        body = torch.randint(4, 14, (32, 6))
+        tgt_input = torch.cat([torch.full((32, 1), config.bos_id), body], dim=1)
+        tgt_output = torch.cat([body, torch.full((32, 1), config.eos_id)], dim=1)
+        logits = model(body, tgt_input)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 14), tgt_output.reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    body = torch.randint(4, 14, (16, 6))
+    tgt = torch.full((16, 1), config.bos_id)
+    for _ in range(6):
+        next_token = model(body, tgt)[:, -1].argmax(-1, keepdim=True)
+        tgt = torch.cat([tgt, next_token], dim=1)
+    assert (tgt[:, 1:] == body).float().mean() > 0.95

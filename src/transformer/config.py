@@ -344,3 +344,66 @@ def _has_type(value: Any, expected: Any) -> bool:
     if expected is Any:
         return True
     return isinstance(value, expected)
+
+
+LENGTH_PENALTY_FORMS = ("gnmt", "power")
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """How to search for translations; defaults are the paper's (section 6.1).
+
+    Parameters
+    ----------
+    beam_size : int
+        Hypotheses kept per sentence (4); 1 is greedy search.
+    length_penalty : float
+        alpha of the length penalty (0.6); 0 disables it.
+    length_penalty_form : str
+        "gnmt": scores are divided by ((5 + |Y|) / 6)^alpha (Wu et al., 2016; the paper's choice).
+        "power": divided by |Y|^alpha (HuggingFace ``generate()``'s form, for parity tests).
+    max_length_offset : int
+        Longest output = source length + this (50, section 6.1).
+    max_length : int or None
+        Absolute cap on output tokens (EOS excluded); None means no cap beyond the offset rule.
+    min_length : int
+        EOS is forbidden before this many tokens; with ``max_length`` equal to it, forces the output length.
+    nbest : int
+        Hypotheses returned per sentence (at most ``beam_size``).
+    use_cache : bool
+        Reuse self-attention keys/values and the projected encoder output between steps (incremental
+        decoding); False recomputes the whole prefix every step (same tokens, slower).
+
+    Notes
+    -----
+    Raises ValueError at construction for a non-positive beam, nbest > beam, negative lengths or an unknown
+    penalty form.
+    """
+
+    beam_size: int = 4
+    length_penalty: float = 0.6
+    length_penalty_form: str = "gnmt"
+    max_length_offset: int = 50
+    max_length: int | None = None
+    min_length: int = 0
+    nbest: int = 1
+    use_cache: bool = True
+
+    def __post_init__(self) -> None:
+        check_field_types(self)
+        if self.beam_size < 1:
+            raise ValueError(f"DecodeConfig.beam_size={self.beam_size} must be at least 1")
+        if not 1 <= self.nbest <= self.beam_size:
+            raise ValueError(
+                f"DecodeConfig.nbest={self.nbest} must be between 1 and beam_size={self.beam_size}"
+            )
+        if self.length_penalty_form not in LENGTH_PENALTY_FORMS:
+            raise ValueError(
+                f"DecodeConfig.length_penalty_form={self.length_penalty_form!r} is not one of {LENGTH_PENALTY_FORMS}"
+            )
+        if self.max_length_offset < 0 or self.min_length < 0:
+            raise ValueError("DecodeConfig.max_length_offset and min_length must be non-negative")
+        if self.max_length is not None and self.max_length < max(1, self.min_length):
+            raise ValueError(
+                f"DecodeConfig.max_length={self.max_length} must be at least max(1, min_length={self.min_length})"
+            )

@@ -1,10 +1,14 @@
-"""Typed configuration of the model. YAML files in ``configs/`` hold values for these dataclasses."""
+"""Typed configuration: model, data, training and decoding. YAML files in ``configs/`` hold their values."""
 
 import dataclasses
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from transformer.model.feed_forward import ACTIVATIONS
 from transformer.model.multihead_attention import ATTENTION_SCORINGS
@@ -407,3 +411,334 @@ class DecodeConfig:
             raise ValueError(
                 f"DecodeConfig.max_length={self.max_length} must be at least max(1, min_length={self.min_length})"
             )
+
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the parallel text comes from and how it is tokenised.
+
+    Parameters
+    ----------
+    corpus : str
+        "synthetic" (the built-in grammar, generated from ``synthetic_seed``), a known corpus name such as
+        "multi30k" (downloaded to ``cache_dir``), or "directory" (files in ``data_dir``).
+    data_dir : str or None
+        Folder of ``{train,valid,test}.{lang}[.gz]`` files when ``corpus == "directory"``.
+    source_lang : str
+        Source language suffix ("en").
+    target_lang : str
+        Target language suffix ("de").
+    max_len : int
+        Pairs with more BPE tokens than this on either side are dropped (and counted in the log).
+    cache_dir : str
+        Download cache for known corpora ("~" is expanded).
+    mirror : str or None
+        Local folder or file:// URL holding the corpus files, used instead of the internet.
+    synthetic_train_pairs, synthetic_valid_pairs, synthetic_test_pairs : int
+        Split sizes of the built-in corpus.
+    synthetic_seed : int
+        Seed of the built-in corpus.
+
+    Notes
+    -----
+    The joint BPE vocabulary size is ``model.vocab_size``: one number, so the two cannot disagree.
+    """
+
+    corpus: str = "synthetic"
+    data_dir: str | None = None
+    source_lang: str = "en"
+    target_lang: str = "de"
+    max_len: int = 128
+    cache_dir: str = "~/.cache/transformer"
+    mirror: str | None = None
+    synthetic_train_pairs: int = 20000
+    synthetic_valid_pairs: int = 500
+    synthetic_test_pairs: int = 500
+    synthetic_seed: int = 1234
+
+    def __post_init__(self) -> None:
+        check_field_types(self)
+        if self.corpus == "directory" and not self.data_dir:
+            raise ValueError("DataConfig.corpus='directory' needs data_dir")
+        if self.max_len <= 1:
+            raise ValueError(f"DataConfig.max_len={self.max_len} must be at least 2")
+        for name in ("synthetic_train_pairs", "synthetic_valid_pairs", "synthetic_test_pairs"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"DataConfig.{name}={getattr(self, name)} must be positive")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The training recipe; defaults are the paper's (section 5).
+
+    Parameters
+    ----------
+    max_tokens : int
+        Token budget of one batch, per side (the paper: about 25,000 source and 25,000 target tokens per
+        step, over 8 GPUs).
+    accumulate : int
+        Batches whose gradients are summed per optimizer step, to reach a large effective batch.
+    max_steps : int
+        Optimizer steps to run (100,000 base, 300,000 big).
+    max_epochs : int or None
+        Stop after this many passes over the data, if earlier.
+    max_minutes : float or None
+        Stop after this much wall-clock training time, if earlier (then the schedule's cool-down, if any,
+        follows ``max_steps``).
+    warmup_steps : int
+        Linear warm-up steps of Eq. (3) (4,000).
+    learning_rate_scale : float
+        Multiplier on Eq. (3).
+    peak_learning_rate : float or None
+        If set, overrides ``learning_rate_scale`` so the schedule peaks at this rate.
+    cooldown_steps : int
+        Linear decay to zero over the last steps of ``max_steps`` (0: the paper's pure inverse square root).
+    adam_beta1, adam_beta2, adam_epsilon : float
+        Adam's beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9.
+    label_smoothing : float
+        eps_ls = 0.1.
+    clip_norm : float or None
+        Clip the gradient norm to this (not in the paper); None disables clipping.
+    precision : str
+        "auto" (bf16 on CPUs with native bf16 and on CUDA GPUs with bf16, else fp32), "fp32", "bf16" or
+        "fp16" (CUDA only, with a gradient scaler).
+    device : str
+        "auto" (CUDA if available, else CPU), "cpu", "cuda" or "cuda:N".
+    threads : int or None
+        CPU threads for PyTorch; None keeps PyTorch's default (the number of cores).
+    seed : int
+        Seed of parameter initialisation, data order and dropout.
+    log_every : int
+        Steps between training-metric records.
+    validate_every : int
+        Steps between validation passes (0: only at the end).
+    checkpoint_every : int
+        Steps between checkpoints (0: only at the end).
+    keep_checkpoints : int
+        Recent checkpoints kept on disk, besides the best one by validation loss.
+    tensorboard : bool
+        Also write TensorBoard event files (needs the ``tensorboard`` extra).
+
+    Notes
+    -----
+    Validated at construction; a bad value raises ValueError naming the field.
+    """
+
+    max_tokens: int = 4096
+    accumulate: int = 1
+    max_steps: int = 100_000
+    max_epochs: int | None = None
+    max_minutes: float | None = None
+    warmup_steps: int = 4000
+    learning_rate_scale: float = 1.0
+    peak_learning_rate: float | None = None
+    cooldown_steps: int = 0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    adam_epsilon: float = 1e-9
+    label_smoothing: float = 0.1
+    clip_norm: float | None = None
+    precision: str = "auto"
+    device: str = "auto"
+    threads: int | None = None
+    seed: int = 1
+    log_every: int = 50
+    validate_every: int = 1000
+    checkpoint_every: int = 1000
+    keep_checkpoints: int = 5
+    tensorboard: bool = False
+
+    def __post_init__(self) -> None:
+        check_field_types(self)
+        for name in (
+            "max_tokens",
+            "accumulate",
+            "max_steps",
+            "warmup_steps",
+            "log_every",
+            "keep_checkpoints",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"TrainConfig.{name}={getattr(self, name)} must be positive")
+        for name in ("validate_every", "checkpoint_every", "cooldown_steps"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"TrainConfig.{name}={getattr(self, name)} must be non-negative")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"TrainConfig.precision={self.precision!r} is not one of {PRECISIONS}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"TrainConfig.label_smoothing={self.label_smoothing} must be in [0, 1)")
+        if self.threads is not None and self.threads <= 0:
+            raise ValueError(f"TrainConfig.threads={self.threads} must be positive")
+        if self.clip_norm is not None and self.clip_norm <= 0:
+            raise ValueError(f"TrainConfig.clip_norm={self.clip_norm} must be positive or null")
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """Everything one training run needs: model, data, recipe and decoding settings.
+
+    Parameters
+    ----------
+    model : TransformerConfig
+        The model; ``vocab_size`` is also the size of the joint BPE vocabulary trained on the data.
+    data : DataConfig
+        The corpus.
+    train : TrainConfig
+        The recipe.
+    decode : DecodeConfig
+        Search settings for evaluation after training.
+
+    Notes
+    -----
+    Built from YAML by :func:`load_config`.
+    """
+
+    model: TransformerConfig
+    data: DataConfig = DataConfig()
+    train: TrainConfig = TrainConfig()
+    decode: DecodeConfig = DecodeConfig()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the nested fields as plain dictionaries.
+
+        Returns
+        -------
+        dict of str to Any
+            ``{"model": {...}, "data": {...}, "train": {...}, "decode": {...}}``.
+
+        Notes
+        -----
+        Round-trips through :func:`experiment_from_dict`.
+        """
+        return dataclasses.asdict(self)
+
+
+SECTIONS: dict[str, type] = {
+    "model": TransformerConfig,
+    "data": DataConfig,
+    "train": TrainConfig,
+    "decode": DecodeConfig,
+}
+
+
+def experiment_from_dict(values: dict[str, Any], source: str = "config") -> ExperimentConfig:
+    """Build an :class:`ExperimentConfig` from nested dictionaries.
+
+    Parameters
+    ----------
+    values : dict of str to Any
+        Sections ``model`` (required), ``data``, ``train`` and ``decode``. The model section may name a
+        ``preset`` ("base", "big" or a Table 2 variant such as "C4") whose values the other keys override.
+    source : str
+        Where the values came from (a file name), for error messages.
+
+    Returns
+    -------
+    ExperimentConfig
+        The validated configuration.
+
+    Notes
+    -----
+    Every error is a ValueError that starts with ``source`` and names the section and key at fault.
+    """
+    unknown = sorted(set(values) - set(SECTIONS))
+    if unknown:
+        raise ValueError(f"{source}: unknown section(s) {unknown}; known: {sorted(SECTIONS)}")
+    if "model" not in values:
+        raise ValueError(f"{source}: the 'model' section is required (at least model.vocab_size)")
+    built: dict[str, Any] = {}
+    for section, cls in SECTIONS.items():
+        section_values = values.get(section) or {}
+        if not isinstance(section_values, dict):
+            raise ValueError(f"{source}: section '{section}' must be a mapping, got {section_values!r}")
+        try:
+            if section == "model":
+                built[section] = _model_from_dict(dict(section_values))
+            else:
+                built[section] = build_dataclass(cls, section_values)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{source}: [{section}] {error}") from None
+    return ExperimentConfig(**built)
+
+
+def _model_from_dict(values: dict[str, Any]) -> TransformerConfig:
+    preset = values.pop("preset", None)
+    if preset is None:
+        return TransformerConfig.from_dict(values)
+    vocab_size = values.pop("vocab_size", 37000)
+    if preset == "base":
+        return TransformerConfig.base(vocab_size, **values)
+    if preset == "big":
+        return TransformerConfig.big(vocab_size, **values)
+    return TransformerConfig.table2(str(preset), vocab_size, **values)
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentConfig:
+    """Read a YAML experiment file and apply ``section.key=value`` overrides.
+
+    Parameters
+    ----------
+    path : str or Path
+        A YAML file with the sections of :class:`ExperimentConfig`.
+    overrides : sequence of str
+        Items like ``"train.max_steps=2000"`` or ``"model.dropout=0.3"``; the value is parsed as YAML
+        (so ``null``, ``true``, ``1e-3`` and ``[1, 2]`` work).
+
+    Returns
+    -------
+    ExperimentConfig
+        The validated configuration.
+
+    Notes
+    -----
+    Errors name the file (or the override) and the key at fault, in one line.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ValueError(f"cannot read config {path}: {error.strerror}") from None
+    try:
+        values = yaml.safe_load(text) or {}
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path}: not valid YAML: {str(error).splitlines()[0]}") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: expected a mapping of sections at the top level")
+    for override in overrides:
+        apply_override(values, override)
+    return experiment_from_dict(values, source=str(path))
+
+
+def apply_override(values: dict[str, Any], override: str) -> None:
+    """Set one ``section.key=value`` item in nested config values, in place.
+
+    Parameters
+    ----------
+    values : dict of str to Any
+        Nested sections, as read from YAML.
+    override : str
+        ``"section.key=value"``; the value is parsed as YAML.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    A malformed item raises ValueError quoting it.
+    """
+    key_path, separator, raw_value = override.partition("=")
+    section, dot, key = key_path.strip().partition(".")
+    if not separator or not dot or not section or not key:
+        raise ValueError(f"--set {override!r}: expected section.key=value, e.g. train.max_steps=2000")
+    try:
+        parsed = yaml.safe_load(raw_value)
+    except yaml.YAMLError:
+        raise ValueError(f"--set {override!r}: the value is not valid YAML") from None
+    section_values = values.setdefault(section, {})
+    if not isinstance(section_values, dict):
+        raise ValueError(f"--set {override!r}: section '{section}' is not a mapping")
+    section_values[key] = parsed

@@ -1,0 +1,587 @@
+"""The ``transformer`` command: prepare data, train, average, translate, evaluate, plot.
+
+Only this module parses arguments and prints; it calls the library and turns its errors into one-line
+messages (exit status 2) instead of tracebacks.
+"""
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from transformer.config import DecodeConfig, ExperimentConfig, load_config
+from transformer.data.dataset import read_lines, read_parallel_files
+from transformer.data.prepare import TrainingData, prepare_data
+from transformer.evaluation.bleu import score_translations
+from transformer.evaluation.perplexity import corpus_perplexity
+from transformer.training.checkpoint import (
+    CheckpointError,
+    average_checkpoints,
+    read_index,
+    resolve_checkpoint,
+    write_weights_checkpoint,
+)
+from transformer.training.distributed import barrier, init_distributed, shutdown_distributed
+from transformer.training.trainer import Trainer, TrainingDivergedError, TrainResult
+from transformer.translator import Translator
+from transformer.visualization.attention_html import write_attention_html
+from transformer.visualization.attention_plot import plot_attention_maps
+from transformer.visualization.training_curves import plot_training_curves
+
+REPO_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+class ProgressBar:
+    """A tqdm progress bar showing loss, learning rate, tokens/s and ETA; messages print above it.
+
+    Notes
+    -----
+    Implements the trainer's Reporter protocol.
+    """
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+
+    def start(self, total_steps: int, initial_step: int) -> None:
+        """Open the bar."""
+        self.bar = tqdm(
+            total=total_steps, initial=initial_step, unit="step", dynamic_ncols=True, file=sys.stderr
+        )
+
+    def update(self, step: int, metrics: dict[str, Any]) -> None:
+        """Move the bar to ``step`` and show the latest metrics."""
+        if self.bar is None:
+            return
+        self.bar.update(step - self.bar.n)
+        self.bar.set_postfix(
+            loss=f"{metrics['train_loss']:.3f}",
+            lr=f"{metrics['learning_rate']:.2e}",
+            tok_s=f"{metrics['tokens_per_second']:.0f}",
+            pad=f"{metrics['padding_ratio']:.2f}",
+        )
+
+    def message(self, text: str) -> None:
+        """Print a line without breaking the bar."""
+        if self.bar is None:
+            print(text, file=sys.stderr)
+        else:
+            self.bar.write(text, file=sys.stderr)
+
+    def close(self) -> None:
+        """Close the bar."""
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def resolve_config_path(name: str) -> Path:
+    """Accept a YAML path or the bare name of a file in the repository's ``configs/``.
+
+    Parameters
+    ----------
+    name : str
+        ``configs/multi30k.yaml``, ``multi30k.yaml`` or ``multi30k``.
+
+    Returns
+    -------
+    Path
+        An existing file.
+
+    Notes
+    -----
+    Raises ValueError listing the shipped configs when nothing matches.
+    """
+    path = Path(name)
+    if path.exists():
+        return path
+    for candidate in (REPO_CONFIGS / name, REPO_CONFIGS / f"{name}.yaml"):
+        if candidate.exists():
+            return candidate
+    shipped = sorted(item.stem for item in REPO_CONFIGS.glob("*.yaml")) if REPO_CONFIGS.exists() else []
+    raise ValueError(f"--config {name}: no such file (shipped configs: {', '.join(shipped) or 'none'})")
+
+
+def load_experiment(args: argparse.Namespace) -> ExperimentConfig:
+    """Read ``--config`` with its ``--set`` overrides.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments with ``config`` and ``overrides``.
+
+    Returns
+    -------
+    ExperimentConfig
+        The validated configuration.
+
+    Notes
+    -----
+    See :func:`transformer.config.load_config`.
+    """
+    return load_config(resolve_config_path(args.config), args.overrides)
+
+
+def default_output_dir(args: argparse.Namespace) -> Path:
+    """``--output-dir``, else ``runs/<config name>``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments.
+
+    Returns
+    -------
+    Path
+        The run directory.
+
+    Notes
+    -----
+    A run directory holds the data it generated, the vocabulary, checkpoints and metrics.
+    """
+    if args.output_dir:
+        return Path(args.output_dir)
+    return Path("runs") / Path(args.config).stem
+
+
+def run_prepare(args: argparse.Namespace) -> int:
+    """Prepare the corpus and the joint BPE vocabulary of a config."""
+    experiment = load_experiment(args)
+    run_dir = default_output_dir(args)
+    data = prepare_data(experiment.data, experiment.model.vocab_size, run_dir, message=print)
+    print(f"prepared {len(data.train)} training pairs and {data.tokenizer.vocab_size} pieces in {run_dir}")
+    return 0
+
+
+def train_experiment(
+    experiment: ExperimentConfig, run_dir: Path, resume: bool
+) -> tuple[TrainResult, TrainingData]:
+    """Prepare data and train, as one process or one rank of a ``torchrun`` job.
+
+    Parameters
+    ----------
+    experiment : ExperimentConfig
+        What to train.
+    run_dir : Path
+        Where to write.
+    resume : bool
+        Continue the latest checkpoint in ``run_dir``.
+
+    Returns
+    -------
+    TrainResult
+        What the run achieved.
+    TrainingData
+        The prepared data (for evaluation afterwards).
+
+    Notes
+    -----
+    Rank 0 prepares data and vocabulary first; the other ranks then load what it wrote.
+    """
+    if experiment.train.threads is not None:
+        torch.set_num_threads(experiment.train.threads)
+    context = init_distributed(experiment.train.device)
+    progress = ProgressBar()
+    try:
+        if not context.is_main:
+            barrier(context)
+        data = prepare_data(
+            experiment.data,
+            experiment.model.vocab_size,
+            run_dir,
+            message=progress.message if context.is_main else None,
+        )
+        if context.is_main:
+            barrier(context)
+        trainer = Trainer(experiment, run_dir, data, context, progress)
+        if context.is_main:
+            progress.message(
+                f"model: {trainer.model.num_parameters():,} parameters; device {context.device}, "
+                f"{context.world_size} process(es), precision {trainer.precision}, {torch.get_num_threads()} threads"
+            )
+        return trainer.train(resume=resume), data
+    finally:
+        shutdown_distributed(context)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    """Train a model from a config."""
+    experiment = load_experiment(args)
+    result, _ = train_experiment(experiment, default_output_dir(args), args.resume)
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(describe_result(result))
+    return 0
+
+
+def describe_result(result: TrainResult) -> str:
+    """One line summarising a training run.
+
+    Parameters
+    ----------
+    result : TrainResult
+        The run's result.
+
+    Returns
+    -------
+    str
+        Steps, tokens, time, validation loss/perplexity and checkpoint.
+
+    Notes
+    -----
+    Printed at the end of ``transformer train``.
+    """
+    valid = ""
+    if result.valid_loss is not None and result.valid_perplexity is not None:
+        valid = f", valid loss {result.valid_loss:.4f}, perplexity {result.valid_perplexity:.2f}"
+    return (
+        f"trained {result.step} steps ({result.tokens_seen:,} target tokens) in {result.elapsed_seconds / 60:.1f} min, "
+        f"stopped by {result.stop_reason}{valid}; checkpoint {result.checkpoint}"
+    )
+
+
+def run_quickstart(args: argparse.Namespace) -> int:
+    """Train on the built-in corpus, then translate its test split and print BLEU and examples."""
+    args.config = args.config or "quickstart"
+    experiment = load_experiment(args)
+    run_dir = default_output_dir(args)
+    resume = (run_dir / "checkpoints" / "index.json").exists()
+    result, data = train_experiment(experiment, run_dir, resume=resume)
+    print(describe_result(result))
+    if "test" not in data.split_files:
+        return 0
+    pairs = read_parallel_files(*data.split_files["test"])
+    translator = Translator.from_checkpoint(run_dir, experiment.decode)
+    hypotheses = translator.translate([source for source, _ in pairs])
+    scores = score_translations(hypotheses, [target for _, target in pairs])
+    print(f"test set ({len(pairs)} sentences, beam {experiment.decode.beam_size}):")
+    print(scores.describe())
+    for (source, reference), hypothesis in list(zip(pairs, hypotheses, strict=True))[: args.examples]:
+        print(f"\n  source:     {source}\n  output:     {hypothesis}\n  reference:  {reference}")
+    return 0
+
+
+def decode_config_from_args(args: argparse.Namespace) -> DecodeConfig:
+    """Build search settings from ``--beam``, ``--alpha``, ``--nbest`` and friends.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments.
+
+    Returns
+    -------
+    DecodeConfig
+        Validated settings.
+
+    Notes
+    -----
+    Defaults are the paper's.
+    """
+    return DecodeConfig(
+        beam_size=args.beam,
+        length_penalty=args.alpha,
+        length_penalty_form=args.length_penalty_form,
+        max_length_offset=args.max_length_offset,
+        nbest=args.nbest,
+        use_cache=not args.no_cache,
+    )
+
+
+def read_input_lines(path: str | None) -> list[str]:
+    """Read sentences from a file (plain or .gz) or standard input.
+
+    Parameters
+    ----------
+    path : str or None
+        File path; None or "-" reads standard input.
+
+    Returns
+    -------
+    list of str
+        One sentence per line, newline removed.
+
+    Notes
+    -----
+    Errors name the file and line (e.g. invalid UTF-8).
+    """
+    if path is None or path == "-":
+        return [line.rstrip("\n") for line in sys.stdin]
+    return read_lines(Path(path))
+
+
+def write_output_lines(lines: Sequence[str], path: str | None) -> None:
+    """Write lines to a file atomically, or to standard output.
+
+    Parameters
+    ----------
+    lines : sequence of str
+        Output lines.
+    path : str or None
+        Destination; None or "-" is standard output.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    A file is written to a temporary sibling and renamed, so an interrupted run leaves no partial output.
+    """
+    text = "".join(line + "\n" for line in lines)
+    if path is None or path == "-":
+        sys.stdout.write(text)
+        return
+    destination = Path(path)
+    temporary = destination.parent / f".{destination.name}.tmp-{os.getpid()}"
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, destination)
+
+
+def run_translate(args: argparse.Namespace) -> int:
+    """Translate lines of text with a checkpoint."""
+    translator = Translator.from_checkpoint(
+        args.checkpoint, decode_config_from_args(args), args.device, args.precision
+    )
+    sentences = read_input_lines(args.input)
+    if args.nbest > 1:
+        lines = [
+            f"{index}\t{candidate.score:.4f}\t{candidate.text}"
+            for index, candidates in enumerate(translator.translate_nbest(sentences))
+            for candidate in candidates
+        ]
+    else:
+        lines = translator.translate(sentences)
+    write_output_lines(lines, args.output)
+    if translator.truncated_count:
+        print(
+            f"note: {translator.truncated_count} input(s) longer than {translator.max_input_tokens} tokens "
+            "were truncated",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    """Score translations with sacreBLEU (and the checkpoint's perplexity on the references)."""
+    references = read_input_lines(args.reference)
+    if args.hypotheses:
+        hypotheses = read_input_lines(args.hypotheses)
+    else:
+        if not args.checkpoint or not args.source:
+            raise ValueError("evaluate needs --hypotheses, or --checkpoint with --source")
+        translator = Translator.from_checkpoint(
+            args.checkpoint, decode_config_from_args(args), args.device, args.precision
+        )
+        sources = read_input_lines(args.source)
+        if len(sources) != len(references):
+            raise ValueError(
+                f"{args.source} has {len(sources)} lines but {args.reference} has {len(references)}"
+            )
+        hypotheses = translator.translate(sources)
+        if args.output:
+            write_output_lines(hypotheses, args.output)
+        perplexity = corpus_perplexity(
+            translator.model, translator.tokenizer, list(zip(sources, references, strict=True))
+        )
+        print(
+            f"perplexity {perplexity.perplexity:.3f} (NLL {perplexity.nll_per_token:.4f} nats/token over "
+            f"{perplexity.num_tokens} reference tokens)"
+        )
+    print(score_translations(hypotheses, references, lowercase=args.lowercase).describe())
+    return 0
+
+
+def run_average(args: argparse.Namespace) -> int:
+    """Average the weights of several checkpoints into a new one."""
+    if args.inputs:
+        paths = [resolve_checkpoint(Path(path)) for path in args.inputs]
+    elif args.run:
+        checkpoint_dir = Path(args.run) / "checkpoints"
+        names = read_index(checkpoint_dir).get("checkpoints", [])
+        if not names:
+            raise CheckpointError(f"{checkpoint_dir}: no checkpoints to average")
+        paths = [checkpoint_dir / name for name in sorted(names)[-args.last :]]
+    else:
+        raise ValueError("average-checkpoints needs --inputs DIR [DIR ...] or --run DIR [--last N]")
+    averaged = average_checkpoints(paths)
+    destination = write_weights_checkpoint(averaged, Path(args.output), paths)
+    print(f"averaged {len(paths)} checkpoints ({', '.join(path.name for path in paths)}) -> {destination}")
+    return 0
+
+
+def run_attention(args: argparse.Namespace) -> int:
+    """Plot attention maps of one sentence (PNG per kind for one layer, and an HTML page of all)."""
+    translator = Translator.from_checkpoint(args.checkpoint, DecodeConfig(beam_size=args.beam), "cpu")
+    target = args.target if args.target is not None else translator.translate([args.text])[0]
+    tokenizer = translator.tokenizer
+    src_ids = [*tokenizer.encode(args.text), translator.model.config.eos_id]
+    tgt_ids = [translator.model.config.bos_id, *tokenizer.encode(target)]
+    with torch.inference_mode():
+        _, attention = translator.model.forward_with_attention(
+            torch.tensor([src_ids]), torch.tensor([tgt_ids])
+        )
+    source_tokens = [tokenizer.id_to_piece(token) for token in src_ids]
+    target_tokens = [tokenizer.id_to_piece(token) for token in tgt_ids]
+    output_dir = Path(args.output_dir)
+    images = plot_attention_maps(attention, source_tokens, target_tokens, args.layer, output_dir)
+    page = write_attention_html(
+        attention,
+        source_tokens,
+        target_tokens,
+        output_dir / "attention.html",
+        title=f"{args.text} → {target}",
+    )
+    print(f"translation: {target}")
+    for path in [*images.values(), page]:
+        print(f"wrote {path}")
+    return 0
+
+
+def run_plot(args: argparse.Namespace) -> int:
+    """Draw loss and learning-rate curves of a run."""
+    metrics = Path(args.run) / "metrics.jsonl"
+    output = Path(args.output) if args.output else Path(args.run) / "training_curves.png"
+    print(f"wrote {plot_training_curves(metrics, output)}")
+    return 0
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    """Add ``--config``, ``--set`` and ``--output-dir``."""
+    parser.add_argument("--config", required=required, help="YAML file, or the name of one in configs/")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override a config value, e.g. --set train.max_steps=2000 (repeatable)",
+    )
+    parser.add_argument("--output-dir", help="run directory (default: runs/<config name>)")
+
+
+def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the search settings, defaulting to the paper's."""
+    parser.add_argument("--beam", type=int, default=4, help="beam size; 1 is greedy (default 4)")
+    parser.add_argument("--alpha", type=float, default=0.6, help="length penalty alpha (default 0.6)")
+    parser.add_argument("--length-penalty-form", choices=["gnmt", "power"], default="gnmt")
+    parser.add_argument(
+        "--max-length-offset", type=int, default=50, help="output limit = input length + this"
+    )
+    parser.add_argument("--nbest", type=int, default=1, help="candidates per sentence (tab-separated output)")
+    parser.add_argument("--no-cache", action="store_true", help="recompute the prefix every step (slow)")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the argument parser of every subcommand.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The ``transformer`` parser.
+
+    Notes
+    -----
+    Each subcommand sets ``handler``.
+    """
+    parser = argparse.ArgumentParser(prog="transformer", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    prepare = commands.add_parser(
+        "prepare", help="fetch/generate the corpus and train the joint BPE vocabulary"
+    )
+    add_config_arguments(prepare)
+    prepare.set_defaults(handler=run_prepare)
+
+    train = commands.add_parser("train", help="train a model (run under torchrun for several processes)")
+    add_config_arguments(train)
+    train.add_argument("--resume", action="store_true", help="continue from the run's latest checkpoint")
+    train.set_defaults(handler=run_train)
+
+    quickstart = commands.add_parser("quickstart", help="train on the built-in corpus, then report test BLEU")
+    add_config_arguments(quickstart, required=False)
+    quickstart.add_argument("--examples", type=int, default=5, help="example translations to print")
+    quickstart.set_defaults(handler=run_quickstart)
+
+    translate = commands.add_parser("translate", help="translate text with a checkpoint")
+    translate.add_argument("--checkpoint", required=True, help="checkpoint or run directory")
+    translate.add_argument("--input", help="input file (plain or .gz); default standard input")
+    translate.add_argument("--output", help="output file; default standard output")
+    add_decode_arguments(translate)
+    translate.set_defaults(handler=run_translate)
+
+    evaluate = commands.add_parser("evaluate", help="BLEU/chrF with sacreBLEU, and perplexity")
+    evaluate.add_argument("--reference", required=True, help="reference translations, one per line")
+    evaluate.add_argument("--hypotheses", help="score these translations instead of translating")
+    evaluate.add_argument("--checkpoint", help="checkpoint or run directory to translate with")
+    evaluate.add_argument("--source", help="source sentences to translate")
+    evaluate.add_argument("--output", help="also write the translations here")
+    evaluate.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
+    add_decode_arguments(evaluate)
+    evaluate.set_defaults(handler=run_evaluate)
+
+    average = commands.add_parser(
+        "average-checkpoints", help="average checkpoints' weights (paper section 6.1)"
+    )
+    average.add_argument("--inputs", nargs="+", help="checkpoint directories to average")
+    average.add_argument("--run", help="run directory: average its last --last checkpoints")
+    average.add_argument("--last", type=int, default=5, help="how many of the run's checkpoints (default 5)")
+    average.add_argument("--output", required=True, help="new checkpoint directory")
+    average.set_defaults(handler=run_average)
+
+    attention = commands.add_parser("attention", help="plot attention maps of a sentence (PNG and HTML)")
+    attention.add_argument("--checkpoint", required=True, help="checkpoint or run directory")
+    attention.add_argument("--text", required=True, help="source sentence")
+    attention.add_argument("--target", help="target sentence (default: the model's own translation)")
+    attention.add_argument(
+        "--layer", type=int, default=-1, help="layer to plot; negative counts from the end"
+    )
+    attention.add_argument("--beam", type=int, default=4, help="beam size for the translation")
+    attention.add_argument("--output-dir", default="attention", help="where to write the pictures")
+    attention.set_defaults(handler=run_attention)
+
+    plot = commands.add_parser("plot", help="plot a run's loss and learning-rate curves")
+    plot.add_argument("--run", required=True, help="run directory (holds metrics.jsonl)")
+    plot.add_argument("--output", help="PNG path (default RUN/training_curves.png)")
+    plot.set_defaults(handler=run_plot)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``transformer`` command.
+
+    Parameters
+    ----------
+    argv : sequence of str or None
+        Arguments without the program name; None reads ``sys.argv``.
+
+    Returns
+    -------
+    int
+        Exit status: 0 on success, 2 on a usage or input error (one line on standard error).
+
+    Notes
+    -----
+    Known errors (bad config, bad data, mismatched checkpoint, diverged training) print one line naming
+    the file, line or option at fault; anything else is a bug and keeps its traceback.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        status: int = args.handler(args)
+    except (ValueError, OSError, TrainingDivergedError) as error:
+        print(f"transformer {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"transformer {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,294 @@
+"""Read parallel text, turn it into token ids and drop the pairs training cannot use.
+
+Corpora come as two line-aligned files (``train.en``/``train.de``, gzipped or not) or as one
+tab-separated file. Every problem is reported with the file and line at fault: misaligned line
+counts, bytes that are not UTF-8, a line without its tab, an empty file. Pairs with an empty side
+or longer than ``max_len`` tokens are dropped and counted in a :class:`FilterReport`, never
+silently.
+"""
+
+import gzip
+import io
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from transformer.data.tokenizer import EOS_ID, Tokenizer
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class CorpusError(ValueError):
+    """A corpus file is missing, unreadable or malformed; the message names the file and line."""
+
+
+def _open_corpus_file(path: Path) -> io.BufferedIOBase:
+    """Open a plain or gzipped file for reading bytes.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file; gzip is detected from its first two bytes, whatever its name.
+
+    Returns
+    -------
+    io.BufferedIOBase
+        The (decompressed) byte stream; the caller closes it.
+
+    Notes
+    -----
+    Raises CorpusError naming the file if it is missing or unreadable.
+    """
+    try:
+        with Path(path).open("rb") as probe:
+            is_gzip = probe.read(2) == GZIP_MAGIC
+        return gzip.open(path, "rb") if is_gzip else Path(path).open("rb")
+    except OSError as error:
+        raise CorpusError(f"cannot read {path}: {error.strerror or error}") from None
+
+
+def read_lines(path: Path) -> list[str]:
+    r"""Read a UTF-8 text file, plain or gzipped, as a list of stripped lines.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file.
+
+    Returns
+    -------
+    list[str]
+        One string per line, without the newline and surrounding whitespace.
+
+    Notes
+    -----
+    Lines are split on "\n" only (a "\r" before it is stripped), never on the other Unicode
+    line separators that ``str.splitlines`` honours and that would shift the alignment with the
+    other language. A UTF-8 byte-order mark at the start is dropped. Raises CorpusError naming
+    the file and line for bytes that are not UTF-8 and for corrupt or truncated (gzip) data.
+    """
+    lines: list[str] = []
+    with _open_corpus_file(path) as byte_stream:
+        try:
+            for line_number, raw_line in enumerate(byte_stream, start=1):
+                try:
+                    lines.append(raw_line.decode("utf-8").strip())
+                except UnicodeDecodeError as error:
+                    raise CorpusError(
+                        f"{path} line {line_number}: not valid UTF-8 (byte {error.start} of the line)"
+                    ) from None
+        except (OSError, EOFError, zlib.error) as error:
+            raise CorpusError(
+                f"{path}: cannot read past line {len(lines)} (corrupt or truncated file): {error}"
+            ) from None
+    if lines and lines[0].startswith("\ufeff"):
+        lines[0] = lines[0][1:].strip()
+    return lines
+
+
+def read_parallel_files(source_path: Path, target_path: Path) -> list[tuple[str, str]]:
+    """Read two line-aligned files into (source, target) sentence pairs.
+
+    Parameters
+    ----------
+    source_path, target_path : pathlib.Path
+        Plain or gzipped UTF-8 files with one sentence per line, line i of one translating line i
+        of the other.
+
+    Returns
+    -------
+    list[tuple[str, str]]
+        (source, target) per line, stripped; empty lines are kept (``encode_corpus`` counts them).
+
+    Notes
+    -----
+    Raises CorpusError naming the files when their line counts differ or both are empty, and the
+    errors of :func:`read_lines`.
+    """
+    sources = read_lines(source_path)
+    targets = read_lines(target_path)
+    if len(sources) != len(targets):
+        raise CorpusError(
+            f"{source_path} has {len(sources)} lines but {target_path} has {len(targets)}; "
+            "parallel files must be line-aligned"
+        )
+    if not sources:
+        raise CorpusError(f"{source_path} and {target_path} are empty")
+    return list(zip(sources, targets, strict=True))
+
+
+def read_tsv_corpus(path: Path) -> list[tuple[str, str]]:
+    """Read a file of ``source<TAB>target`` lines into sentence pairs.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        Plain or gzipped UTF-8 file, one pair per line.
+
+    Returns
+    -------
+    list[tuple[str, str]]
+        (source, target) per line, each side stripped.
+
+    Notes
+    -----
+    Raises CorpusError naming the file and line for a line without exactly one tab, and naming
+    the file when it is empty.
+    """
+    pairs: list[tuple[str, str]] = []
+    for line_number, line in enumerate(read_lines(path), start=1):
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise CorpusError(
+                f"{path} line {line_number}: expected source<TAB>target, found {len(fields) - 1} tabs"
+            )
+        pairs.append((fields[0].strip(), fields[1].strip()))
+    if not pairs:
+        raise CorpusError(f"{path} is empty")
+    return pairs
+
+
+@dataclass(frozen=True)
+class FilterReport:
+    """How many sentence pairs :func:`encode_corpus` kept and why it dropped the others.
+
+    Parameters
+    ----------
+    kept : int
+        Pairs kept.
+    dropped_empty : int
+        Pairs with a side that is empty (or encodes to no tokens).
+    dropped_too_long : int
+        Pairs with a side longer than ``max_len`` tokens, EOS included.
+    max_len : int or None
+        The length limit that was applied, for :meth:`describe`.
+
+    Notes
+    -----
+    ``total`` is the number of input pairs.
+    """
+
+    kept: int
+    dropped_empty: int
+    dropped_too_long: int
+    max_len: int | None = None
+
+    @property
+    def total(self) -> int:
+        """Number of pairs before filtering."""
+        return self.kept + self.dropped_empty + self.dropped_too_long
+
+    def describe(self) -> str:
+        """Summarize the filter in one line for logs.
+
+        Returns
+        -------
+        str
+            E.g. "kept 28990 of 29000 pairs; dropped 2 with an empty side, 8 longer than 100 tokens".
+
+        Notes
+        -----
+        The library never prints; the caller logs this.
+        """
+        limit = f"{self.max_len} tokens" if self.max_len is not None else "max_len"
+        return (
+            f"kept {self.kept} of {self.total} pairs; dropped {self.dropped_empty} with an empty side, "
+            f"{self.dropped_too_long} longer than {limit}"
+        )
+
+
+@dataclass
+class EncodedCorpus:
+    """Token ids of the sentence pairs kept for training or validation.
+
+    Parameters
+    ----------
+    source : list[list[int]]
+        Source ids per pair, each ending with ``EOS_ID``.
+    target : list[list[int]]
+        Target ids per pair, without BOS or EOS (:func:`transformer.data.batching.collate` adds them).
+    report : FilterReport
+        What the length and emptiness filter kept and dropped.
+    pair_indices : list[int] or None
+        For each kept pair, its position in the pairs given to :func:`encode_corpus`, e.g. to find
+        the reference text of a validation sentence; None when unknown.
+
+    Notes
+    -----
+    ``source_lengths`` and ``target_lengths`` are what
+    :class:`transformer.data.batching.TokenBatchSampler` takes.
+    """
+
+    source: list[list[int]]
+    target: list[list[int]]
+    report: FilterReport
+    pair_indices: list[int] | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.source) != len(self.target):
+            raise ValueError(
+                f"EncodedCorpus: {len(self.source)} source sequences but {len(self.target)} target sequences"
+            )
+        if self.pair_indices is not None and len(self.pair_indices) != len(self.source):
+            raise ValueError(
+                f"EncodedCorpus: {len(self.pair_indices)} pair_indices for {len(self.source)} pairs"
+            )
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    @property
+    def source_lengths(self) -> np.ndarray:
+        """Source length per pair, EOS included: int64 array of shape (num_pairs,)."""
+        return np.fromiter((len(ids) for ids in self.source), dtype=np.int64, count=len(self.source))
+
+    @property
+    def target_lengths(self) -> np.ndarray:
+        """Target length per pair, without BOS/EOS: int64 array of shape (num_pairs,)."""
+        return np.fromiter((len(ids) for ids in self.target), dtype=np.int64, count=len(self.target))
+
+
+def encode_corpus(pairs: Sequence[tuple[str, str]], tokenizer: Tokenizer, max_len: int) -> EncodedCorpus:
+    """Tokenize sentence pairs, dropping those with an empty side or longer than ``max_len``.
+
+    Parameters
+    ----------
+    pairs : Sequence[tuple[str, str]]
+        (source, target) sentences, e.g. from :func:`read_parallel_files`.
+    tokenizer : Tokenizer
+        The joint vocabulary.
+    max_len : int
+        Longest sequence kept, in tokens, counting the EOS each side gets (the source stores it;
+        the target gets it, or BOS, at collation).
+
+    Returns
+    -------
+    EncodedCorpus
+        Ids of the kept pairs in input order, with a :class:`FilterReport` of the drops.
+
+    Notes
+    -----
+    Raises ValueError if ``max_len < 2`` or if no pair survives, quoting the report.
+    """
+    if max_len < 2:
+        raise ValueError(f"encode_corpus: max_len={max_len} must be at least 2 (one token plus EOS)")
+    source_ids = tokenizer.encode_batch([source for source, _ in pairs])
+    target_ids = tokenizer.encode_batch([target for _, target in pairs])
+    corpus = EncodedCorpus(source=[], target=[], report=FilterReport(0, 0, 0, max_len), pair_indices=[])
+    dropped_empty = dropped_too_long = 0
+    for pair_index, (source, target) in enumerate(zip(source_ids, target_ids, strict=True)):
+        if not source or not target:
+            dropped_empty += 1
+        elif len(source) + 1 > max_len or len(target) + 1 > max_len:
+            dropped_too_long += 1
+        else:
+            corpus.source.append(source + [EOS_ID])
+            corpus.target.append(target)
+            corpus.pair_indices.append(pair_index)  # type: ignore[union-attr]
+    corpus.report = FilterReport(len(corpus.source), dropped_empty, dropped_too_long, max_len)
+    if not corpus.source:
+        raise ValueError(f"encode_corpus: no sentence pair is left: {corpus.report.describe()}")
+    return corpus

@@ -1,0 +1,133 @@
+"""From a data config to encoded training data: find or fetch the corpus, train or load the joint BPE model."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from transformer.config import DataConfig
+from transformer.data.corpora import fetch_corpus, local_directory_corpus
+from transformer.data.dataset import EncodedCorpus, encode_corpus, read_parallel_files
+from transformer.data.synthetic import generate_splits, write_corpus
+from transformer.data.tokenizer import Tokenizer
+
+TOKENIZER_FILE = "tokenizer.model"
+
+
+@dataclass
+class TrainingData:
+    """Encoded training and validation data with their tokenizer and the files they came from.
+
+    Parameters
+    ----------
+    train : EncodedCorpus
+        Training pairs as token ids.
+    valid : EncodedCorpus or None
+        Validation pairs, or None when the corpus has no validation split.
+    tokenizer : Tokenizer
+        The joint BPE model (stored in every checkpoint).
+    split_files : dict of str to (Path, Path)
+        Source and target file of each split ("train", "valid", maybe "test").
+
+    Notes
+    -----
+    Built by :func:`prepare_data`.
+    """
+
+    train: EncodedCorpus
+    valid: EncodedCorpus | None
+    tokenizer: Tokenizer
+    split_files: dict[str, tuple[Path, Path]]
+
+
+def corpus_files(data: DataConfig, run_dir: Path) -> dict[str, tuple[Path, Path]]:
+    """Locate (generating or downloading if needed) the files of each split.
+
+    Parameters
+    ----------
+    data : DataConfig
+        Which corpus.
+    run_dir : Path
+        The run directory; the built-in corpus is written to ``run_dir/data``.
+
+    Returns
+    -------
+    dict of str to (Path, Path)
+        Source and target file per split name.
+
+    Notes
+    -----
+    The built-in corpus is regenerated only when its files are missing; it is deterministic in its seed.
+    """
+    if data.corpus == "synthetic":
+        directory = run_dir / "data"
+        names = ("train", "valid", "test")
+        files = {
+            name: (directory / f"{name}.{data.source_lang}", directory / f"{name}.{data.target_lang}")
+            for name in names
+        }
+        if not all(path.exists() for pair in files.values() for path in pair):
+            splits = generate_splits(
+                data.synthetic_train_pairs,
+                data.synthetic_valid_pairs,
+                data.synthetic_test_pairs,
+                data.synthetic_seed,
+            )
+            files = write_corpus(directory, splits, data.source_lang, data.target_lang)
+        return files
+    if data.corpus == "directory":
+        assert data.data_dir is not None  # checked by DataConfig
+        return local_directory_corpus(Path(data.data_dir).expanduser(), data.source_lang, data.target_lang)
+    return fetch_corpus(data.corpus, Path(data.cache_dir).expanduser(), mirror=data.mirror)
+
+
+def prepare_data(
+    data: DataConfig, vocab_size: int, run_dir: Path, message: Callable[[str], None] | None = None
+) -> TrainingData:
+    """Read the corpus, train (or reuse) the joint BPE vocabulary and encode the splits.
+
+    Parameters
+    ----------
+    data : DataConfig
+        Which corpus and the length filter.
+    vocab_size : int
+        Size of the joint BPE vocabulary (the model's ``vocab_size``).
+    run_dir : Path
+        The run directory; holds ``tokenizer.model`` (reused when present, so a resumed run keeps its ids).
+    message : callable or None
+        Receives one-line progress notes (sizes, dropped pairs).
+
+    Returns
+    -------
+    TrainingData
+        Encoded train and validation data and the tokenizer.
+
+    Notes
+    -----
+    The vocabulary is learned on the training split only, both languages together (section 5.1: "a shared
+    source-target vocabulary").
+    """
+    tell = message or (lambda text: None)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    files = corpus_files(data, run_dir)
+    train_pairs = read_parallel_files(*files["train"])
+    tell(f"train: {len(train_pairs)} pairs from {files['train'][0]} and {files['train'][1]}")
+    tokenizer_path = run_dir / TOKENIZER_FILE
+    if tokenizer_path.exists():
+        tokenizer = Tokenizer.load(tokenizer_path)
+        tell(f"vocabulary: reusing {tokenizer_path} ({tokenizer.vocab_size} pieces)")
+    else:
+        texts = [side for pair in train_pairs for side in pair]
+        tokenizer = Tokenizer.train(texts, tokenizer_path, vocab_size)
+        tell(f"vocabulary: trained a joint BPE model of {tokenizer.vocab_size} pieces -> {tokenizer_path}")
+    if tokenizer.vocab_size != vocab_size:
+        raise ValueError(
+            f"{tokenizer_path} has {tokenizer.vocab_size} pieces but model.vocab_size={vocab_size}; "
+            "delete it to retrain the vocabulary or set model.vocab_size to match"
+        )
+    train = encode_corpus(train_pairs, tokenizer, data.max_len)
+    tell(f"train: {train.report.describe()}")
+    valid = None
+    if "valid" in files:
+        valid = encode_corpus(read_parallel_files(*files["valid"]), tokenizer, data.max_len)
+        tell(f"valid: {valid.report.describe()}")
+    return TrainingData(train=train, valid=valid, tokenizer=tokenizer, split_files=files)

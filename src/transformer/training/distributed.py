@@ -1,0 +1,171 @@
+"""Process-group setup for multi-process training under ``torchrun`` (DistributedDataParallel)."""
+
+import os
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from torch import distributed as dist
+
+CPU = torch.device("cpu")
+
+
+@dataclass(frozen=True)
+class DistributedContext:
+    """Where this process stands in a (possibly single-process) training job.
+
+    Parameters
+    ----------
+    rank : int
+        Global rank of this process (0 when not distributed).
+    world_size : int
+        Number of processes (1 when not distributed).
+    local_rank : int
+        Rank on this machine, which picks the GPU.
+    device : torch.device
+        Device this process trains on.
+
+    Notes
+    -----
+    Rank 0 writes checkpoints, logs and progress; every rank trains on its own shard of batches.
+    """
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = CPU
+
+    @property
+    def is_main(self) -> bool:
+        """True on the process that writes files and reports progress."""
+        return self.rank == 0
+
+    @property
+    def is_distributed(self) -> bool:
+        """True when more than one process trains."""
+        return self.world_size > 1
+
+
+def resolve_device(requested: str, local_rank: int = 0) -> torch.device:
+    """Turn a device setting into a device.
+
+    Parameters
+    ----------
+    requested : str
+        "auto" (CUDA when available, else CPU), "cpu", "cuda" or "cuda:N".
+    local_rank : int
+        Picks the GPU for "auto"/"cuda" when several processes share a machine.
+
+    Returns
+    -------
+    torch.device
+        The device.
+
+    Notes
+    -----
+    Raises ValueError when CUDA is requested but unavailable.
+    """
+    if requested == "auto":
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
+    if requested.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"train.device={requested!r} but CUDA is not available on this machine")
+        return torch.device(requested if ":" in requested else f"cuda:{local_rank}")
+    if requested != "cpu":
+        raise ValueError(f"train.device={requested!r} is not one of auto, cpu, cuda, cuda:N")
+    return torch.device("cpu")
+
+
+def init_distributed(requested_device: str) -> DistributedContext:
+    """Join the process group that ``torchrun`` describes, or run as a single process.
+
+    Parameters
+    ----------
+    requested_device : str
+        The ``train.device`` setting.
+
+    Returns
+    -------
+    DistributedContext
+        This process's rank, world size and device.
+
+    Notes
+    -----
+    Reads ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` set by ``torchrun``. Uses NCCL on GPUs and gloo on
+    CPUs.
+    """
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = resolve_device(requested_device, local_rank)
+    if world_size == 1:
+        return DistributedContext(device=device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    return DistributedContext(dist.get_rank(), dist.get_world_size(), local_rank, device)
+
+
+def all_reduce_sum(values: Tensor, context: DistributedContext) -> Tensor:
+    """Sum a tensor over all processes (identity when single-process).
+
+    Parameters
+    ----------
+    values : torch.Tensor
+        Any shape; on this process's device.
+    context : DistributedContext
+        The job.
+
+    Returns
+    -------
+    torch.Tensor
+        The element-wise sum over processes (a new tensor).
+
+    Notes
+    -----
+    Used for token counts and validation sums, so losses are normalised by global token counts.
+    """
+    total = values.clone()
+    if context.is_distributed:
+        dist.all_reduce(total, op=dist.ReduceOp.SUM)
+    return total
+
+
+def barrier(context: DistributedContext) -> None:
+    """Wait for every process (no-op when single-process).
+
+    Parameters
+    ----------
+    context : DistributedContext
+        The job.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Used after rank 0 writes a checkpoint.
+    """
+    if context.is_distributed:
+        dist.barrier()
+
+
+def shutdown_distributed(context: DistributedContext) -> None:
+    """Leave the process group.
+
+    Parameters
+    ----------
+    context : DistributedContext
+        The job.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Safe to call when not distributed.
+    """
+    if context.is_distributed and dist.is_initialized():
+        dist.destroy_process_group()

@@ -1,0 +1,548 @@
+"""The training loop of section 5: token batches, Adam with warm-up, label smoothing, checkpoints.
+
+One :class:`Trainer` serves a single process and every rank of a ``torchrun`` job alike: each rank takes its
+own shard of the (identically ordered) batches, gradients are averaged by DistributedDataParallel, and losses
+are normalised by the global number of target tokens, so N processes compute the same update as one process
+that sees all N shards' batches (tested).
+"""
+
+import contextlib
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor, nn
+from torch import distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from transformer.config import ExperimentConfig
+from transformer.data.batching import Batch, TokenBatchSampler, collate, shard
+from transformer.data.prepare import TrainingData
+from transformer.model.transformer import Transformer
+from transformer.training.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    CheckpointManager,
+    TrainerState,
+    describe_mismatch,
+    load_checkpoint,
+    optimizer_tensors,
+    restore_optimizer,
+)
+from transformer.training.distributed import DistributedContext, all_reduce_sum, barrier
+from transformer.training.loss import label_smoothed_nll_loss
+from transformer.training.metrics import MetricsLog
+from transformer.training.precision import autocast, resolve_precision
+from transformer.training.schedule import build_scheduler, scale_for_peak
+
+
+class Reporter(Protocol):
+    """Receives progress from the trainer (the CLI draws a progress bar with it).
+
+    Notes
+    -----
+    Called on rank 0 only. The library itself never prints.
+    """
+
+    def start(self, total_steps: int, initial_step: int) -> None:
+        """Announce that training begins (or resumes at ``initial_step``)."""
+
+    def update(self, step: int, metrics: dict[str, Any]) -> None:
+        """Report a finished optimizer step; ``metrics`` holds loss, learning rate and tokens/s."""
+
+    def message(self, text: str) -> None:
+        """Tell the user something (data statistics, validation, checkpoints)."""
+
+    def close(self) -> None:
+        """Announce that training ended."""
+
+
+class SilentReporter:
+    """A reporter that ignores everything (for library use and tests).
+
+    Notes
+    -----
+    Satisfies the :class:`Reporter` protocol.
+    """
+
+    def start(self, total_steps: int, initial_step: int) -> None:
+        """Ignore."""
+
+    def update(self, step: int, metrics: dict[str, Any]) -> None:
+        """Ignore."""
+
+    def message(self, text: str) -> None:
+        """Ignore."""
+
+    def close(self) -> None:
+        """Ignore."""
+
+
+class TrainingDivergedError(RuntimeError):
+    """The loss became NaN or infinite; the last good checkpoint is left untouched."""
+
+
+@dataclass
+class TrainResult:
+    """What a finished (or stopped) training run achieved.
+
+    Parameters
+    ----------
+    step : int
+        Optimizer steps done.
+    tokens_seen : int
+        Target tokens trained on.
+    elapsed_seconds : float
+        Training wall-clock time, resumed segments included.
+    valid_loss : float or None
+        Final validation loss per token (label-smoothed), if validated.
+    valid_perplexity : float or None
+        Final validation perplexity (from the unsmoothed NLL).
+    best_valid_loss : float or None
+        Best validation loss seen.
+    checkpoint : Path or None
+        The last checkpoint written.
+    stop_reason : str
+        "max_steps", "max_epochs" or "max_minutes".
+
+    Notes
+    -----
+    Returned by :meth:`Trainer.train` on every rank.
+    """
+
+    step: int
+    tokens_seen: int
+    elapsed_seconds: float
+    valid_loss: float | None
+    valid_perplexity: float | None
+    best_valid_loss: float | None
+    checkpoint: Path | None
+    stop_reason: str
+
+
+class Trainer:
+    """Train a Transformer on encoded parallel data with the paper's recipe.
+
+    Parameters
+    ----------
+    experiment : ExperimentConfig
+        Model, data, recipe.
+    run_dir : Path
+        Where checkpoints (``checkpoints/``) and ``metrics.jsonl`` go.
+    data : TrainingData
+        Encoded corpora and tokenizer.
+    context : DistributedContext
+        Rank, world size and device (a single CPU process by default).
+    reporter : Reporter or None
+        Progress sink on rank 0.
+
+    Notes
+    -----
+    Adam(0.9, 0.98, 1e-9) with the learning rate of Eq. (3); label smoothing 0.1; gradient accumulation over
+    ``train.accumulate`` batches; bf16 autocast on CPUs with native bf16 and on GPUs. Call :meth:`train`.
+    """
+
+    def __init__(
+        self,
+        experiment: ExperimentConfig,
+        run_dir: Path,
+        data: TrainingData,
+        context: DistributedContext | None = None,
+        reporter: Reporter | None = None,
+    ) -> None:
+        self.experiment = experiment
+        self.recipe = experiment.train
+        self.run_dir = run_dir
+        self.data = data
+        self.context = context or DistributedContext()
+        self.reporter: Reporter = (
+            reporter if reporter is not None and self.context.is_main else SilentReporter()
+        )
+        self.device = self.context.device
+        self.precision = resolve_precision(self.recipe.precision, self.device)
+        if data.tokenizer.vocab_size != experiment.model.vocab_size:
+            raise ValueError(
+                f"model.vocab_size={experiment.model.vocab_size} but the tokenizer {data.tokenizer.model_path} "
+                f"has {data.tokenizer.vocab_size} pieces"
+            )
+        torch.manual_seed(self.recipe.seed)
+        self.model = Transformer(experiment.model).to(self.device)
+        self.training_model: nn.Module = self.model
+        if self.context.is_distributed:
+            device_ids = [self.device.index] if self.device.type == "cuda" else None
+            self.training_model = DistributedDataParallel(self.model, device_ids=device_ids)
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(),
+            lr=1.0,  # the scheduler supplies the absolute rate
+            betas=(self.recipe.adam_beta1, self.recipe.adam_beta2),
+            eps=self.recipe.adam_epsilon,
+        )
+        scale = self.recipe.learning_rate_scale
+        if self.recipe.peak_learning_rate is not None:
+            scale = scale_for_peak(
+                self.recipe.peak_learning_rate, experiment.model.d_model, self.recipe.warmup_steps
+            )
+        self.scheduler = build_scheduler(
+            self.optimizer,
+            experiment.model.d_model,
+            self.recipe.warmup_steps,
+            scale,
+            self.recipe.max_steps,
+            self.recipe.cooldown_steps,
+        )
+        self.grad_scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
+        self.sampler = TokenBatchSampler(
+            data.train.source_lengths,
+            data.train.target_lengths,
+            self.recipe.max_tokens,
+            seed=self.recipe.seed,
+        )
+        self.checkpoints = CheckpointManager(run_dir / "checkpoints", self.recipe.keep_checkpoints)
+        self.state = TrainerState(
+            experiment=experiment.to_dict(), tokenizer_fingerprint=data.tokenizer.fingerprint
+        )
+        self._last_valid: tuple[float, float] | None = None
+        self._last_checkpoint: tuple[int, Path | None] | None = None
+
+    def train(self, resume: bool = False) -> TrainResult:
+        """Run until ``max_steps``, ``max_epochs`` or ``max_minutes``.
+
+        Parameters
+        ----------
+        resume : bool
+            Continue from the run directory's latest checkpoint (weights, optimizer, schedule, data position,
+            random state), so the result equals an uninterrupted run's.
+
+        Returns
+        -------
+        TrainResult
+            Steps, tokens, validation loss and perplexity, last checkpoint.
+
+        Notes
+        -----
+        Without ``resume``, a run directory that already holds checkpoints is refused rather than
+        overwritten. A non-finite loss raises :class:`TrainingDivergedError` before anything is saved.
+        """
+        self._load_or_refuse_existing(resume)
+        metrics = (
+            MetricsLog(
+                self.run_dir / "metrics.jsonl",
+                self.run_dir / "tensorboard" if self.recipe.tensorboard else None,
+            )
+            if self.context.is_main
+            else None
+        )
+        self.reporter.start(self.recipe.max_steps, self.state.step)
+        try:
+            stop_reason = self._train_loop(metrics)
+            if self._last_checkpoint is not None and self._last_checkpoint[0] == self.state.step:
+                valid, checkpoint = self._last_valid, self._last_checkpoint[1]
+            else:
+                valid = self._validate_and_log(metrics)
+                checkpoint = self._save_checkpoint(valid[0] if valid else None)
+        finally:
+            self.reporter.close()
+            if metrics is not None:
+                metrics.close()
+        return TrainResult(
+            step=self.state.step,
+            tokens_seen=self.state.tokens_seen,
+            elapsed_seconds=self.state.elapsed_seconds,
+            valid_loss=valid[0] if valid else None,
+            valid_perplexity=valid[1] if valid else None,
+            best_valid_loss=self.state.best_valid_loss,
+            checkpoint=checkpoint,
+            stop_reason=stop_reason,
+        )
+
+    def _load_or_refuse_existing(self, resume: bool) -> None:
+        latest = self.checkpoints.latest()
+        if latest is None:
+            if resume:
+                self.reporter.message(
+                    f"no checkpoint in {self.checkpoints.checkpoint_dir}; starting from scratch"
+                )
+            return
+        if not resume:
+            raise ValueError(
+                f"{self.run_dir} already holds checkpoints ({latest.name}); pass --resume to continue it "
+                "or choose another --output-dir"
+            )
+        self.restore(load_checkpoint(latest))
+        self.reporter.message(f"resumed from {latest} at step {self.state.step}")
+
+    def restore(self, checkpoint: Checkpoint) -> None:
+        """Load weights, optimizer, schedule, data position and random state from a checkpoint.
+
+        Parameters
+        ----------
+        checkpoint : Checkpoint
+            A full training checkpoint of this run.
+
+        Returns
+        -------
+        None
+
+        Notes
+        -----
+        Refuses (CheckpointError) a checkpoint whose model config or tokenizer differs from this run's.
+        """
+        describe_mismatch(self.experiment.model, checkpoint.model_config, str(checkpoint.path))
+        if checkpoint.state is None:
+            raise CheckpointError(
+                f"{checkpoint.path}: weights-only checkpoint; cannot resume training from it"
+            )
+        if checkpoint.state.tokenizer_fingerprint != self.data.tokenizer.fingerprint:
+            raise CheckpointError(
+                f"{checkpoint.path}: vocabulary differs from {self.data.tokenizer.model_path} "
+                "(tokenizer fingerprints do not match)"
+            )
+        self.model.load_state_dict(
+            {name: tensor.to(self.device) for name, tensor in checkpoint.weights.items()}, strict=False
+        )
+        restore_optimizer(self.optimizer, checkpoint.optimizer_tensors, checkpoint.state.param_groups)
+        self.scheduler.load_state_dict(checkpoint.state.scheduler)
+        if self.grad_scaler is not None and checkpoint.state.grad_scaler:
+            self.grad_scaler.load_state_dict(checkpoint.state.grad_scaler)
+        torch.set_rng_state(checkpoint.optimizer_tensors[f"rng.cpu.rank{self.context.rank}"])
+        cuda_key = f"rng.cuda.rank{self.context.rank}"
+        if self.device.type == "cuda" and cuda_key in checkpoint.optimizer_tensors:
+            torch.cuda.set_rng_state(checkpoint.optimizer_tensors[cuda_key], self.device)
+        self.state = checkpoint.state
+
+    def _train_loop(self, metrics: MetricsLog | None) -> str:
+        interval = IntervalStats()
+        started = time.perf_counter() - self.state.elapsed_seconds
+        for group in self._batch_groups():
+            loss_sum, nll_sum, tokens = self._train_step(group)
+            self.state.step += 1
+            self.state.tokens_seen += tokens
+            self.state.elapsed_seconds = time.perf_counter() - started
+            interval.add(loss_sum, nll_sum, tokens, sum(batch.padding_ratio for batch in group) / len(group))
+            if self.state.step % self.recipe.log_every == 0:
+                self._log_train(interval, metrics)
+                interval = IntervalStats()
+            if self.recipe.validate_every and self.state.step % self.recipe.validate_every == 0:
+                valid = self._validate_and_log(metrics)
+                if self.recipe.checkpoint_every and self.state.step % self.recipe.checkpoint_every == 0:
+                    self._save_checkpoint(valid[0] if valid else None)
+            elif self.recipe.checkpoint_every and self.state.step % self.recipe.checkpoint_every == 0:
+                self._save_checkpoint(None)
+            reason = self._stop_reason()
+            if reason:
+                return reason
+        return "max_epochs"
+
+    def _stop_reason(self) -> str:
+        if self.state.step >= self.recipe.max_steps:
+            return "max_steps"
+        minutes = self.recipe.max_minutes
+        if minutes is not None and self.state.elapsed_seconds >= 60 * minutes:
+            return "max_minutes"
+        return ""
+
+    def _batch_groups(self) -> Iterator[list[Batch]]:
+        while self.recipe.max_epochs is None or self.state.epoch < self.recipe.max_epochs:
+            batches = shard(
+                self.sampler.batches(self.state.epoch), self.context.rank, self.context.world_size
+            )
+            position = self.state.batches_done_in_epoch
+            while position < len(batches):
+                indices = batches[position : position + self.recipe.accumulate]
+                position += len(indices)
+                self.state.batches_done_in_epoch = position
+                yield [collate(batch, self.data.train).to(self.device) for batch in indices]
+            self.state.epoch += 1
+            self.state.batches_done_in_epoch = 0
+
+    def _train_step(self, group: list[Batch]) -> tuple[float, float, int]:
+        """One optimizer step over ``group`` (gradient accumulation); returns global sums."""
+        self.training_model.train()
+        local_tokens = sum(batch.num_target_tokens for batch in group)
+        global_tokens = int(
+            all_reduce_sum(torch.tensor([local_tokens], dtype=torch.float64), self.context).item()
+        )
+        # DDP averages gradients over ranks; scaling by world_size / global_tokens makes the update the
+        # gradient of (sum of token losses over all ranks) / (all target tokens), as in one big batch.
+        normaliser = self.context.world_size / global_tokens
+        loss_total = torch.zeros((), dtype=torch.float64)
+        nll_total = torch.zeros((), dtype=torch.float64)
+        for index, batch in enumerate(group):
+            sync = index == len(group) - 1
+            with self._maybe_no_sync(sync), autocast(self.precision, self.device):
+                logits = self.training_model(batch.src_tokens, batch.tgt_input)
+            loss, nll = label_smoothed_nll_loss(
+                logits, batch.tgt_output, self.recipe.label_smoothing, self.experiment.model.pad_id
+            )
+            with self._maybe_no_sync(sync):
+                self._backward(loss * normaliser)
+            loss_total += loss.detach().double().cpu()
+            nll_total += nll.double().cpu()
+        sums = all_reduce_sum(torch.stack([loss_total, nll_total]), self.context)
+        if not math.isfinite(float(sums[0])):
+            raise TrainingDivergedError(
+                f"loss became {float(sums[0])} at step {self.state.step + 1}; the last good checkpoint is "
+                f"{self.checkpoints.latest() or 'none'} (try a lower learning rate or train.clip_norm)"
+            )
+        self._optimizer_step()
+        return float(sums[0]), float(sums[1]), global_tokens
+
+    def _maybe_no_sync(self, sync: bool) -> "contextlib.AbstractContextManager[None]":
+        if sync or not isinstance(self.training_model, DistributedDataParallel):
+            return contextlib.nullcontext()
+        return self.training_model.no_sync()
+
+    def _backward(self, loss: Tensor) -> None:
+        if self.grad_scaler is not None:
+            self.grad_scaler.scale(loss).backward()  # type: ignore[no-untyped-call]
+        else:
+            loss.backward()  # type: ignore[no-untyped-call]
+
+    def _optimizer_step(self) -> None:
+        if self.grad_scaler is not None:
+            self.grad_scaler.unscale_(self.optimizer)
+        if self.recipe.clip_norm is not None:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.recipe.clip_norm)
+        if self.grad_scaler is not None:
+            self.grad_scaler.step(self.optimizer)
+            self.grad_scaler.update()
+        else:
+            self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def validate(self) -> tuple[float, float] | None:
+        """Compute the validation loss per token and the perplexity.
+
+        Returns
+        -------
+        tuple of (float, float) or None
+            Label-smoothed loss per target token and perplexity exp(NLL per token); None without
+            validation data.
+
+        Notes
+        -----
+        Every rank evaluates its shard; the sums are added over ranks. Runs in eval mode (no dropout) and in
+        the training precision.
+        """
+        if self.data.valid is None:
+            return None
+        self.model.eval()
+        sampler = TokenBatchSampler(
+            self.data.valid.source_lengths,
+            self.data.valid.target_lengths,
+            self.recipe.max_tokens,
+            shuffle=False,
+        )
+        sums = torch.zeros(3, dtype=torch.float64)
+        with torch.no_grad():
+            for indices in sampler.batches(0)[self.context.rank :: self.context.world_size]:
+                batch = collate(indices, self.data.valid).to(self.device)
+                with autocast(self.precision, self.device):
+                    logits = self.model(batch.src_tokens, batch.tgt_input)
+                loss, nll = label_smoothed_nll_loss(
+                    logits, batch.tgt_output, self.recipe.label_smoothing, self.experiment.model.pad_id
+                )
+                sums += torch.tensor([float(loss), float(nll), batch.num_target_tokens], dtype=torch.float64)
+        sums = all_reduce_sum(sums, self.context)
+        tokens = max(float(sums[2]), 1.0)
+        return float(sums[0]) / tokens, math.exp(min(float(sums[1]) / tokens, 100.0))
+
+    def _validate_and_log(self, metrics: MetricsLog | None) -> tuple[float, float] | None:
+        result = self.validate()
+        self._last_valid = result
+        if result is None:
+            return None
+        loss, perplexity = result
+        if metrics is not None:
+            metrics.write(
+                {"kind": "valid", "step": self.state.step, "valid_loss": loss, "valid_perplexity": perplexity}
+            )
+        self.reporter.message(f"step {self.state.step}: valid loss {loss:.4f}, perplexity {perplexity:.2f}")
+        return result
+
+    def _log_train(self, interval: "IntervalStats", metrics: MetricsLog | None) -> None:
+        record = {
+            "kind": "train",
+            "step": self.state.step,
+            "epoch": self.state.epoch,
+            "train_loss": interval.loss_sum / max(interval.tokens, 1),
+            "train_nll": interval.nll_sum / max(interval.tokens, 1),
+            "learning_rate": self.scheduler.get_last_lr()[0],
+            "tokens_per_second": interval.tokens / max(interval.seconds(), 1e-9),
+            "padding_ratio": interval.padding_ratio(),
+            "tokens_seen": self.state.tokens_seen,
+            "elapsed_seconds": self.state.elapsed_seconds,
+        }
+        if metrics is not None:
+            metrics.write(record)
+        self.reporter.update(self.state.step, record)
+
+    def _save_checkpoint(self, valid_loss: float | None) -> Path | None:
+        self.state.valid_loss = valid_loss
+        if valid_loss is not None and (
+            self.state.best_valid_loss is None or valid_loss < self.state.best_valid_loss
+        ):
+            self.state.best_valid_loss = valid_loss
+        self.state.scheduler = self.scheduler.state_dict()
+        self.state.param_groups = self.optimizer.state_dict()["param_groups"]
+        self.state.grad_scaler = self.grad_scaler.state_dict() if self.grad_scaler is not None else None
+        rng = self._gather_rng_states()
+        path = None
+        if self.context.is_main:
+            tensors = {**optimizer_tensors(self.optimizer), **rng}
+            path = self.checkpoints.save(
+                self.model, self.experiment.model, self.data.tokenizer.serialized(), self.state, tensors
+            )
+            self.reporter.message(f"saved {path}")
+        barrier(self.context)
+        self._last_checkpoint = (self.state.step, path)
+        return path
+
+    def _gather_rng_states(self) -> dict[str, Tensor]:
+        """Every rank's random state, so each rank resumes its own dropout stream."""
+        states = {f"rng.cpu.rank{self.context.rank}": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            states[f"rng.cuda.rank{self.context.rank}"] = torch.cuda.get_rng_state(self.device)
+        if not self.context.is_distributed:
+            return states
+        gathered: list[dict[str, Tensor] | None] = [None] * self.context.world_size
+        dist.all_gather_object(gathered, {key: value.cpu() for key, value in states.items()})
+        return {key: value for item in gathered if item for key, value in item.items()}
+
+
+class IntervalStats:
+    """Sums of losses, tokens and padding between two training log records.
+
+    Notes
+    -----
+    Internal to the trainer.
+    """
+
+    def __init__(self) -> None:
+        self.loss_sum = 0.0
+        self.nll_sum = 0.0
+        self.tokens = 0
+        self.steps = 0
+        self._padding_sum = 0.0
+        self._started = time.perf_counter()
+
+    def add(self, loss_sum: float, nll_sum: float, tokens: int, padding_ratio: float) -> None:
+        """Account for one optimizer step."""
+        self.loss_sum += loss_sum
+        self.nll_sum += nll_sum
+        self.tokens += tokens
+        self.steps += 1
+        self._padding_sum += padding_ratio
+
+    def seconds(self) -> float:
+        """Wall-clock time since the interval began."""
+        return time.perf_counter() - self._started
+
+    def padding_ratio(self) -> float:
+        """Mean fraction of padding cells in the interval's batches."""
+        return self._padding_sum / max(self.steps, 1)

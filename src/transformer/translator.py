@@ -1,0 +1,210 @@
+"""Translate raw text with a trained checkpoint: BPE-encode, search, decode, keep the input order."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from transformer.config import DecodeConfig
+from transformer.data.tokenizer import EOS_ID, Tokenizer
+from transformer.decoding.beam_search import search
+from transformer.model.transformer import Transformer
+from transformer.training.checkpoint import load_checkpoint
+from transformer.training.distributed import resolve_device
+
+DEFAULT_MAX_INPUT_TOKENS = 1024
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One translation of one input sentence.
+
+    Parameters
+    ----------
+    text : str
+        Detokenised translation.
+    score : float
+        Length-normalised log-probability used for ranking (higher is better).
+    log_prob : float
+        Total log-probability of the output tokens.
+    tokens : list of int
+        Output token ids (no BOS/EOS).
+
+    Notes
+    -----
+    ``Translator.translate_nbest`` returns these, best first.
+    """
+
+    text: str
+    score: float
+    log_prob: float
+    tokens: list[int]
+
+
+class Translator:
+    """Turn sentences into translations with a model, its tokenizer and search settings.
+
+    Parameters
+    ----------
+    model : Transformer
+        A trained model (moved to ``device`` and put in eval mode).
+    tokenizer : Tokenizer
+        Its joint BPE model.
+    decode_config : DecodeConfig or None
+        Search settings; the paper's (beam 4, alpha 0.6, input length + 50) by default.
+    device : str
+        "auto", "cpu", "cuda" or "cuda:N".
+    precision : str
+        "fp32" or "bf16" (weights cast to bf16: faster on CPUs with AMX and on GPUs).
+    max_tokens : int
+        Source-token budget per batch (times the beam size in rows decoded together).
+    max_input_tokens : int or None
+        Longer inputs are truncated to this many BPE tokens (EOS included); defaults to the learned position
+        table's size, or 1,024 with sinusoidal encodings. ``truncated_count`` tells how many were cut.
+
+    Notes
+    -----
+    Inputs are sorted by length for batching and the outputs put back in input order. An empty or
+    whitespace-only line translates to an empty line without running the model.
+    """
+
+    def __init__(
+        self,
+        model: Transformer,
+        tokenizer: Tokenizer,
+        decode_config: DecodeConfig | None = None,
+        device: str = "auto",
+        precision: str = "fp32",
+        max_tokens: int = 4096,
+        max_input_tokens: int | None = None,
+    ) -> None:
+        if precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision={precision!r} must be 'fp32' or 'bf16'")
+        if tokenizer.vocab_size != model.config.tgt_vocab_size:
+            raise ValueError(
+                f"tokenizer has {tokenizer.vocab_size} pieces, the model {model.config.tgt_vocab_size} outputs"
+            )
+        self.device = resolve_device(device)
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+        self.model = model.to(device=self.device, dtype=dtype).eval()
+        self.tokenizer = tokenizer
+        self.decode_config = decode_config or DecodeConfig()
+        self.max_tokens = max_tokens
+        learned_limit = model.config.max_positions if model.config.positional_encoding == "learned" else None
+        self.max_input_tokens = max_input_tokens or learned_limit or DEFAULT_MAX_INPUT_TOKENS
+        self.truncated_count = 0
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        path: str | Path,
+        decode_config: DecodeConfig | None = None,
+        device: str = "auto",
+        precision: str = "fp32",
+    ) -> "Translator":
+        """Load a translator from a checkpoint directory or a run directory (its best checkpoint).
+
+        Parameters
+        ----------
+        path : str or Path
+            Checkpoint or run directory.
+        decode_config : DecodeConfig or None
+            Search settings.
+        device : str
+            Device setting.
+        precision : str
+            "fp32" or "bf16".
+
+        Returns
+        -------
+        Translator
+            Ready to translate.
+
+        Notes
+        -----
+        Uses the tokenizer stored in the checkpoint, so ids always match the weights.
+        """
+        checkpoint = load_checkpoint(Path(path))
+        tokenizer = Tokenizer.load(checkpoint.tokenizer_path)
+        return cls(checkpoint.build_model(), tokenizer, decode_config, device, precision)
+
+    def translate(self, sentences: Sequence[str]) -> list[str]:
+        """Translate sentences, returning the best translation of each in input order.
+
+        Parameters
+        ----------
+        sentences : sequence of str
+            Raw (untokenised) source sentences.
+
+        Returns
+        -------
+        list of str
+            Detokenised translations; empty for empty inputs.
+
+        Notes
+        -----
+        See :meth:`translate_nbest` for scores and alternatives.
+        """
+        return [candidates[0].text if candidates else "" for candidates in self.translate_nbest(sentences)]
+
+    def translate_nbest(self, sentences: Sequence[str]) -> list[list[Candidate]]:
+        """Translate sentences, returning ``decode_config.nbest`` candidates each, best first.
+
+        Parameters
+        ----------
+        sentences : sequence of str
+            Raw source sentences.
+
+        Returns
+        -------
+        list of list of Candidate
+            Per input sentence in input order; an empty list for an empty input.
+
+        Notes
+        -----
+        Batches hold sentences of similar length, at most ``max_tokens`` source tokens (padded) each.
+        """
+        encoded = [self._encode(sentence) for sentence in sentences]
+        results: list[list[Candidate]] = [[] for _ in sentences]
+        order = sorted(
+            (index for index, ids in enumerate(encoded) if ids), key=lambda index: -len(encoded[index])
+        )
+        for batch_indices in self._batches(order, encoded):
+            src_tokens = self._pad([encoded[index] for index in batch_indices])
+            hypotheses = search(self.model, src_tokens, self.decode_config)
+            for index, sentence_hypotheses in zip(batch_indices, hypotheses, strict=True):
+                results[index] = [
+                    Candidate(self.tokenizer.decode(item.tokens), item.score, item.log_prob, item.tokens)
+                    for item in sentence_hypotheses
+                ]
+        return results
+
+    def _encode(self, sentence: str) -> list[int]:
+        if not sentence.strip():
+            return []
+        ids = self.tokenizer.encode(sentence.strip())
+        if len(ids) + 1 > self.max_input_tokens:
+            ids = ids[: self.max_input_tokens - 1]
+            self.truncated_count += 1
+        return [*ids, EOS_ID]
+
+    def _batches(self, order: list[int], encoded: list[list[int]]) -> list[list[int]]:
+        batches: list[list[int]] = []
+        current: list[int] = []
+        for index in order:  # longest first, so the first item of a batch sets its width
+            width = len(encoded[current[0]]) if current else len(encoded[index])
+            if current and (len(current) + 1) * width > self.max_tokens:
+                batches.append(current)
+                current = []
+            current.append(index)
+        if current:
+            batches.append(current)
+        return batches
+
+    def _pad(self, sequences: list[list[int]]) -> torch.Tensor:
+        width = max(len(ids) for ids in sequences)
+        padded = torch.full((len(sequences), width), self.model.config.pad_id, dtype=torch.long)
+        for row, ids in enumerate(sequences):
+            padded[row, : len(ids)] = torch.tensor(ids)
+        return padded.to(self.device)

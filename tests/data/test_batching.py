@@ -1,0 +1,211 @@
+"""Token-budget batching: budgets, coverage, determinism, padding, sharding and collation."""
+
+import itertools
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from transformer.data.batching import TokenBatchSampler, collate, padding_ratio, shard
+from transformer.data.dataset import EncodedCorpus, FilterReport
+from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+
+def multi30k_like_lengths(num_pairs: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Source lengths (EOS included) and target lengths shaped like BPE-encoded Multi30k."""
+    rng = np.random.default_rng(seed)
+    source = np.clip(np.round(rng.gamma(6.0, 2.5, num_pairs)), 3, 60).astype(np.int64) + 1
+    target = np.clip(source - 1 + np.round(rng.normal(0.0, 2.5, num_pairs)), 2, 64).astype(np.int64)
+    return source, target
+
+
+def random_batches(source: np.ndarray, target: np.ndarray, max_tokens: int, seed: int = 0) -> list[list[int]]:
+    """Greedy batches under the same budget but in random order: the baseline bucketing must beat."""
+    batches: list[list[int]] = [[]]
+    widest = 0
+    for index in np.random.default_rng(seed).permutation(len(source)).tolist():
+        width = max(int(source[index]), int(target[index]) + 1)
+        if batches[-1] and (len(batches[-1]) + 1) * max(widest, width) > max_tokens:
+            batches.append([])
+            widest = 0
+        batches[-1].append(index)
+        widest = max(widest, width)
+    return batches
+
+
+@pytest.fixture(scope="module")
+def lengths() -> tuple[np.ndarray, np.ndarray]:
+    return multi30k_like_lengths(30_000)
+
+
+def test_every_batch_respects_the_budget_on_both_sides(lengths: tuple[np.ndarray, np.ndarray]) -> None:
+    source, target = lengths
+    sampler = TokenBatchSampler(source, target, max_tokens=2000, seed=3)
+    for batch in sampler.batches(epoch=1):
+        assert len(batch) * source[batch].max() <= 2000
+        assert len(batch) * (target[batch].max() + 1) <= 2000
+
+
+def test_batches_are_nearly_full(lengths: tuple[np.ndarray, np.ndarray]) -> None:
+    # Greedy packing: adding the next pair of the sorted order would have broken the budget.
+    source, target = lengths
+    sampler = TokenBatchSampler(source, target, max_tokens=2000, shuffle=False)
+    widths = np.maximum(source, target + 1)
+    batches = sampler.batches(0)
+    for batch, following in itertools.pairwise(batches):
+        assert (len(batch) + 1) * max(widths[batch].max(), widths[following[0]]) > 2000
+
+
+def test_every_index_appears_exactly_once_per_epoch(lengths: tuple[np.ndarray, np.ndarray]) -> None:
+    source, target = lengths
+    sampler = TokenBatchSampler(source, target, max_tokens=3000, seed=1)
+    for epoch in (0, 1, 7):
+        batches = sampler.batches(epoch)
+        assert len(batches) == len(sampler)
+        assert sorted(index for batch in batches for index in batch) == list(range(len(source)))
+
+
+def test_batches_are_deterministic_per_seed_and_epoch(lengths: tuple[np.ndarray, np.ndarray]) -> None:
+    source, target = lengths
+    first = TokenBatchSampler(source, target, max_tokens=3000, seed=5)
+    second = TokenBatchSampler(source, target, max_tokens=3000, seed=5)
+    assert first.batches(2) == second.batches(2)
+    assert first.batches(2) != first.batches(3)
+    assert first.batches(2) != TokenBatchSampler(source, target, max_tokens=3000, seed=6).batches(2)
+    # Across epochs the batches themselves change too, not only their order (random tie-breaks).
+    as_sets = {frozenset(batch) for batch in first.batches(0)}
+    assert as_sets != {frozenset(batch) for batch in first.batches(1)}
+
+
+def test_unshuffled_batches_are_sorted_by_length_and_ignore_the_epoch(
+    lengths: tuple[np.ndarray, np.ndarray],
+) -> None:
+    source, target = lengths
+    sampler = TokenBatchSampler(source, target, max_tokens=3000, shuffle=False, seed=9)
+    batches = sampler.batches(0)
+    assert batches == sampler.batches(4)
+    widths = np.maximum(source, target + 1)
+    batch_widths = [int(widths[batch].max()) for batch in batches]
+    assert batch_widths == sorted(batch_widths)
+    assert list(sampler) == batches
+
+
+def test_iteration_follows_set_epoch(lengths: tuple[np.ndarray, np.ndarray]) -> None:
+    source, target = lengths
+    sampler = TokenBatchSampler(source[:500], target[:500], max_tokens=400, seed=2)
+    sampler.set_epoch(3)
+    assert list(sampler) == sampler.batches(3)
+
+
+def test_bucketing_keeps_padding_small(lengths: tuple[np.ndarray, np.ndarray]) -> None:
+    source, target = lengths
+    for max_tokens in (1000, 4000, 25000):
+        bucketed = TokenBatchSampler(source, target, max_tokens=max_tokens).batches(0)
+        assert padding_ratio(bucketed, source, target) < 0.15
+        assert padding_ratio(random_batches(source, target, max_tokens), source, target) > 0.3
+
+
+def test_max_sentences_caps_the_batch_size(lengths: tuple[np.ndarray, np.ndarray]) -> None:
+    source, target = lengths
+    sampler = TokenBatchSampler(source, target, max_tokens=4000, max_sentences=32)
+    batches = sampler.batches(0)
+    assert max(len(batch) for batch in batches) == 32
+    assert sum(len(batch) for batch in batches) == len(source)
+
+
+def test_sampling_30k_pairs_is_fast(lengths: tuple[np.ndarray, np.ndarray]) -> None:
+    source, target = lengths
+    start = time.perf_counter()
+    sampler = TokenBatchSampler(source, target, max_tokens=1000)
+    sampler.batches(0)
+    assert time.perf_counter() - start < 1.0
+
+
+def test_a_pair_longer_than_the_budget_is_refused_at_construction() -> None:
+    source = np.array([5, 6, 40, 7, 50])
+    target = np.array([4, 45, 5, 6, 8])
+    with pytest.raises(ValueError, match=r"sentence pair 1 \(source length 6, target length 45 \+ 1\)"):
+        TokenBatchSampler(source, target, max_tokens=40)
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ValueError, match="3 source lengths but 2 target lengths"):
+        TokenBatchSampler([3, 4, 5], [3, 4], max_tokens=100)
+    with pytest.raises(ValueError, match="source_lengths must be a non-empty 1-D sequence"):
+        TokenBatchSampler([], [], max_tokens=100)
+    with pytest.raises(ValueError, match="target_lengths has a negative length at index 1"):
+        TokenBatchSampler([3, 4], [3, -1], max_tokens=100)
+    with pytest.raises(ValueError, match="max_tokens=0 must be positive"):
+        TokenBatchSampler([3], [3], max_tokens=0)
+    with pytest.raises(ValueError, match="source_lengths must hold integers"):
+        TokenBatchSampler([3.5], [3], max_tokens=100)
+
+
+def test_shard_gives_every_rank_the_same_number_of_disjoint_batches() -> None:
+    batches = [[index] for index in range(11)]
+    shards = [shard(batches, rank, 3) for rank in range(3)]
+    assert [len(part) for part in shards] == [3, 3, 3]
+    assert shards[1] == [[1], [4], [7]]
+    assert sorted(batch[0] for part in shards for batch in part) == list(range(9))
+    with pytest.raises(ValueError, match=r"rank=3 must be in \[0, world_size=3\)"):
+        shard(batches, 3, 3)
+    with pytest.raises(ValueError, match="2 batches cannot be split over 4 ranks"):
+        shard(batches[:2], 0, 4)
+
+
+def small_corpus() -> EncodedCorpus:
+    return EncodedCorpus(
+        source=[[10, 11, EOS_ID], [12, EOS_ID], [13, 14, 15, 16, EOS_ID]],
+        target=[[20, 21], [22, 23, 24], [25]],
+        report=FilterReport(kept=3, dropped_empty=0, dropped_too_long=0),
+    )
+
+
+def test_collate_pads_and_adds_bos_and_eos() -> None:
+    batch = collate([1, 0], small_corpus())
+    assert batch.src_tokens.dtype == torch.int64
+    assert batch.src_tokens.tolist() == [[12, EOS_ID, PAD_ID], [10, 11, EOS_ID]]
+    assert batch.tgt_input.tolist() == [[BOS_ID, 22, 23, 24], [BOS_ID, 20, 21, PAD_ID]]
+    assert batch.tgt_output.tolist() == [[22, 23, 24, EOS_ID], [20, 21, EOS_ID, PAD_ID]]
+    assert batch.num_source_tokens == 5
+    assert batch.num_target_tokens == 7
+    assert batch.padding_ratio == pytest.approx(2 / 14)  # 1 pad of 6 source cells, 1 of 8 target cells
+    assert batch.indices == [1, 0]
+    assert len(batch) == 2
+
+
+def test_collate_padding_ratio_matches_the_sampler_helper() -> None:
+    corpus = small_corpus()
+    batches = [[0, 2], [1]]
+    collated = [collate(batch, corpus) for batch in batches]
+    pad_cells = sum(
+        int((batch.src_tokens == PAD_ID).sum() + (batch.tgt_output == PAD_ID).sum()) for batch in collated
+    )
+    all_cells = sum(batch.src_tokens.numel() + batch.tgt_output.numel() for batch in collated)
+    expected = padding_ratio(batches, corpus.source_lengths, corpus.target_lengths)
+    assert pad_cells / all_cells == pytest.approx(expected)
+
+
+def test_collate_refuses_bad_indices() -> None:
+    with pytest.raises(ValueError, match="index -1 is outside the corpus of 3 pairs"):
+        collate([0, -1], small_corpus())
+    with pytest.raises(ValueError, match="the batch has no indices"):
+        collate([], small_corpus())
+
+
+def test_batch_to_device_keeps_values_and_counts() -> None:
+    batch = collate([0, 1, 2], small_corpus())
+    moved = batch.to("cpu")
+    assert torch.equal(moved.tgt_output, batch.tgt_output)
+    assert (moved.num_target_tokens, moved.indices) == (batch.num_target_tokens, batch.indices)
+
+
+def test_sampler_and_collate_work_as_a_dataloader() -> None:
+    corpus = small_corpus()
+    sampler = TokenBatchSampler(corpus.source_lengths, corpus.target_lengths, max_tokens=8, seed=0)
+    loader = torch.utils.data.DataLoader(
+        range(len(corpus)), batch_sampler=sampler, collate_fn=lambda indices: collate(indices, corpus)
+    )
+    seen = sorted(index for batch in loader for index in batch.indices)
+    assert seen == [0, 1, 2]

@@ -1,0 +1,54 @@
+import pytest
+import torch
+from torch.nn import functional as F
+
+from transformer.training.loss import label_smoothed_nll_loss
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.3])
+def test_matches_torch_cross_entropy_with_label_smoothing(epsilon: float) -> None:
+    logits = torch.randn(3, 5, 11)
+    target = torch.randint(1, 11, (3, 5))
+    target[0, 3:] = 0  # padding
+    loss, nll = label_smoothed_nll_loss(logits, target, epsilon, ignore_index=0)
+    expected = F.cross_entropy(
+        logits.reshape(-1, 11), target.reshape(-1), ignore_index=0, label_smoothing=epsilon, reduction="sum"
+    )
+    torch.testing.assert_close(loss, expected, atol=1e-4, rtol=1e-5)
+    expected_nll = F.cross_entropy(
+        logits.reshape(-1, 11), target.reshape(-1), ignore_index=0, reduction="sum"
+    )
+    torch.testing.assert_close(nll, expected_nll, atol=1e-4, rtol=1e-5)
+
+
+def test_padding_contributes_nothing() -> None:
+    logits = torch.randn(2, 4, 7, requires_grad=True)
+    target = torch.tensor([[3, 4, 0, 0], [5, 0, 0, 0]])
+    loss, _ = label_smoothed_nll_loss(logits, target, 0.1, ignore_index=0)
+    loss.backward()
+    assert logits.grad is not None
+    assert (logits.grad[0, 2:] == 0).all() and (logits.grad[1, 1:] == 0).all()
+    assert logits.grad[0, 0].abs().sum() > 0
+
+
+def test_smoothing_penalises_overconfidence() -> None:
+    # With eps > 0 the loss is minimised by a distribution that is not one-hot: a confident-but-right model
+    # pays more than a slightly less confident one, while plain NLL prefers the confident one.
+    target = torch.tensor([[2]])
+    confident = torch.full((1, 1, 5), -20.0)
+    confident[0, 0, 2] = 20.0
+    softer = torch.zeros(1, 1, 5)
+    softer[0, 0, 2] = 5.0
+    smooth_confident, nll_confident = label_smoothed_nll_loss(confident, target, 0.1, ignore_index=0)
+    smooth_softer, nll_softer = label_smoothed_nll_loss(softer, target, 0.1, ignore_index=0)
+    assert smooth_softer < smooth_confident
+    assert nll_confident < nll_softer
+
+
+def test_bf16_logits_are_scored_in_float32() -> None:
+    logits = torch.randn(2, 3, 50)
+    target = torch.randint(1, 50, (2, 3))
+    loss32, _ = label_smoothed_nll_loss(logits, target, 0.1, 0)
+    loss16, _ = label_smoothed_nll_loss(logits.bfloat16(), target, 0.1, 0)
+    assert loss16.dtype == torch.float32
+    torch.testing.assert_close(loss16, loss32, rtol=2e-2, atol=1e-1)

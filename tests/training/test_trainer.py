@@ -1,0 +1,183 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from transformer.cli import main
+from transformer.config import load_config
+from transformer.data.prepare import prepare_data
+from transformer.training import trainer as trainer_module
+from transformer.training.checkpoint import load_checkpoint, read_index
+from transformer.training.trainer import Trainer, TrainingDivergedError
+
+
+def read_metrics(run_dir: Path, kind: str = "train") -> dict[int, dict]:
+    """The last record of each step (a resumed run re-logs the steps after its checkpoint)."""
+    records = {}
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["kind"] == kind:
+            records[record["step"]] = record
+    return records
+
+
+def test_training_writes_metrics_checkpoints_and_learns(trained_run: Path) -> None:
+    metrics = read_metrics(trained_run)
+    assert sorted(metrics) == list(range(1, 25))
+    assert metrics[24]["train_loss"] < metrics[1]["train_loss"] - 0.5
+    first = metrics[1]
+    assert first["learning_rate"] > 0 and first["tokens_per_second"] > 0 and 0 <= first["padding_ratio"] < 0.5
+    valid = read_metrics(trained_run, "valid")
+    assert sorted(valid) == [4, 8, 12, 16, 20, 24]
+    assert valid[24]["valid_perplexity"] < valid[4]["valid_perplexity"]
+    index = read_index(trained_run / "checkpoints")
+    assert index["latest"] == "step-00000024"
+    # The last two plus the best by validation loss are kept.
+    assert set(index["checkpoints"]) >= {"step-00000020", "step-00000024"}
+    assert len(index["checkpoints"]) <= 3
+    on_disk = sorted(path.name for path in (trained_run / "checkpoints").iterdir() if path.is_dir())
+    assert on_disk == sorted(index["checkpoints"])
+
+
+def test_checkpoint_holds_only_safetensors_and_json(trained_run: Path, monkeypatch) -> None:
+    checkpoint_dir = trained_run / "checkpoints" / "step-00000024"
+    assert sorted(path.name for path in checkpoint_dir.iterdir()) == [
+        "model.safetensors",
+        "optimizer.safetensors",
+        "tokenizer.model",
+        "trainer_state.json",
+    ]
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a checkpoint must never be unpickled")
+
+    monkeypatch.setattr(torch, "load", refuse)
+    monkeypatch.setattr("pickle.load", refuse)
+    monkeypatch.setattr("pickle.loads", refuse)
+    checkpoint = load_checkpoint(checkpoint_dir)
+    assert checkpoint.state is not None and checkpoint.state.step == 24
+    model = checkpoint.build_model()
+    assert model.src_embedding is model.tgt_embedding  # ties survive saving without duplicate tensors
+
+
+def test_resume_after_sigkill_reaches_the_same_loss(tmp_path: Path, write_config) -> None:
+    config = write_config(tmp_path, train={"max_steps": 40, "checkpoint_every": 4, "validate_every": 0})
+    reference_dir = tmp_path / "uninterrupted"
+    assert main(["train", "--config", str(config), "--output-dir", str(reference_dir)]) == 0
+
+    killed_dir = tmp_path / "killed"
+    command = [
+        sys.executable,
+        "-m",
+        "transformer.cli",
+        "train",
+        "--config",
+        str(config),
+        "--output-dir",
+        str(killed_dir),
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    index_path = killed_dir / "checkpoints" / "index.json"
+    deadline = time.monotonic() + 120
+    while not index_path.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    killed_at = int(read_index(killed_dir / "checkpoints")["latest"].split("-")[1])
+    assert 4 <= killed_at < 40, "the process must be killed mid-training"
+
+    assert main(["train", "--config", str(config), "--output-dir", str(killed_dir), "--resume"]) == 0
+    resumed, reference = read_metrics(killed_dir), read_metrics(reference_dir)
+    for step in range(killed_at + 1, 41):
+        assert resumed[step]["train_loss"] == pytest.approx(reference[step]["train_loss"], rel=1e-6, abs=1e-7)
+    final = load_file(str(killed_dir / "checkpoints" / "step-00000040" / "model.safetensors"))
+    expected = load_file(str(reference_dir / "checkpoints" / "step-00000040" / "model.safetensors"))
+    for name, tensor in expected.items():
+        torch.testing.assert_close(final[name], tensor, rtol=1e-5, atol=1e-6)
+
+
+def test_existing_run_is_not_overwritten_without_resume(trained_run: Path, capsys, write_config) -> None:
+    config = write_config(trained_run.parent, name="again.yaml")
+    assert main(["train", "--config", str(config), "--output-dir", str(trained_run)]) == 2
+    assert "already holds checkpoints" in capsys.readouterr().err
+
+
+def test_resume_refuses_a_different_model_config(
+    trained_run: Path, tmp_path: Path, capsys, write_config
+) -> None:
+    config = write_config(tmp_path, model={"d_ff": 48})
+    assert main(["train", "--config", str(config), "--output-dir", str(trained_run), "--resume"]) == 2
+    last_line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last_line.startswith("transformer train: error: ")
+    assert "model config differs" in last_line and "d_ff 64 (checkpoint) != 48" in last_line
+
+
+def test_resume_refuses_a_different_vocabulary(tmp_path: Path, capsys, write_config) -> None:
+    config = write_config(tmp_path, train={"max_steps": 4})
+    run_dir = tmp_path / "run"
+    assert main(["train", "--config", str(config), "--output-dir", str(run_dir)]) == 0
+    other = write_config(tmp_path, name="other.yaml", data={"synthetic_seed": 99}, train={"max_steps": 8})
+    (run_dir / "tokenizer.model").unlink()
+    for path in (run_dir / "data").iterdir():
+        path.unlink()
+    assert main(["train", "--config", str(other), "--output-dir", str(run_dir), "--resume"]) == 2
+    assert "vocabulary differs" in capsys.readouterr().err
+
+
+def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(
+    tmp_path: Path, monkeypatch, write_config
+) -> None:
+    experiment = load_config(write_config(tmp_path, train={"max_steps": 12}))
+    run_dir = tmp_path / "run"
+    data = prepare_data(experiment.data, experiment.model.vocab_size, run_dir)
+    real_loss = trainer_module.label_smoothed_nll_loss
+    calls = {"count": 0}
+
+    def loss_that_breaks(logits, target, epsilon, ignore_index):
+        calls["count"] += 1
+        loss, nll = real_loss(logits, target, epsilon, ignore_index)
+        return (loss * float("nan"), nll) if calls["count"] > 6 else (loss, nll)
+
+    monkeypatch.setattr(trainer_module, "label_smoothed_nll_loss", loss_that_breaks)
+    before = None
+    with pytest.raises(TrainingDivergedError, match="loss became nan at step"):
+        trainer = Trainer(experiment, run_dir, data)
+        trainer.train()
+    index = read_index(run_dir / "checkpoints")
+    assert index["latest"] == "step-00000004"
+    before = load_checkpoint(run_dir / "checkpoints" / "step-00000004")
+    assert all(torch.isfinite(tensor).all() for tensor in before.weights.values())
+    assert not (run_dir / "checkpoints" / "step-00000008").exists()
+
+
+def test_failed_checkpoint_write_leaves_previous_checkpoints_intact(
+    tmp_path: Path, monkeypatch, write_config
+) -> None:
+    experiment = load_config(write_config(tmp_path, train={"max_steps": 8}))
+    run_dir = tmp_path / "run"
+    data = prepare_data(experiment.data, experiment.model.vocab_size, run_dir)
+    trainer = Trainer(experiment, run_dir, data)
+    saves = {"count": 0}
+    real_save_file = __import__("transformer.training.checkpoint", fromlist=["save_file"]).save_file
+
+    def failing_second_save(tensors, path, metadata=None):
+        if "optimizer" in path:
+            saves["count"] += 1
+            if saves["count"] == 2:
+                raise OSError("disk full")
+        return real_save_file(tensors, path, metadata=metadata)
+
+    monkeypatch.setattr("transformer.training.checkpoint.save_file", failing_second_save)
+    with pytest.raises(OSError, match="disk full"):
+        trainer.train()
+    checkpoints = run_dir / "checkpoints"
+    assert read_index(checkpoints)["latest"] == "step-00000004"
+    assert load_checkpoint(checkpoints / "step-00000004").state.step == 4
+    assert not (checkpoints / "step-00000008").exists()

@@ -46,7 +46,10 @@ def test_table2_ambiguous_or_unknown_selection_fails() -> None:
         ({"vocab_size": 100, "positional_encoding": "rotary"}, "positional_encoding"),
         ({"vocab_size": 100, "dropout": 1.5}, "dropout"),
         ({"vocab_size": 100, "target_vocab_size": 50}, "share_embeddings"),
-        ({"vocab_size": 100, "pad_id": 1}, "distinct"),
+        ({"vocab_size": 100, "pad_id": 1}, "pad_id and bos_id must differ"),
+        ({"vocab_size": 100, "eos_id": 3}, "eos_id and unk_id must differ"),
+        ({"vocab_size": 100, "decoder_start_id": 100}, "decoder_start_id=100 is outside"),
+        ({"vocab_size": 100, "sinusoidal_layout": "blocked"}, "sinusoidal_layout"),
         ({"vocab_size": 3}, "outside the vocabulary"),
         ({"vocab_size": 100, "attention_window": 0}, "attention_window"),
         ({"vocab_size": 100, "colour": "red"}, "unknown option"),
@@ -72,3 +75,9 @@ def test_non_divisible_width_allowed_with_explicit_head_dims() -> None:
 def test_dict_round_trip() -> None:
     config = TransformerConfig.big(vocab_size=1234, norm_first=True)
     assert TransformerConfig.from_dict(config.to_dict()) == config
+
+
+def test_marian_style_special_ids_are_allowed() -> None:
+    config = TransformerConfig(vocab_size=100, pad_id=99, bos_id=0, eos_id=0, unk_id=1, decoder_start_id=99)
+    assert config.start_id == 99
+    assert TransformerConfig(vocab_size=100).start_id == 1

@@ -15,6 +15,7 @@ from transformer.model.multihead_attention import ATTENTION_SCORINGS
 from transformer.model.presets import BASE_SETTINGS, BIG_SETTINGS, find_table2_variant, varied_settings
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
+SINUSOIDAL_LAYOUTS = ("interleaved", "concatenated")
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,13 @@ class TransformerConfig:
         Restrict self-attention to r neighbours on each side (Table 1, last row); None is full attention.
     pad_id, bos_id, eos_id, unk_id : int
         Ids of the special tokens, fixed by the tokenizer.
+    decoder_start_id : int or None
+        First decoder input token; None means ``bos_id``. (HuggingFace Marian starts from its pad token.)
+    sinusoidal_layout : str
+        "interleaved": sin in even and cos in odd dimensions, the paper's formula; "concatenated": all sines
+        then all cosines (HuggingFace Marian, fairseq). Same frequencies, different order.
+    output_bias : bool
+        Add a bias vector to the logits (Marian's ``final_logits_bias``); the paper has none.
 
     Notes
     -----
@@ -98,6 +106,9 @@ class TransformerConfig:
     bos_id: int = 1
     eos_id: int = 2
     unk_id: int = 3
+    decoder_start_id: int | None = None
+    sinusoidal_layout: str = "interleaved"
+    output_bias: bool = False
 
     def __post_init__(self) -> None:
         check_field_types(self)
@@ -123,6 +134,7 @@ class TransformerConfig:
             ("activation", self.activation, ACTIVATIONS),
             ("positional_encoding", self.positional_encoding, POSITIONAL_ENCODINGS),
             ("attention_scoring", self.attention_scoring, ATTENTION_SCORINGS),
+            ("sinusoidal_layout", self.sinusoidal_layout, SINUSOIDAL_LAYOUTS),
         ):
             if value not in choices:
                 raise ValueError(f"TransformerConfig.{name}={value!r} is not one of {choices}")
@@ -136,19 +148,35 @@ class TransformerConfig:
 
     def _check_vocabulary(self) -> None:
         special = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id, "unk_id": self.unk_id}
-        if len(set(special.values())) != len(special):
-            raise ValueError(f"TransformerConfig special token ids must be distinct, got {special}")
+        if self.decoder_start_id is not None:
+            special["decoder_start_id"] = self.decoder_start_id
         smallest = min(self.vocab_size, self.tgt_vocab_size)
         for name, value in special.items():
             if not 0 <= value < smallest:
                 raise ValueError(
                     f"TransformerConfig.{name}={value} is outside the vocabulary [0, {smallest})"
                 )
+        # BOS may equal EOS and the decoder may start from PAD (Marian does both); the rest must differ.
+        for first, second in (
+            ("pad_id", "eos_id"),
+            ("pad_id", "unk_id"),
+            ("eos_id", "unk_id"),
+            ("pad_id", "bos_id"),
+        ):
+            if special[first] == special[second]:
+                raise ValueError(
+                    f"TransformerConfig.{first} and {second} must differ, both are {special[first]}"
+                )
         if self.share_embeddings and self.tgt_vocab_size != self.vocab_size:
             raise ValueError(
                 f"TransformerConfig.share_embeddings needs equal vocabularies, got vocab_size={self.vocab_size} "
                 f"and target_vocab_size={self.target_vocab_size}"
             )
+
+    @property
+    def start_id(self) -> int:
+        """The first decoder input token: ``decoder_start_id``, else ``bos_id``."""
+        return self.decoder_start_id if self.decoder_start_id is not None else self.bos_id
 
     @property
     def src_vocab_size(self) -> int:

@@ -38,3 +38,12 @@ def test_learned_embedding_refuses_too_long_input_with_clear_error() -> None:
         embedding(6)
     with pytest.raises(ValueError, match="position 5"):
         embedding(1, offset=5)
+
+
+def test_concatenated_layout_is_a_column_permutation_of_the_interleaved_one() -> None:
+    interleaved = sinusoidal_table(20, 8)
+    concatenated = sinusoidal_table(20, 8, layout="concatenated")
+    torch.testing.assert_close(concatenated[:, :4], interleaved[:, 0::2])
+    torch.testing.assert_close(concatenated[:, 4:], interleaved[:, 1::2])
+    extended = SinusoidalPositionalEncoding(d_model=8, initial_length=2, layout="concatenated")(20)
+    torch.testing.assert_close(extended, concatenated)

@@ -175,3 +175,15 @@ def test_model_learns_to_copy(tiny_config) -> None:
         next_token = model(body, tgt)[:, -1].argmax(-1, keepdim=True)
         tgt = torch.cat([tgt, next_token], dim=1)
     assert (tgt[:, 1:] == body).float().mean() > 0.95
+
+
+def test_output_bias_is_added_to_the_logits_and_saved(tiny_config) -> None:
+    model = Transformer(dataclasses.replace(tiny_config, output_bias=True)).eval()
+    assert model.output_bias is not None and "output_bias" in model.state_dict()
+    src, tgt = random_batch(tiny_config)
+    before = model(src, tgt)
+    model.output_bias[5] = 3.0
+    after = model(src, tgt)
+    torch.testing.assert_close(after[..., 5], before[..., 5] + 3.0)
+    torch.testing.assert_close(after[..., 6], before[..., 6])
+    assert Transformer(tiny_config).num_parameters() == model.num_parameters()  # a buffer, not trained

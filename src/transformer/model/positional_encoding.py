@@ -6,7 +6,7 @@ import torch
 from torch import Tensor, nn
 
 
-def sinusoidal_table(num_positions: int, d_model: int) -> Tensor:
+def sinusoidal_table(num_positions: int, d_model: int, layout: str = "interleaved") -> Tensor:
     """Compute the sinusoidal encodings of positions 0 .. num_positions - 1.
 
     Parameters
@@ -15,6 +15,9 @@ def sinusoidal_table(num_positions: int, d_model: int) -> Tensor:
         Number of positions.
     d_model : int
         Encoding width; must be even.
+    layout : {"interleaved", "concatenated"}
+        "interleaved" puts sin(pos * w_i) in column 2i and cos in column 2i + 1 (the paper's formula);
+        "concatenated" puts all sines first, then all cosines (HuggingFace Marian, fairseq).
 
     Returns
     -------
@@ -23,8 +26,8 @@ def sinusoidal_table(num_positions: int, d_model: int) -> Tensor:
 
     Notes
     -----
-    Sines and cosines are interleaved as in the paper's formula (HuggingFace Marian and fairseq concatenate
-    them instead: the interop code permutes the columns).
+    Both layouts use the same frequencies w_i = 10000^(-2i / d_model); they differ only in column order,
+    which matters when loading weights trained with the other layout.
     """
     positions = torch.arange(num_positions, dtype=torch.float64)[:, None]
     inverse_frequencies = torch.exp(
@@ -32,8 +35,12 @@ def sinusoidal_table(num_positions: int, d_model: int) -> Tensor:
     )
     angles = positions * inverse_frequencies  # (num_positions, d_model / 2)
     table = torch.empty(num_positions, d_model, dtype=torch.float64)
-    table[:, 0::2] = torch.sin(angles)
-    table[:, 1::2] = torch.cos(angles)
+    if layout == "concatenated":
+        table[:, : d_model // 2] = torch.sin(angles)
+        table[:, d_model // 2 :] = torch.cos(angles)
+    else:
+        table[:, 0::2] = torch.sin(angles)
+        table[:, 1::2] = torch.cos(angles)
     return table.float()
 
 
@@ -46,6 +53,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         Encoding width; must be even.
     initial_length : int
         Positions precomputed at construction; longer inputs extend the table on demand.
+    layout : {"interleaved", "concatenated"}
+        Column order of sines and cosines (see :func:`sinusoidal_table`).
 
     Notes
     -----
@@ -54,13 +63,14 @@ class SinusoidalPositionalEncoding(nn.Module):
     lengths longer than the ones encountered during training".
     """
 
-    def __init__(self, *, d_model: int, initial_length: int = 1024) -> None:
+    def __init__(self, *, d_model: int, initial_length: int = 1024, layout: str = "interleaved") -> None:
         super().__init__()
         if d_model % 2:
             raise ValueError(f"sinusoidal positional encoding needs an even d_model, got {d_model}")
         self.d_model = d_model
+        self.layout = layout
         self.table: Tensor
-        self.register_buffer("table", sinusoidal_table(initial_length, d_model), persistent=False)
+        self.register_buffer("table", sinusoidal_table(initial_length, d_model, layout), persistent=False)
 
     def forward(self, seq_len: int, offset: int = 0) -> Tensor:
         """Return the encodings of positions ``offset .. offset + seq_len - 1``.
@@ -84,7 +94,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         end = offset + seq_len
         if end > self.table.size(0):
             new_length = max(end, 2 * self.table.size(0))
-            self.table = sinusoidal_table(new_length, self.d_model).to(self.table.device)
+            self.table = sinusoidal_table(new_length, self.d_model, self.layout).to(self.table.device)
         return self.table[offset:end]
 
 

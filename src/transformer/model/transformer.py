@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, field
 
+import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
@@ -83,7 +84,9 @@ class Transformer(nn.Module):
                 d_model=config.d_model, max_positions=config.max_positions
             )
         else:
-            self.positional_encoding = SinusoidalPositionalEncoding(d_model=config.d_model)
+            self.positional_encoding = SinusoidalPositionalEncoding(
+                d_model=config.d_model, layout=config.sinusoidal_layout
+            )
         self.embedding_dropout = nn.Dropout(config.dropout)
         self.encoder = Encoder(config)
         self.decoder = Decoder(config)
@@ -92,6 +95,12 @@ class Transformer(nn.Module):
             if config.tie_output_projection
             else nn.Linear(config.d_model, config.tgt_vocab_size, bias=False)
         )
+        self.output_bias: Tensor | None
+        if config.output_bias:
+            # A buffer, as Marian's final_logits_bias: loaded from checkpoints, not trained.
+            self.register_buffer("output_bias", torch.zeros(config.tgt_vocab_size))
+        else:
+            self.output_bias = None
         self._init_projections()
 
     def _init_projections(self) -> None:
@@ -279,11 +288,14 @@ class Transformer(nn.Module):
 
         Notes
         -----
-        Uses the target embedding matrix when ``tie_output_projection`` (section 3.4).
+        Uses the target embedding matrix when ``tie_output_projection`` (section 3.4); adds ``output_bias``
+        when the config asks for one (converted Marian models).
         """
         if self.output_projection is not None:
-            return self.output_projection(hidden)
-        return F.linear(hidden, self.tgt_embedding.weight.to(hidden.dtype))
+            logits = self.output_projection(hidden)
+        else:
+            logits = F.linear(hidden, self.tgt_embedding.weight.to(hidden.dtype))
+        return logits if self.output_bias is None else logits + self.output_bias.to(logits.dtype)
 
     def forward(self, src_tokens: Tensor, tgt_tokens: Tensor) -> Tensor:
         """Score every target position given the source (teacher forcing).

@@ -1,0 +1,198 @@
+"""Training and validation loss and the learning rate against the step, read from a JSON-lines metrics log."""
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from transformer.visualization.attention_plot import save_figure_atomically
+
+
+@dataclass
+class TrainingCurves:
+    """Series read from a metrics log, each a list of (step, value) pairs in file order.
+
+    Parameters
+    ----------
+    train_loss : list of (int, float)
+        Training loss per logged step.
+    learning_rate : list of (int, float)
+        Learning rate per logged step.
+    valid_loss : list of (int, float)
+        Validation loss per validation run.
+
+    Notes
+    -----
+    Perplexity and throughput are not plotted: perplexity is ``exp(valid_loss)``.
+    """
+
+    train_loss: list[tuple[int, float]] = field(default_factory=list)
+    learning_rate: list[tuple[int, float]] = field(default_factory=list)
+    valid_loss: list[tuple[int, float]] = field(default_factory=list)
+
+
+def _number(record: dict[str, Any], key: str, where: str) -> float:
+    value = record[key]
+    # bool is an int subclass; a loss of `true` is a bug in the writer, not a number.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{where}: {key!r} must be a number, got {value!r}")
+    return float(value)
+
+
+def _record_kind(record: dict[str, Any]) -> str | None:
+    """``"train"``, ``"valid"`` or None (a record to ignore), from ``kind`` or else from the keys present."""
+    kind = record.get("kind")
+    if kind is not None:
+        return kind if kind in ("train", "valid") else None
+    if "train_loss" in record:
+        return "train"
+    if "valid_loss" in record:
+        return "valid"
+    return None
+
+
+def add_metrics_record(curves: TrainingCurves, record: dict[str, Any], where: str) -> None:
+    """Append the plotted values of one metrics record to the curves.
+
+    Parameters
+    ----------
+    curves : TrainingCurves
+        Series to extend in place.
+    record : dict
+        One parsed line, e.g. ``{"step": 100, "train_loss": 5.2, "learning_rate": 1.2e-4}``.
+    where : str
+        ``"FILE, line N"`` for error messages.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Training records are those with ``"kind": "train"`` or, without a kind, with ``train_loss``; validation
+    records likewise with ``valid`` / ``valid_loss``. Other records and other keys are ignored. Raises
+    ValueError when a training or validation record lacks ``step`` or holds a non-number.
+    """
+    kind = _record_kind(record)
+    if kind is None:
+        return
+    if "step" not in record:
+        raise ValueError(f"{where}: {kind} record has no 'step'")
+    step = int(_number(record, "step", where))
+    series = (
+        [("train_loss", curves.train_loss), ("learning_rate", curves.learning_rate)]
+        if kind == "train"
+        else [("valid_loss", curves.valid_loss)]
+    )
+    for key, points in series:
+        if key in record:
+            points.append((step, _number(record, key, where)))
+
+
+def read_training_curves(metrics_path: Path) -> TrainingCurves:
+    """Read loss and learning-rate series from a JSON-lines metrics log.
+
+    Parameters
+    ----------
+    metrics_path : pathlib.Path
+        File with one JSON object per line; blank lines are skipped.
+
+    Returns
+    -------
+    TrainingCurves
+        The series found.
+
+    Notes
+    -----
+    Raises ValueError naming the file when it is missing or holds no training or validation record, and
+    the file and line number when a line is not a JSON object or a value is malformed.
+    """
+    metrics_path = Path(metrics_path)
+    try:
+        lines = metrics_path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise ValueError(f"metrics file {metrics_path} does not exist") from None
+    curves = TrainingCurves()
+    for line_number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{metrics_path}, line {line_number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
+        add_metrics_record(curves, record, where)
+    if not (curves.train_loss or curves.valid_loss or curves.learning_rate):
+        raise ValueError(f"metrics file {metrics_path} holds no training or validation records")
+    return curves
+
+
+def _draw_losses(axes: Axes, curves: TrainingCurves) -> None:
+    if curves.train_loss:
+        steps, losses = zip(*curves.train_loss, strict=True)
+        axes.plot(steps, losses, color="tab:blue", linewidth=1.2, label="train loss")
+    finite_valid = [(step, loss) for step, loss in curves.valid_loss if math.isfinite(loss)]
+    if curves.valid_loss:
+        steps, losses = zip(*curves.valid_loss, strict=True)
+        label = "validation loss"
+        if finite_valid:
+            best_step, best_loss = min(finite_valid, key=lambda point: point[1])
+            label += f" (best {best_loss:.3f} at step {best_step})"
+        axes.plot(steps, losses, color="tab:orange", marker="o", markersize=3.5, linewidth=1.5, label=label)
+    axes.set_ylabel("loss (nats per token)")
+    axes.set_title("Loss")
+    axes.grid(True, alpha=0.3)
+    axes.legend(loc="upper right", fontsize=8)
+
+
+def _draw_learning_rate(axes: Axes, curves: TrainingCurves) -> None:
+    if curves.learning_rate:
+        steps, rates = zip(*curves.learning_rate, strict=True)
+        axes.plot(steps, rates, color="tab:green", linewidth=1.2)
+        axes.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
+    else:
+        axes.text(0.5, 0.5, "no learning rate logged", transform=axes.transAxes, ha="center", color="0.4")
+    axes.set_ylabel("learning rate")
+    axes.set_xlabel("step")
+    axes.set_title("Learning rate")
+    axes.grid(True, alpha=0.3)
+
+
+def plot_training_curves(metrics_path: Path, output_path: Path) -> Path:
+    """Plot loss (training and validation) and learning rate against the step.
+
+    Parameters
+    ----------
+    metrics_path : pathlib.Path
+        JSON-lines metrics log: training records carry ``step``, ``train_loss``, ``learning_rate`` and
+        ``tokens_per_second``; validation records ``step``, ``valid_loss`` and ``valid_perplexity``.
+    output_path : pathlib.Path
+        Image to write (PNG unless the suffix names another matplotlib format), atomically.
+
+    Returns
+    -------
+    pathlib.Path
+        ``output_path``.
+
+    Notes
+    -----
+    Two panels sharing the step axis: losses on top (the legend gives the best validation loss), the
+    learning rate below, where the warm-up then inverse-square-root decay of Eq. (3) should be visible.
+    Raises ValueError for a missing file or a malformed line, naming the file and line number.
+    """
+    curves = read_training_curves(metrics_path)
+    figure = Figure(figsize=(8.0, 6.5), layout="constrained")
+    FigureCanvasAgg(figure)
+    loss_axes, rate_axes = figure.subplots(2, 1, sharex=True, height_ratios=(3, 2))
+    _draw_losses(loss_axes, curves)
+    _draw_learning_rate(rate_axes, curves)
+    # A literal "$" would otherwise start matplotlib mathtext.
+    figure.suptitle(f"Training curves: {Path(metrics_path).name}".replace("$", r"\$"))
+    return save_figure_atomically(figure, output_path)

@@ -1,0 +1,60 @@
+from pathlib import Path
+
+import pytest
+
+from transformer.config import TrainConfig, load_config
+
+CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda path: path.stem)
+def test_shipped_configs_load(path: Path) -> None:
+    experiment = load_config(path)
+    assert experiment.model.vocab_size > 0
+
+
+def test_overrides_and_presets(tmp_path: Path) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text("model:\n  preset: base\n  vocab_size: 1000\ntrain:\n  max_steps: 5\n")
+    experiment = load_config(path, ["train.max_steps=7", "model.dropout=0.3", "train.clip_norm=null"])
+    assert experiment.train.max_steps == 7
+    assert experiment.model.d_model == 512 and experiment.model.dropout == 0.3
+    path.write_text("model:\n  preset: C4\n  vocab_size: 1000\n")
+    assert load_config(path).model.d_model == 256
+
+
+@pytest.mark.parametrize(
+    ("text", "overrides", "message"),
+    [
+        ("model:\n  vocab_size: 100\n  colour: red\n", [], r"x.yaml: \[model\] unknown option"),
+        (
+            "model:\n  vocab_size: 100\ntrain:\n  max_steps: -1\n",
+            [],
+            r"x.yaml: \[train\] TrainConfig.max_steps=-1",
+        ),
+        ("model:\n  vocab_size: 100\ntrian:\n  max_steps: 1\n", [], r"unknown section\(s\) \['trian'\]"),
+        ("model: [\n", [], "not valid YAML"),
+        ("train:\n  max_steps: 1\n", [], "'model' section is required"),
+        ("model:\n  vocab_size: 100\n", ["train.max_steps"], "expected section.key=value"),
+        ("model:\n  vocab_size: 100\n", ["train.precision=fp8"], "precision='fp8'"),
+        ("model:\n  vocab_size: 100\n", ["train.max_steps=many"], "max_steps='many'"),
+    ],
+)
+def test_bad_configs_name_the_file_and_key(
+    tmp_path: Path, text: str, overrides: list[str], message: str
+) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        load_config(path, overrides)
+
+
+def test_missing_file() -> None:
+    with pytest.raises(ValueError, match="cannot read config"):
+        load_config("/nonexistent/config.yaml")
+
+
+def test_train_config_defaults_are_the_papers() -> None:
+    recipe = TrainConfig()
+    assert (recipe.adam_beta1, recipe.adam_beta2, recipe.adam_epsilon) == (0.9, 0.98, 1e-9)
+    assert recipe.warmup_steps == 4000 and recipe.label_smoothing == 0.1

@@ -13,6 +13,7 @@ import yaml
 from transformer.model.feed_forward import ACTIVATIONS
 from transformer.model.multihead_attention import ATTENTION_SCORINGS
 from transformer.model.presets import BASE_SETTINGS, BIG_SETTINGS, find_table2_variant, varied_settings
+from transformer.model.scaled_dot_product_attention import ATTENTION_IMPLEMENTATIONS
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
 SINUSOIDAL_LAYOUTS = ("interleaved", "concatenated")
@@ -66,6 +67,9 @@ class TransformerConfig:
         "dot_product" (Eq. 1) or "additive" (Bahdanau), section 3.2.1.
     attention_window : int or None
         Restrict self-attention to r neighbours on each side (Table 1, last row); None is full attention.
+    attention_implementation : str
+        "auto" (explicit matrix products for sequences up to 256 positions, where they are faster on CPUs,
+        the fused kernel beyond, where it is faster and keeps memory linear), "fused" or "explicit".
     pad_id, bos_id, eos_id, unk_id : int
         Ids of the special tokens, fixed by the tokenizer.
     decoder_start_id : int or None
@@ -102,6 +106,7 @@ class TransformerConfig:
     layer_norm_eps: float = 1e-5
     attention_scoring: str = "dot_product"
     attention_window: int | None = None
+    attention_implementation: str = "auto"
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
@@ -135,6 +140,7 @@ class TransformerConfig:
             ("positional_encoding", self.positional_encoding, POSITIONAL_ENCODINGS),
             ("attention_scoring", self.attention_scoring, ATTENTION_SCORINGS),
             ("sinusoidal_layout", self.sinusoidal_layout, SINUSOIDAL_LAYOUTS),
+            ("attention_implementation", self.attention_implementation, ATTENTION_IMPLEMENTATIONS),
         ):
             if value not in choices:
                 raise ValueError(f"TransformerConfig.{name}={value!r} is not one of {choices}")

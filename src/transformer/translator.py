@@ -7,10 +7,11 @@ from pathlib import Path
 import torch
 
 from transformer.config import DecodeConfig
-from transformer.data.tokenizer import EOS_ID, Tokenizer
+from transformer.data.text_tokenizer import TextTokenizer
+from transformer.data.tokenizer import Tokenizer
 from transformer.decoding.beam_search import search
 from transformer.model.transformer import Transformer
-from transformer.training.checkpoint import load_checkpoint
+from transformer.training.checkpoint import TOKENIZER_FILE, load_checkpoint
 from transformer.training.distributed import resolve_device
 
 DEFAULT_MAX_INPUT_TOKENS = 1024
@@ -49,8 +50,8 @@ class Translator:
     ----------
     model : Transformer
         A trained model (moved to ``device`` and put in eval mode).
-    tokenizer : Tokenizer
-        Its joint BPE model.
+    tokenizer : TextTokenizer
+        Its tokenizer (this project's joint BPE, or a converted Marian vocabulary).
     decode_config : DecodeConfig or None
         Search settings; the paper's (beam 4, alpha 0.6, input length + 50) by default.
     device : str
@@ -72,7 +73,7 @@ class Translator:
     def __init__(
         self,
         model: Transformer,
-        tokenizer: Tokenizer,
+        tokenizer: TextTokenizer,
         decode_config: DecodeConfig | None = None,
         device: str = "auto",
         precision: str = "fp32",
@@ -126,7 +127,7 @@ class Translator:
         Uses the tokenizer stored in the checkpoint, so ids always match the weights.
         """
         checkpoint = load_checkpoint(Path(path))
-        tokenizer = Tokenizer.load(checkpoint.tokenizer_path)
+        tokenizer = load_checkpoint_tokenizer(checkpoint.path)
         return cls(checkpoint.build_model(), tokenizer, decode_config, device, precision)
 
     def translate(self, sentences: Sequence[str]) -> list[str]:
@@ -187,7 +188,7 @@ class Translator:
         if len(ids) + 1 > self.max_input_tokens:
             ids = ids[: self.max_input_tokens - 1]
             self.truncated_count += 1
-        return [*ids, EOS_ID]
+        return [*ids, self.model.config.eos_id]
 
     def _batches(self, order: list[int], encoded: list[list[int]]) -> list[list[int]]:
         batches: list[list[int]] = []
@@ -208,3 +209,32 @@ class Translator:
         for row, ids in enumerate(sequences):
             padded[row, : len(ids)] = torch.tensor(ids)
         return padded.to(self.device)
+
+
+def load_checkpoint_tokenizer(directory: Path) -> TextTokenizer:
+    """Load the tokenizer stored in a checkpoint directory.
+
+    Parameters
+    ----------
+    directory : Path
+        A checkpoint directory.
+
+    Returns
+    -------
+    TextTokenizer
+        This project's SentencePiece tokenizer (``tokenizer.model``), or the Marian vocabulary adapter
+        (``vocab.json`` with ``source.spm`` and ``target.spm``) for converted HuggingFace Marian models.
+
+    Notes
+    -----
+    Raises ValueError naming the directory when neither is present.
+    """
+    if (directory / TOKENIZER_FILE).exists():
+        return Tokenizer.load(directory / TOKENIZER_FILE)
+    if (directory / "vocab.json").exists():
+        from transformer.interop.marian import MarianTokenizer  # optional: needs only sentencepiece
+
+        return MarianTokenizer.load(directory)
+    raise ValueError(
+        f"{directory}: no tokenizer (expected {TOKENIZER_FILE}, or vocab.json with source/target.spm)"
+    )

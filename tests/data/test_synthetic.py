@@ -6,6 +6,7 @@ import collections
 import os
 import random
 import re
+import stat
 import statistics
 import subprocess
 import sys
@@ -462,6 +463,7 @@ def test_write_corpus_writes_aligned_files_atomically(tmp_path: Path) -> None:
         targets = target_path.read_text(encoding="utf-8").split("\n")
         assert sources[-1] == "" and targets[-1] == ""
         assert list(zip(sources[:-1], targets[:-1], strict=True)) == expected
+        assert stat.S_IMODE(source_path.stat().st_mode) == 0o644
     assert sorted(path.name for path in directory.iterdir()) == sorted(
         f"{name}.{lang}" for name in ("train", "valid", "test") for lang in ("en", "de")
     )
@@ -474,6 +476,21 @@ def test_write_corpus_overwrites_and_uses_language_suffixes(tmp_path: Path) -> N
     assert paths["train"] == (tmp_path / "train.src", tmp_path / "train.tgt")
     assert len(paths["train"][0].read_text(encoding="utf-8").splitlines()) == 4
     assert not list(tmp_path.glob(".*"))
+
+
+def test_write_corpus_failure_leaves_old_files_and_no_temporaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "train.en").write_text("old\n", encoding="utf-8")
+
+    def failing_replace(source: str, target: Path) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError, match="disk full"):
+        write_corpus(tmp_path, generate_splits(num_train=3, num_valid=1, num_test=1, seed=0))
+    assert [path.name for path in tmp_path.iterdir()] == ["train.en"]
+    assert (tmp_path / "train.en").read_text(encoding="utf-8") == "old\n"
 
 
 @pytest.mark.parametrize(

@@ -101,3 +101,30 @@ def test_scaling_prevents_softmax_saturation() -> None:
     assert scaled_weights is not None
     assert unscaled_weights.amax(-1).mean() > 0.95
     assert scaled_weights.amax(-1).mean() < 0.7
+
+
+@pytest.mark.parametrize("implementation", ["fused", "explicit", "auto"])
+@pytest.mark.parametrize("key_len", [7, 300])
+def test_every_implementation_computes_the_same_function(implementation: str, key_len: int) -> None:
+    query, key, value = random_qkv(key_len=key_len)
+    attend_mask = torch.rand(2, 1, 5, key_len) > 0.3
+    attend_mask[..., 0] = True
+    output, weights = scaled_dot_product_attention(query, key, value, attend_mask, implementation=implementation)
+    assert weights is None
+    torch.testing.assert_close(output, reference_attention(query, key, value, attend_mask), atol=1e-5, rtol=1e-5)
+
+
+def test_auto_uses_the_fused_kernel_for_long_sequences(monkeypatch) -> None:
+    calls = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def counting(*args, **kwargs):
+        calls.append(args[1].size(-2))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counting)
+    for key_len in (16, 600):
+        scaled_dot_product_attention(*random_qkv(key_len=key_len), implementation="auto")
+    assert calls == [600]
+    with pytest.raises(ValueError, match="implementation"):
+        scaled_dot_product_attention(*random_qkv(), implementation="flash")

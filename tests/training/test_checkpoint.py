@@ -24,7 +24,7 @@ CONFIG = TransformerConfig(
 def save_random_model(path: Path, seed: int, config: TransformerConfig = CONFIG) -> Transformer:
     torch.manual_seed(seed)
     model = Transformer(config)
-    save_checkpoint(path, model, config, b"tokenizer-bytes")
+    save_checkpoint(path, model, config, {"tokenizer.model": b"tokenizer-bytes"})
     return model
 
 
@@ -79,7 +79,7 @@ def test_manager_keeps_last_k_and_the_best(tmp_path: Path) -> None:
     for step, valid_loss in [(1, 3.0), (2, 1.0), (3, 2.0), (4, 2.5), (5, None)]:
         best = valid_loss if valid_loss is not None and (best is None or valid_loss < best) else best
         state = TrainerState(step=step, valid_loss=valid_loss, best_valid_loss=best)
-        manager.save(model, CONFIG, b"tok", state, {})
+        manager.save(model, CONFIG, {"tokenizer.model": b"tok"}, state, {})
     kept = sorted(path.name for path in tmp_path.iterdir() if path.is_dir())
     assert kept == ["step-00000002", "step-00000004", "step-00000005"]
     assert load_checkpoint(tmp_path).path.name == "step-00000002"  # a run resolves to its best

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from transformer.data.text_tokenizer import TextTokenizer
 from transformer.data.tokenizer import EOS_ID, Tokenizer
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -251,18 +252,22 @@ class EncodedCorpus:
         return np.fromiter((len(ids) for ids in self.target), dtype=np.int64, count=len(self.target))
 
 
-def encode_corpus(pairs: Sequence[tuple[str, str]], tokenizer: Tokenizer, max_len: int) -> EncodedCorpus:
+def encode_corpus(
+    pairs: Sequence[tuple[str, str]], tokenizer: TextTokenizer, max_len: int, eos_id: int = EOS_ID
+) -> EncodedCorpus:
     """Tokenize sentence pairs, dropping those with an empty side or longer than ``max_len``.
 
     Parameters
     ----------
     pairs : Sequence[tuple[str, str]]
         (source, target) sentences, e.g. from :func:`read_parallel_files`.
-    tokenizer : Tokenizer
-        The joint vocabulary.
+    tokenizer : TextTokenizer
+        The joint vocabulary (or a converted model's source/target vocabularies).
     max_len : int
         Longest sequence kept, in tokens, counting the EOS each side gets (the source stores it;
         the target gets it, or BOS, at collation).
+    eos_id : int
+        End-of-sentence id appended to each source (this project's tokenizer: 2).
 
     Returns
     -------
@@ -275,8 +280,12 @@ def encode_corpus(pairs: Sequence[tuple[str, str]], tokenizer: Tokenizer, max_le
     """
     if max_len < 2:
         raise ValueError(f"encode_corpus: max_len={max_len} must be at least 2 (one token plus EOS)")
-    source_ids = tokenizer.encode_batch([source for source, _ in pairs])
-    target_ids = tokenizer.encode_batch([target for _, target in pairs])
+    if isinstance(tokenizer, Tokenizer):  # one batched call into SentencePiece per side
+        source_ids = tokenizer.encode_batch([source for source, _ in pairs])
+        target_ids = tokenizer.encode_batch([target for _, target in pairs])
+    else:
+        source_ids = [tokenizer.encode(source) for source, _ in pairs]
+        target_ids = [tokenizer.encode_target(target) for _, target in pairs]
     corpus = EncodedCorpus(source=[], target=[], report=FilterReport(0, 0, 0, max_len), pair_indices=[])
     dropped_empty = dropped_too_long = 0
     for pair_index, (source, target) in enumerate(zip(source_ids, target_ids, strict=True)):
@@ -285,7 +294,7 @@ def encode_corpus(pairs: Sequence[tuple[str, str]], tokenizer: Tokenizer, max_le
         elif len(source) + 1 > max_len or len(target) + 1 > max_len:
             dropped_too_long += 1
         else:
-            corpus.source.append(source + [EOS_ID])
+            corpus.source.append([*source, eos_id])
             corpus.target.append(target)
             corpus.pair_indices.append(pair_index)  # type: ignore[union-attr]
     corpus.report = FilterReport(len(corpus.source), dropped_empty, dropped_too_long, max_len)

@@ -409,6 +409,25 @@ class Tokenizer:
         """
         return list(self._processor.encode(text))
 
+    def encode_target(self, text: str) -> list[int]:
+        """Encode a target sentence; the vocabulary is joint, so this is :meth:`encode`.
+
+        Parameters
+        ----------
+        text : str
+            One target-language sentence.
+
+        Returns
+        -------
+        list of int
+            Token ids without BOS/EOS.
+
+        Notes
+        -----
+        Exists for the ``TextTokenizer`` protocol, which also covers separate source/target vocabularies.
+        """
+        return self.encode(text)
+
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """Split many sentences into subword ids, using all CPU cores.
 

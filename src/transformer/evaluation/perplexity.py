@@ -8,7 +8,7 @@ import torch
 
 from transformer.data.batching import TokenBatchSampler, collate
 from transformer.data.dataset import encode_corpus
-from transformer.data.tokenizer import Tokenizer
+from transformer.data.text_tokenizer import TextTokenizer
 from transformer.model.transformer import Transformer
 from transformer.training.loss import label_smoothed_nll_loss
 
@@ -40,7 +40,7 @@ class PerplexityResult:
 
 
 def corpus_perplexity(
-    model: Transformer, tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]], max_tokens: int = 4096
+    model: Transformer, tokenizer: TextTokenizer, pairs: Sequence[tuple[str, str]], max_tokens: int = 4096
 ) -> PerplexityResult:
     """Score reference translations with teacher forcing.
 
@@ -48,8 +48,8 @@ def corpus_perplexity(
     ----------
     model : Transformer
         The model (its device and dtype are used as they are).
-    tokenizer : Tokenizer
-        The model's BPE tokenizer.
+    tokenizer : TextTokenizer
+        The model's tokenizer.
     pairs : sequence of (str, str)
         Source sentence and reference translation.
     max_tokens : int
@@ -64,7 +64,8 @@ def corpus_perplexity(
     -----
     No length filter is applied beyond ``max_tokens`` itself: every non-empty pair is scored.
     """
-    corpus = encode_corpus(pairs, tokenizer, max_len=max_tokens)
+    config = model.config
+    corpus = encode_corpus(pairs, tokenizer, max_len=max_tokens, eos_id=config.eos_id)
     sampler = TokenBatchSampler(corpus.source_lengths, corpus.target_lengths, max_tokens, shuffle=False)
     device = next(model.parameters()).device
     nll_sum, tokens = 0.0, 0
@@ -72,9 +73,9 @@ def corpus_perplexity(
     model.eval()
     with torch.inference_mode():
         for indices in sampler.batches(0):
-            batch = collate(indices, corpus).to(device)
+            batch = collate(indices, corpus, config.pad_id, config.start_id, config.eos_id).to(device)
             logits = model(batch.src_tokens, batch.tgt_input)
-            _, nll = label_smoothed_nll_loss(logits, batch.tgt_output, 0.0, model.config.pad_id)
+            _, nll = label_smoothed_nll_loss(logits, batch.tgt_output, 0.0, config.pad_id)
             nll_sum += float(nll)
             tokens += batch.num_target_tokens
     model.train(was_training)

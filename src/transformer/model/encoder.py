@@ -32,6 +32,7 @@ def build_attention(config: TransformerConfig) -> MultiHeadAttention:
         d_v=config.d_v,
         dropout=config.attention_dropout,
         scoring=config.attention_scoring,
+        implementation=config.attention_implementation,
     )
 
 

@@ -11,7 +11,10 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from transformer.model.additive_attention import AdditiveScore, additive_attention
-from transformer.model.scaled_dot_product_attention import scaled_dot_product_attention
+from transformer.model.scaled_dot_product_attention import (
+    ATTENTION_IMPLEMENTATIONS,
+    scaled_dot_product_attention,
+)
 
 ATTENTION_SCORINGS = ("dot_product", "additive")
 
@@ -79,6 +82,9 @@ class MultiHeadAttention(nn.Module):
         Whether the four projections have biases.
     scoring : {"dot_product", "additive"}
         Compatibility function: scaled dot product (Eq. 1) or additive (Bahdanau).
+    implementation : {"fused", "explicit", "auto"}
+        How dot-product attention is computed when weights are not needed (see
+        :func:`transformer.model.scaled_dot_product_attention.scaled_dot_product_attention`).
 
     Notes
     -----
@@ -96,6 +102,7 @@ class MultiHeadAttention(nn.Module):
         dropout: float = 0.0,
         bias: bool = True,
         scoring: str = "dot_product",
+        implementation: str = "fused",
     ) -> None:
         super().__init__()
         if d_model <= 0 or num_heads <= 0:
@@ -104,6 +111,8 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(
                 f"d_model={d_model} is not divisible by num_heads={num_heads}; set d_k and d_v explicitly"
             )
+        if implementation not in ATTENTION_IMPLEMENTATIONS:
+            raise ValueError(f"implementation={implementation!r} is not one of {ATTENTION_IMPLEMENTATIONS}")
         if scoring not in ATTENTION_SCORINGS:
             raise ValueError(f"scoring={scoring!r} is not one of {ATTENTION_SCORINGS}")
         if not 0.0 <= dropout < 1.0:
@@ -114,6 +123,7 @@ class MultiHeadAttention(nn.Module):
         if self.d_k <= 0 or self.d_v <= 0:
             raise ValueError(f"d_k={self.d_k} and d_v={self.d_v} must be positive")
         self.dropout = dropout
+        self.implementation = implementation
         self.q_proj = nn.Linear(d_model, num_heads * self.d_k, bias=bias)
         self.k_proj = nn.Linear(d_model, num_heads * self.d_k, bias=bias)
         self.v_proj = nn.Linear(d_model, num_heads * self.d_v, bias=bias)
@@ -284,6 +294,6 @@ class MultiHeadAttention(nn.Module):
             weights = weights if need_weights else None
         else:
             heads, weights = scaled_dot_product_attention(
-                query_heads, key_heads, value_heads, attend_mask, dropout_p, need_weights
+                query_heads, key_heads, value_heads, attend_mask, dropout_p, need_weights, self.implementation
             )
         return self.out_proj(merge_heads(heads)), weights

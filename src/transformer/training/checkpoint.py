@@ -35,6 +35,8 @@ OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "trainer_state.json"
 TOKENIZER_FILE = "tokenizer.model"
 INDEX_FILE = "index.json"
+AVERAGED_FROM_FILE = "averaged_from.json"
+NON_TOKENIZER_FILES = {MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, AVERAGED_FROM_FILE}
 
 
 class CheckpointError(ValueError):
@@ -184,8 +186,27 @@ class Checkpoint:
 
     @property
     def tokenizer_path(self) -> Path:
-        """The SentencePiece model stored with the checkpoint."""
+        """The SentencePiece model stored with the checkpoint (this project's own tokenizer)."""
         return self.path / TOKENIZER_FILE
+
+    def tokenizer_files(self) -> dict[str, bytes]:
+        """Read every tokenizer file stored with the checkpoint.
+
+        Returns
+        -------
+        dict of str to bytes
+            File name to contents: ``tokenizer.model`` for this project's models; ``source.spm``,
+            ``target.spm`` and ``vocab.json`` for converted HuggingFace Marian models.
+
+        Notes
+        -----
+        Everything in the directory except the weights, optimizer, state and provenance files.
+        """
+        return {
+            path.name: path.read_bytes()
+            for path in sorted(self.path.iterdir())
+            if path.is_file() and path.name not in NON_TOKENIZER_FILES
+        }
 
     def build_model(self) -> Transformer:
         """Instantiate the saved model with its weights.
@@ -266,7 +287,7 @@ def save_checkpoint(
     directory: Path,
     model: nn.Module,
     model_config: TransformerConfig,
-    tokenizer_model: bytes,
+    tokenizer_files: dict[str, bytes],
     state: TrainerState | None = None,
     extra_tensors: dict[str, Tensor] | None = None,
 ) -> Path:
@@ -280,8 +301,8 @@ def save_checkpoint(
         The model (unwrapped from DistributedDataParallel).
     model_config : TransformerConfig
         Its architecture.
-    tokenizer_model : bytes
-        The serialized SentencePiece model, stored beside the weights.
+    tokenizer_files : dict of str to bytes
+        Tokenizer files stored beside the weights (``{"tokenizer.model": ...}`` for this project's models).
     state : TrainerState or None
         Training state; None writes a weights-only checkpoint (e.g. an average).
     extra_tensors : dict of str to torch.Tensor or None
@@ -305,7 +326,8 @@ def save_checkpoint(
         save_file(extra_tensors, str(temporary / OPTIMIZER_FILE), metadata={"format": FORMAT})
     if state is not None:
         (temporary / STATE_FILE).write_text(json.dumps(state.__dict__, indent=1), encoding="utf-8")
-    (temporary / TOKENIZER_FILE).write_bytes(tokenizer_model)
+    for name, contents in tokenizer_files.items():
+        (temporary / name).write_bytes(contents)
     _fsync_directory_files(temporary)
     replace_directory(temporary, directory)
     return directory
@@ -488,7 +510,7 @@ class CheckpointManager:
         self,
         model: nn.Module,
         model_config: TransformerConfig,
-        tokenizer_model: bytes,
+        tokenizer_files: dict[str, bytes],
         state: TrainerState,
         extra_tensors: dict[str, Tensor],
     ) -> Path:
@@ -500,8 +522,8 @@ class CheckpointManager:
             The (unwrapped) model.
         model_config : TransformerConfig
             Its architecture.
-        tokenizer_model : bytes
-            The serialized SentencePiece model.
+        tokenizer_files : dict of str to bytes
+            Tokenizer files to store with the weights.
         state : TrainerState
             Training state; ``state.valid_loss`` decides whether this is the new best.
         extra_tensors : dict of str to torch.Tensor
@@ -518,7 +540,7 @@ class CheckpointManager:
         """
         name = f"step-{state.step:08d}"
         path = save_checkpoint(
-            self.checkpoint_dir / name, model, model_config, tokenizer_model, state, extra_tensors
+            self.checkpoint_dir / name, model, model_config, tokenizer_files, state, extra_tensors
         )
         index = read_index(self.checkpoint_dir)
         names = [item for item in index.get("checkpoints", []) if item != name] + [name]
@@ -574,7 +596,7 @@ def average_checkpoints(paths: Sequence[Path]) -> Checkpoint:
     first = checkpoints[0]
     for other in checkpoints[1:]:
         describe_mismatch(first.model_config, other.model_config, str(other.path))
-        if other.tokenizer_path.read_bytes() != first.tokenizer_path.read_bytes():
+        if other.tokenizer_files() != first.tokenizer_files():
             raise CheckpointError(f"{other.path}: tokenizer differs from {first.path}'s; cannot average")
     averaged = {}
     for name, tensor in first.weights.items():
@@ -638,8 +660,9 @@ def write_weights_checkpoint(checkpoint: Checkpoint, destination: Path, sources:
     temporary.mkdir(parents=True)
     metadata = {"format": FORMAT, "model_config": json.dumps(checkpoint.model_config.to_dict())}
     save_file(checkpoint.weights, str(temporary / MODEL_FILE), metadata=metadata)
-    shutil.copyfile(checkpoint.tokenizer_path, temporary / TOKENIZER_FILE)
-    (temporary / "averaged_from.json").write_text(json.dumps([str(path) for path in sources], indent=1))
+    for name, contents in checkpoint.tokenizer_files().items():
+        (temporary / name).write_bytes(contents)
+    (temporary / AVERAGED_FROM_FILE).write_text(json.dumps([str(path) for path in sources], indent=1))
     _fsync_directory_files(temporary)
     replace_directory(temporary, destination)
     return destination

@@ -21,7 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from transformer.config import ExperimentConfig
 from transformer.data.batching import Batch, TokenBatchSampler, collate, shard
-from transformer.data.prepare import TrainingData
+from transformer.data.prepare import TOKENIZER_FILE, TrainingData
 from transformer.model.transformer import Transformer
 from transformer.training.checkpoint import (
     Checkpoint,
@@ -318,7 +318,7 @@ class Trainer:
         interval = IntervalStats()
         started = time.perf_counter() - self.state.elapsed_seconds
         for group in self._batch_groups():
-            loss_sum, nll_sum, tokens = self._train_step(group)
+            loss_sum, nll_sum, tokens = self.train_step(group)
             self.state.step += 1
             self.state.tokens_seen += tokens
             self.state.elapsed_seconds = time.perf_counter() - started
@@ -359,8 +359,28 @@ class Trainer:
             self.state.epoch += 1
             self.state.batches_done_in_epoch = 0
 
-    def _train_step(self, group: list[Batch]) -> tuple[float, float, int]:
-        """One optimizer step over ``group`` (gradient accumulation); returns global sums."""
+    def train_step(self, group: list[Batch]) -> tuple[float, float, int]:
+        """Take one optimizer step over a group of batches whose gradients are accumulated.
+
+        Parameters
+        ----------
+        group : list of Batch
+            ``train.accumulate`` batches (fewer at the end of an epoch), already on the device.
+
+        Returns
+        -------
+        loss_sum : float
+            Label-smoothed loss summed over the target tokens of all processes.
+        nll_sum : float
+            Negative log-likelihood summed likewise.
+        num_tokens : int
+            Target tokens in the group, over all processes.
+
+        Notes
+        -----
+        Raises :class:`TrainingDivergedError` before the update if the loss is not finite. Benchmarks call
+        this directly to time exactly what training runs.
+        """
         self.training_model.train()
         local_tokens = sum(batch.num_target_tokens for batch in group)
         global_tokens = int(
@@ -496,7 +516,11 @@ class Trainer:
         if self.context.is_main:
             tensors = {**optimizer_tensors(self.optimizer), **rng}
             path = self.checkpoints.save(
-                self.model, self.experiment.model, self.data.tokenizer.serialized(), self.state, tensors
+                self.model,
+                self.experiment.model,
+                {TOKENIZER_FILE: self.data.tokenizer.serialized()},
+                self.state,
+                tensors,
             )
             self.reporter.message(f"saved {path}")
         barrier(self.context)

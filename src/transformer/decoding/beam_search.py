@@ -1,0 +1,325 @@
+"""Batched beam search (paper section 6.1: beam size 4, length penalty alpha = 0.6).
+
+Every sentence keeps ``beam_size`` live hypotheses; all sentences and beams are scored together as one
+``(active * beam_size, vocab)`` batch per step. A step extends every live beam by every token, keeps the
+``2 * beam_size`` best extensions by summed log-probability, moves those among the first ``beam_size`` that
+end in EOS (or reach the length limit) to the sentence's finished list, and continues the ``beam_size`` best
+that do not end in EOS. A sentence is done once it has ``beam_size`` finished hypotheses, reaches its length
+limit, or has no live beam of non-zero probability left; done sentences are dropped from the batch, and the
+search stops when none is left.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from transformer.config import DecodeConfig
+from transformer.decoding.greedy import greedy_search
+from transformer.decoding.search import (
+    Hypothesis,
+    build_hypotheses,
+    check_src_tokens,
+    forbid_tokens,
+    normalise_scores,
+    output_length_limits,
+)
+from transformer.decoding.step_model import StepModel, as_step_model, inference_context
+from transformer.model.transformer import Transformer
+
+
+@dataclass
+class LiveBeams:
+    """The hypotheses still being extended, for the sentences not yet done.
+
+    Parameters
+    ----------
+    sentence_ids : torch.Tensor, shape (active,), int64
+        Position of each active sentence in the input batch.
+    tokens : torch.Tensor, shape (active, beam_size, step), int64
+        Tokens generated so far by each beam.
+    log_probs : torch.Tensor, shape (active, beam_size), float32
+        Summed log-probabilities; ``-inf`` marks an empty beam (e.g. all but one before the first step).
+
+    Notes
+    -----
+    Row ``a * beam_size + b`` of the step model's state belongs to beam ``b`` of active sentence ``a``.
+    """
+
+    sentence_ids: Tensor
+    tokens: Tensor
+    log_probs: Tensor
+
+
+@dataclass
+class Candidates:
+    """The best one-token extensions of the live beams, best first.
+
+    Parameters
+    ----------
+    tokens : torch.Tensor, shape (active, num_candidates, step + 1), int64
+        Each candidate's tokens, the new one last.
+    origins : torch.Tensor, shape (active, num_candidates), int64
+        The beam each candidate extends.
+    log_probs : torch.Tensor, shape (active, num_candidates), float32
+        Summed log-probabilities, in descending order along dim 1.
+
+    Notes
+    -----
+    ``num_candidates = 2 * beam_size``: at most ``beam_size`` of them end in EOS (one per beam), so at
+    least ``beam_size`` can continue.
+    """
+
+    tokens: Tensor
+    origins: Tensor
+    log_probs: Tensor
+
+
+@dataclass
+class FinishedHypotheses:
+    """Up to ``beam_size`` finished hypotheses per input sentence.
+
+    Parameters
+    ----------
+    tokens : torch.Tensor, shape (batch, beam_size, max_steps), int64
+        Generated tokens (final EOS included), padded with the pad id.
+    num_steps : torch.Tensor, shape (batch, beam_size), int64
+        Length |Y| of each hypothesis, final EOS included.
+    ends_with_eos : torch.Tensor, shape (batch, beam_size), bool
+        False for a hypothesis stopped by the length limit.
+    log_probs : torch.Tensor, shape (batch, beam_size), float32
+        Summed log-probabilities.
+    scores : torch.Tensor, shape (batch, beam_size), float32
+        Length-normalised scores; ``-inf`` in empty slots.
+    counts : torch.Tensor, shape (batch,), int64
+        Filled slots per sentence (filled in order).
+
+    Notes
+    -----
+    Slots are filled in the order hypotheses finish and never replaced.
+    """
+
+    tokens: Tensor
+    num_steps: Tensor
+    ends_with_eos: Tensor
+    log_probs: Tensor
+    scores: Tensor
+    counts: Tensor
+
+
+def beam_search(
+    model_or_step_model: Transformer | StepModel[Any],
+    src_tokens: Tensor,
+    config: DecodeConfig | None = None,
+) -> list[list[Hypothesis]]:
+    """Translate a batch with beam search.
+
+    Parameters
+    ----------
+    model_or_step_model : Transformer or StepModel
+        The model (wrapped in a ``TransformerStepModel``) or any step model, e.g. a test oracle.
+    src_tokens : torch.Tensor, shape (batch, src_len), int64
+        Source token ids, each row ending with EOS and right-padded with the pad id.
+    config : DecodeConfig, optional
+        ``beam_size``, length penalty, length limits, ``nbest`` and ``use_cache``; defaults to the paper's
+        ``DecodeConfig()``.
+
+    Returns
+    -------
+    list of list of Hypothesis
+        Per input sentence, in input order, its ``nbest`` finished hypotheses sorted by score, best first
+        (fewer only if fewer distinct hypotheses with non-zero probability exist).
+
+    Notes
+    -----
+    Stopping rule (fairseq's default, "stop when all beams are finished"): a sentence is done as soon as
+    ``beam_size`` hypotheses have finished, even if a live beam might still overtake one of them after
+    length normalisation. Only EOS extensions ranked among the best ``beam_size`` candidates finish, and a
+    finished hypothesis is never replaced. This makes ``beam_size=1`` take exactly greedy search's tokens
+    (tested), and with ``length_penalty=0`` the best hypothesis has the largest ``log_prob`` of those found.
+    At the length limit the best ``beam_size`` candidates finish as they are, without EOS. EOS is
+    forbidden before ``min_length`` tokens, padding and BOS always. The model runs in eval mode under
+    ``torch.inference_mode`` and gets its training flags back.
+    """
+    config = config if config is not None else DecodeConfig()
+    check_src_tokens(src_tokens)
+    if src_tokens.size(0) == 0:
+        return []
+    step_model = as_step_model(model_or_step_model, config.use_cache)
+    with inference_context(step_model):
+        finished = _run_beam_search(step_model, src_tokens, config)
+    return _best_hypotheses(finished, config.nbest)
+
+
+def search(
+    model_or_step_model: Transformer | StepModel[Any],
+    src_tokens: Tensor,
+    config: DecodeConfig | None = None,
+) -> list[list[Hypothesis]]:
+    """Translate a batch with the search ``config`` asks for: greedy for beam size 1, else beam search.
+
+    Parameters
+    ----------
+    model_or_step_model : Transformer or StepModel
+        The model or any step model.
+    src_tokens : torch.Tensor, shape (batch, src_len), int64
+        Source token ids, right-padded with the pad id.
+    config : DecodeConfig, optional
+        Search settings; defaults to the paper's ``DecodeConfig()`` (beam 4, alpha 0.6, input length + 50).
+
+    Returns
+    -------
+    list of list of Hypothesis
+        Per input sentence, in input order, ``config.nbest`` hypotheses, best first.
+
+    Notes
+    -----
+    Beam search of size 1 gives the same tokens as greedy search; greedy is simply cheaper.
+    """
+    config = config if config is not None else DecodeConfig()
+    if config.beam_size == 1:
+        return greedy_search(model_or_step_model, src_tokens, config)
+    return beam_search(model_or_step_model, src_tokens, config)
+
+
+def _run_beam_search(
+    step_model: StepModel[Any], src_tokens: Tensor, config: DecodeConfig
+) -> FinishedHypotheses:
+    """Step all sentences' beams together until every sentence is done."""
+    batch_size, beam_size, device = src_tokens.size(0), config.beam_size, src_tokens.device
+    special_ids = torch.tensor([step_model.pad_id, step_model.bos_id, step_model.eos_id], device=device)
+    max_lengths = output_length_limits(src_tokens, step_model.pad_id, config)  # (batch,)
+    finished = _empty_finished(batch_size, beam_size, int(max_lengths.max()), step_model.pad_id, device)
+    live = _initial_beams(batch_size, beam_size, device)
+    state = step_model.start(src_tokens)
+    step_model.reorder(state, torch.arange(batch_size, device=device).repeat_interleave(beam_size))
+    last_tokens = torch.full((batch_size * beam_size,), step_model.bos_id, dtype=torch.long, device=device)
+    for step in range(int(max_lengths.max())):
+        step_log_probs = forbid_tokens(step_model.log_probs(state, last_tokens), step, config, special_ids)
+        candidates = _extend(live, step_log_probs.reshape(live.log_probs.size(0), beam_size, -1))
+        at_length_limit = max_lengths[live.sentence_ids] == step + 1  # (active,)
+        finishing = _finishing(candidates, at_length_limit, beam_size, step_model.eos_id)
+        _add_finished(finished, live.sentence_ids, candidates, finishing, config, step_model.eos_id)
+        live, origins = _continuing(live.sentence_ids, candidates, beam_size, step_model.eos_id)
+        keep = (finished.counts[live.sentence_ids] < beam_size) & ~at_length_limit  # (active,)
+        keep &= live.log_probs.isfinite().any(dim=1)  # No live beam left with non-zero probability.
+        if not bool(keep.any()):
+            break
+        kept = keep.nonzero().squeeze(1)  # (still_active,)
+        # One reorder both follows the surviving beams and drops the done sentences.
+        step_model.reorder(state, (kept[:, None] * beam_size + origins[kept]).reshape(-1))
+        live = LiveBeams(live.sentence_ids[kept], live.tokens[kept], live.log_probs[kept])
+        last_tokens = live.tokens[:, :, -1].reshape(-1)  # (still_active * beam_size,)
+    return finished
+
+
+def _initial_beams(batch_size: int, beam_size: int, device: torch.device) -> LiveBeams:
+    """Start every sentence with one empty hypothesis; the other beams are empty (``-inf``)."""
+    log_probs = torch.full((batch_size, beam_size), float("-inf"), device=device)
+    log_probs[:, 0] = 0.0  # Identical beams would otherwise fill the beam with copies of one hypothesis.
+    tokens = torch.empty((batch_size, beam_size, 0), dtype=torch.long, device=device)
+    return LiveBeams(torch.arange(batch_size, device=device), tokens, log_probs)
+
+
+def _empty_finished(
+    batch_size: int, beam_size: int, max_steps: int, pad_id: int, device: torch.device
+) -> FinishedHypotheses:
+    """Allocate an empty finished list for every sentence."""
+    shape = (batch_size, beam_size)
+    return FinishedHypotheses(
+        tokens=torch.full((*shape, max_steps), pad_id, dtype=torch.long, device=device),
+        num_steps=torch.zeros(shape, dtype=torch.long, device=device),
+        ends_with_eos=torch.zeros(shape, dtype=torch.bool, device=device),
+        log_probs=torch.full(shape, float("-inf"), device=device),
+        scores=torch.full(shape, float("-inf"), device=device),
+        counts=torch.zeros(batch_size, dtype=torch.long, device=device),
+    )
+
+
+def _extend(live: LiveBeams, step_log_probs: Tensor) -> Candidates:
+    """Keep the ``2 * beam_size`` best one-token extensions of each sentence's beams.
+
+    ``step_log_probs`` has shape (active, beam_size, vocab_size).
+    """
+    active, beam_size, vocab_size = step_log_probs.shape
+    totals = live.log_probs[:, :, None] + step_log_probs  # (active, beam_size, vocab)
+    num_candidates = min(2 * beam_size, beam_size * vocab_size)
+    log_probs, flat_indices = totals.view(active, -1).topk(num_candidates, dim=1)  # (active, num_candidates)
+    origins = flat_indices // vocab_size
+    new_tokens = flat_indices % vocab_size
+    # The tokens of the beam each candidate extends: (active, num_candidates, step).
+    prefixes = live.tokens.gather(1, origins[:, :, None].expand(-1, -1, live.tokens.size(2)))
+    return Candidates(torch.cat([prefixes, new_tokens[:, :, None]], dim=2), origins, log_probs)
+
+
+def _finishing(candidates: Candidates, at_length_limit: Tensor, beam_size: int, eos_id: int) -> Tensor:
+    """Mark candidates that finish now: among the best ``beam_size``, ending in EOS or at the limit.
+
+    Returns a bool tensor of shape (active, num_candidates); impossible (``-inf``) candidates never finish.
+    """
+    ranks = torch.arange(candidates.log_probs.size(1), device=candidates.log_probs.device)
+    ends = (candidates.tokens[:, :, -1] == eos_id) | at_length_limit[:, None]  # (active, num_candidates)
+    return ends & (ranks < beam_size) & candidates.log_probs.isfinite()
+
+
+def _add_finished(
+    finished: FinishedHypotheses,
+    sentence_ids: Tensor,
+    candidates: Candidates,
+    finishing: Tensor,
+    config: DecodeConfig,
+    eos_id: int,
+) -> None:
+    """Append finishing candidates, best first, to their sentences' free slots; drop those that don't fit."""
+    # The slot each finishing candidate would take: (active, num_candidates).
+    wanted_slots = finished.counts[sentence_ids, None] + finishing.cumsum(dim=1) - 1
+    accepted = finishing & (wanted_slots < config.beam_size)
+    rows, ranks = accepted.nonzero(as_tuple=True)  # (num_accepted,) each
+    sentences, slots = sentence_ids[rows], wanted_slots[rows, ranks]
+    new_tokens = candidates.tokens[rows, ranks]  # (num_accepted, step + 1)
+    num_steps = torch.full_like(rows, new_tokens.size(1))
+    log_probs = candidates.log_probs[rows, ranks]
+    finished.tokens[sentences, slots, : new_tokens.size(1)] = new_tokens
+    finished.num_steps[sentences, slots] = num_steps
+    finished.ends_with_eos[sentences, slots] = new_tokens[:, -1] == eos_id
+    finished.log_probs[sentences, slots] = log_probs
+    finished.scores[sentences, slots] = normalise_scores(log_probs, num_steps, config)
+    finished.counts[sentence_ids] += accepted.sum(dim=1)
+
+
+def _continuing(
+    sentence_ids: Tensor, candidates: Candidates, beam_size: int, eos_id: int
+) -> tuple[LiveBeams, Tensor]:
+    """Keep the ``beam_size`` best candidates that do not end in EOS as the next live beams.
+
+    Returns the beams and, of shape (active, beam_size), the old beam each one extends.
+    """
+    num_candidates = candidates.log_probs.size(1)
+    ranks = torch.arange(num_candidates, device=candidates.log_probs.device)
+    ends_with_eos = candidates.tokens[:, :, -1] == eos_id  # (active, num_candidates)
+    # Push EOS candidates behind all others while keeping the rank order within each group.
+    order = torch.where(ends_with_eos, ranks + num_candidates, ranks).argsort(dim=1)[:, :beam_size]
+    step = candidates.tokens.size(2)
+    tokens = candidates.tokens.gather(1, order[:, :, None].expand(-1, -1, step))  # (active, beam, step)
+    live = LiveBeams(sentence_ids, tokens, candidates.log_probs.gather(1, order))
+    return live, candidates.origins.gather(1, order)
+
+
+def _best_hypotheses(finished: FinishedHypotheses, nbest: int) -> list[list[Hypothesis]]:
+    """Sort each sentence's finished hypotheses by score and return the ``nbest`` best."""
+    batch_size, _, max_steps = finished.tokens.shape
+    # Stable, so equal scores keep the order in which hypotheses finished.
+    order = finished.scores.argsort(dim=1, descending=True, stable=True)[:, :nbest]  # (batch, nbest)
+    hypotheses = build_hypotheses(
+        finished.tokens.gather(1, order[:, :, None].expand(-1, -1, max_steps)).view(-1, max_steps),
+        finished.num_steps.gather(1, order).view(-1),
+        finished.ends_with_eos.gather(1, order).view(-1),
+        finished.log_probs.gather(1, order).view(-1),
+        finished.scores.gather(1, order).view(-1),
+    )
+    available = finished.counts.clamp(max=nbest).tolist()
+    return [
+        hypotheses[sentence * nbest : sentence * nbest + available[sentence]]
+        for sentence in range(batch_size)
+    ]

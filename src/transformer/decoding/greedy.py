@@ -1,0 +1,97 @@
+"""Greedy decoding: take the most probable next token at every step, for a whole batch at once."""
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from transformer.config import DecodeConfig
+from transformer.decoding.search import (
+    Hypothesis,
+    build_hypotheses,
+    check_src_tokens,
+    forbid_tokens,
+    normalise_scores,
+    output_length_limits,
+)
+from transformer.decoding.step_model import StepModel, as_step_model, inference_context
+from transformer.model.transformer import Transformer
+
+
+def greedy_search(
+    model_or_step_model: Transformer | StepModel[Any],
+    src_tokens: Tensor,
+    config: DecodeConfig | None = None,
+) -> list[list[Hypothesis]]:
+    """Translate a batch by always choosing the most probable next token.
+
+    Parameters
+    ----------
+    model_or_step_model : Transformer or StepModel
+        The model (wrapped in a ``TransformerStepModel``) or any step model, e.g. a test oracle.
+    src_tokens : torch.Tensor, shape (batch, src_len), int64
+        Source token ids, each row ending with EOS and right-padded with the pad id.
+    config : DecodeConfig, optional
+        Length limits (``max_length_offset``, ``max_length``, ``min_length``), the length penalty used for
+        ``Hypothesis.score``, and ``use_cache``; ``beam_size`` is ignored. Defaults to ``DecodeConfig()``.
+
+    Returns
+    -------
+    list of list of Hypothesis
+        Per input sentence, in input order, a list holding its one hypothesis (empty only if the step model
+        gives every allowed continuation probability zero, which a softmax never does).
+
+    Notes
+    -----
+    A sentence finishes when it produces EOS or reaches its length limit (then it is kept as it is,
+    without EOS); finished sentences are dropped from the batch (``StepModel.reorder``) and the loop ends
+    when none is left. EOS is forbidden before ``min_length`` tokens, padding and BOS always. The model runs in eval mode under
+    ``torch.inference_mode`` and gets its training flags back. Ties go to the lowest token id. Raises
+    ValueError if ``config.nbest`` is not 1.
+    """
+    config = config if config is not None else DecodeConfig()
+    if config.nbest != 1:
+        raise ValueError(f"greedy search finds one hypothesis per sentence, got nbest={config.nbest}")
+    check_src_tokens(src_tokens)
+    if src_tokens.size(0) == 0:
+        return []
+    step_model = as_step_model(model_or_step_model, config.use_cache)
+    with inference_context(step_model):
+        hypotheses = _run_greedy(step_model, src_tokens, config)
+    return [[hypothesis] if math.isfinite(hypothesis.log_prob) else [] for hypothesis in hypotheses]
+
+
+def _run_greedy(step_model: StepModel[Any], src_tokens: Tensor, config: DecodeConfig) -> list[Hypothesis]:
+    """Decode every sentence until EOS or its length limit; return one hypothesis per sentence."""
+    batch_size, device = src_tokens.size(0), src_tokens.device
+    special_ids = torch.tensor([step_model.pad_id, step_model.bos_id, step_model.eos_id], device=device)
+    max_lengths = output_length_limits(src_tokens, step_model.pad_id, config)  # (batch,)
+    max_steps = int(max_lengths.max())
+    tokens = torch.full((batch_size, max_steps), step_model.pad_id, dtype=torch.long, device=device)
+    log_probs = torch.zeros(batch_size, device=device)  # (batch,) running sums
+    num_steps = torch.zeros(batch_size, dtype=torch.long, device=device)
+    ends_with_eos = torch.zeros(batch_size, dtype=torch.bool, device=device)
+    active_ids = torch.arange(batch_size, device=device)  # (active,) sentences still decoding
+    state = step_model.start(src_tokens)
+    last_tokens = torch.full((batch_size,), step_model.bos_id, dtype=torch.long, device=device)
+    for step in range(max_steps):
+        step_log_probs = forbid_tokens(step_model.log_probs(state, last_tokens), step, config, special_ids)
+        # Rank running sums, not step log-probs, so beam search of size 1 does the same arithmetic.
+        totals = log_probs[active_ids, None] + step_log_probs  # (active, vocab)
+        best_totals, next_tokens = totals.max(dim=1)  # (active,)
+        tokens[active_ids, step] = next_tokens
+        log_probs[active_ids] = best_totals
+        num_steps[active_ids] = step + 1
+        ends_with_eos[active_ids] = next_tokens == step_model.eos_id
+        done = ends_with_eos[active_ids] | (max_lengths[active_ids] == step + 1)  # (active,)
+        done |= best_totals.isinf()  # Every allowed next token has probability zero.
+        if bool(done.all()):
+            break
+        if bool(done.any()):
+            keep = (~done).nonzero().squeeze(1)  # (still_active,)
+            step_model.reorder(state, keep)
+            active_ids, next_tokens = active_ids[keep], next_tokens[keep]
+        last_tokens = next_tokens
+    scores = normalise_scores(log_probs, num_steps, config)
+    return build_hypotheses(tokens, num_steps, ends_with_eos, log_probs, scores)

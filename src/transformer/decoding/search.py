@@ -1,0 +1,213 @@
+"""What greedy and beam search share: the hypothesis record, the length penalty and the length limits.
+
+Conventions used by both searches (and tested):
+
+* A hypothesis's *length* |Y| is the number of decoding steps it took: its tokens plus the EOS that ended
+  it. A hypothesis stopped by the length limit has no EOS, so its length is just its token count.
+* ``log_prob`` is the raw sum of the chosen tokens' log-probabilities, EOS included when present.
+* ``score = log_prob / length_penalty(|Y|)`` ranks hypotheses (section 6.1: alpha = 0.6).
+* The output (EOS excluded) is at most ``source length + max_length_offset`` tokens, where the source length
+  counts the non-padding source tokens (its EOS included), and at most ``max_length``.
+"""
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from transformer.config import DecodeConfig
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One translation found by a search.
+
+    Parameters
+    ----------
+    tokens : list of int
+        Output token ids, without BOS and without the final EOS.
+    score : float
+        ``log_prob`` divided by the length penalty: what hypotheses are ranked by (higher is better).
+    log_prob : float
+        Sum of the log-probabilities of every generated token, the final EOS included when there is one.
+
+    Notes
+    -----
+    A hypothesis that reached the length limit without EOS has ``len(tokens)`` generated tokens and no EOS
+    term in ``log_prob``; otherwise ``len(tokens) + 1`` steps were taken.
+    """
+
+    tokens: list[int]
+    score: float
+    log_prob: float
+
+
+def length_penalty(num_steps: Tensor, alpha: float, form: str) -> Tensor:
+    """Compute the divisor that keeps beam search from preferring short outputs.
+
+    Parameters
+    ----------
+    num_steps : torch.Tensor, any shape, int64
+        Hypothesis lengths |Y|: generated tokens including the final EOS.
+    alpha : float
+        Strength (``DecodeConfig.length_penalty``); 0 gives 1 (no penalty), larger favours longer outputs.
+    form : {"gnmt", "power"}
+        "gnmt": ((5 + |Y|) / 6)^alpha (Wu et al., 2016, used by the paper); "power": |Y|^alpha.
+
+    Returns
+    -------
+    torch.Tensor, same shape as ``num_steps``, float32
+        The length penalty lp(Y); scores are ``log_prob / lp(Y)``.
+
+    Notes
+    -----
+    Log-probabilities are negative, so dividing by a larger lp for longer outputs raises their score.
+    """
+    lengths = num_steps.to(torch.float32)
+    if form == "gnmt":
+        return ((5.0 + lengths) / 6.0) ** alpha
+    if form == "power":
+        return lengths**alpha
+    raise ValueError(f"length penalty form {form!r} is not one of ('gnmt', 'power')")
+
+
+def normalise_scores(log_probs: Tensor, num_steps: Tensor, config: DecodeConfig) -> Tensor:
+    """Divide summed log-probabilities by the configured length penalty.
+
+    Parameters
+    ----------
+    log_probs : torch.Tensor, any shape, float32
+        Summed token log-probabilities of hypotheses.
+    num_steps : torch.Tensor, same shape as ``log_probs``, int64
+        Their lengths, final EOS included.
+    config : DecodeConfig
+        Supplies ``length_penalty`` (alpha) and ``length_penalty_form``.
+
+    Returns
+    -------
+    torch.Tensor, same shape as ``log_probs``, float32
+        Ranking scores; ``-inf`` stays ``-inf``.
+
+    Notes
+    -----
+    See :func:`length_penalty`.
+    """
+    return log_probs / length_penalty(num_steps, config.length_penalty, config.length_penalty_form)
+
+
+def output_length_limits(src_tokens: Tensor, pad_id: int, config: DecodeConfig) -> Tensor:
+    """Compute the most output tokens (EOS excluded) each sentence may get.
+
+    Parameters
+    ----------
+    src_tokens : torch.Tensor, shape (batch, src_len), int64
+        Source token ids, right-padded with ``pad_id``.
+    pad_id : int
+        Id of the padding token.
+    config : DecodeConfig
+        Supplies ``max_length_offset``, ``max_length`` and ``min_length``.
+
+    Returns
+    -------
+    torch.Tensor, shape (batch,), int64
+        ``min(max(source length + max_length_offset, min_length, 1), max_length)``.
+
+    Notes
+    -----
+    Section 6.1: "maximum output length to input length + 50". ``min_length`` wins over the source-relative
+    limit; ``max_length`` wins over both (the config guarantees ``max_length >= max(1, min_length)``).
+    """
+    src_lengths = src_tokens.ne(pad_id).sum(dim=1)  # (batch,)
+    limits = (src_lengths + config.max_length_offset).clamp(min=max(1, config.min_length))
+    if config.max_length is not None:
+        limits = limits.clamp(max=config.max_length)
+    return limits
+
+
+def forbid_tokens(step_log_probs: Tensor, step: int, config: DecodeConfig, special_ids: Tensor) -> Tensor:
+    """Rule out next tokens a hypothesis may not take.
+
+    Parameters
+    ----------
+    step_log_probs : torch.Tensor, shape (rows, vocab_size), float32
+        Next-token log-probabilities from the step model.
+    step : int
+        Index of the step (0 for the first generated token).
+    config : DecodeConfig
+        Supplies ``min_length``.
+    special_ids : torch.Tensor, shape (3,), int64
+        ``pad_id``, ``bos_id`` and ``eos_id``, in this order.
+
+    Returns
+    -------
+    torch.Tensor, shape (rows, vocab_size), float32
+        A copy with ``-inf`` for padding and BOS at every step, and for EOS while fewer than ``min_length``
+        tokens have been generated.
+
+    Notes
+    -----
+    The remaining probabilities are not renormalised, so ``log_prob`` stays the model's own score. Padding
+    and BOS are never output tokens (as in fairseq), unless BOS is also EOS (HuggingFace Marian).
+    """
+    always_forbidden = special_ids[:2][special_ids[:2] != special_ids[2]]  # never EOS, even when BOS == EOS
+    forbidden = special_ids if step < config.min_length else always_forbidden
+    return step_log_probs.index_fill(1, forbidden, float("-inf"))
+
+
+def check_src_tokens(src_tokens: Tensor) -> None:
+    """Raise a clear error unless ``src_tokens`` is a batch of token ids.
+
+    Parameters
+    ----------
+    src_tokens : torch.Tensor
+        Candidate source batch.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Raises ValueError for a tensor that is not 2-D or not int64.
+    """
+    if src_tokens.dim() != 2 or src_tokens.dtype != torch.int64:
+        raise ValueError(
+            "src_tokens must be an int64 tensor of shape (batch, src_len), "
+            f"got {src_tokens.dtype} of shape {tuple(src_tokens.shape)}"
+        )
+
+
+def build_hypotheses(
+    tokens: Tensor, num_steps: Tensor, ends_with_eos: Tensor, log_probs: Tensor, scores: Tensor
+) -> list[Hypothesis]:
+    """Convert finished hypotheses from tensors to :class:`Hypothesis` records.
+
+    Parameters
+    ----------
+    tokens : torch.Tensor, shape (num_hypotheses, max_steps), int64
+        Generated tokens, final EOS included; positions past ``num_steps`` are ignored.
+    num_steps : torch.Tensor, shape (num_hypotheses,), int64
+        Steps taken by each hypothesis.
+    ends_with_eos : torch.Tensor, shape (num_hypotheses,), bool
+        Whether the last step produced EOS (False when the length limit stopped it).
+    log_probs : torch.Tensor, shape (num_hypotheses,), float32
+        Summed token log-probabilities.
+    scores : torch.Tensor, shape (num_hypotheses,), float32
+        Length-normalised scores.
+
+    Returns
+    -------
+    list of Hypothesis
+        One record per row, in row order, with the final EOS removed from ``tokens``.
+
+    Notes
+    -----
+    Runs once per search, after decoding: the one place that loops over hypotheses.
+    """
+    output_lengths = (num_steps - ends_with_eos.long()).tolist()
+    return [
+        Hypothesis(tokens=row[:length], score=score, log_prob=log_prob)
+        for row, length, score, log_prob in zip(
+            tokens.tolist(), output_lengths, scores.tolist(), log_probs.tolist(), strict=True
+        )
+    ]

@@ -1,9 +1,13 @@
-"""Shared fixtures: a tiny model config and a fixed seed for every test."""
+"""Shared fixtures: a fixed seed, a tiny model config, and a tiny end-to-end experiment."""
+
+from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from transformer import TransformerConfig
+from transformer.cli import main
 
 
 @pytest.fixture(autouse=True)
@@ -22,3 +26,61 @@ def tiny_config() -> TransformerConfig:
         num_decoder_layers=2,
         dropout=0.0,
     )
+
+
+def write_tiny_config(directory: Path, name: str = "tiny.yaml", **sections: dict) -> Path:
+    """A seconds-long experiment: 300 synthetic pairs, a 1+1-layer d=32 model, fp32, one thread."""
+    values: dict = {
+        "model": {
+            "vocab_size": 150,
+            "d_model": 32,
+            "d_ff": 64,
+            "num_heads": 4,
+            "num_encoder_layers": 1,
+            "num_decoder_layers": 1,
+            "dropout": 0.1,
+        },
+        "data": {
+            "corpus": "synthetic",
+            "synthetic_train_pairs": 300,
+            "synthetic_valid_pairs": 30,
+            "synthetic_test_pairs": 30,
+            "synthetic_seed": 5,
+            "max_len": 48,
+        },
+        "train": {
+            "max_tokens": 600,
+            "max_steps": 12,
+            "warmup_steps": 4,
+            "peak_learning_rate": 0.003,
+            "precision": "fp32",
+            "threads": 1,
+            "log_every": 1,
+            "validate_every": 4,
+            "checkpoint_every": 4,
+            "keep_checkpoints": 2,
+            "seed": 3,
+        },
+        "decode": {"beam_size": 2, "max_length_offset": 10},
+    }
+    for section, updates in sections.items():
+        values.setdefault(section, {}).update(updates)
+    path = directory / name
+    path.write_text(yaml.safe_dump(values), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def write_config():
+    """The :func:`write_tiny_config` helper, for tests to vary the tiny experiment."""
+    return write_tiny_config
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny run trained once per session (about 2 seconds)."""
+    directory = tmp_path_factory.mktemp("trained")
+    config = write_tiny_config(directory, train={"max_steps": 24})
+    run_dir = directory / "run"
+    assert main(["train", "--config", str(config), "--output-dir", str(run_dir)]) == 0
+    return run_dir

@@ -1,0 +1,129 @@
+import gzip
+import io
+from pathlib import Path
+
+import pytest
+
+from transformer.cli import main
+from transformer.config import DecodeConfig
+from transformer.data.dataset import read_parallel_files
+from transformer.translator import Translator
+
+
+@pytest.fixture(scope="module")
+def valid_pairs(trained_run: Path) -> list[tuple[str, str]]:
+    return read_parallel_files(trained_run / "data" / "valid.en", trained_run / "data" / "valid.de")
+
+
+def test_translator_keeps_input_order_and_empty_lines(trained_run: Path, valid_pairs) -> None:
+    translator = Translator.from_checkpoint(trained_run, DecodeConfig(beam_size=2, max_length_offset=5))
+    sources = [valid_pairs[0][0], "", "   ", valid_pairs[1][0], valid_pairs[2][0]]
+    outputs = translator.translate(sources)
+    assert len(outputs) == 5 and outputs[1] == "" and outputs[2] == ""
+    # Batching sorts by length internally; each sentence alone gives the same translation.
+    for source, output in zip(sources, outputs, strict=True):
+        if source.strip():
+            assert translator.translate([source]) == [output]
+
+
+def test_translator_truncates_over_long_inputs_by_the_documented_rule(trained_run: Path, valid_pairs) -> None:
+    translator = Translator.from_checkpoint(trained_run, DecodeConfig(beam_size=1, max_length_offset=3))
+    translator.max_input_tokens = len(translator.tokenizer.encode(valid_pairs[0][0])) + 1
+    long_sentence = " ".join(source for source, _ in valid_pairs[:5])
+    assert len(translator.translate([long_sentence, valid_pairs[0][0]])) == 2
+    assert translator.truncated_count == 1
+
+
+def test_translate_command_file_and_stdin(
+    trained_run: Path, tmp_path: Path, valid_pairs, monkeypatch, capsys
+) -> None:
+    source_file = tmp_path / "input.en.gz"
+    with gzip.open(source_file, "wt", encoding="utf-8") as handle:
+        handle.write(f"{valid_pairs[0][0]}\n\n{valid_pairs[1][0]}\n")
+    output_file = tmp_path / "output.de"
+    arguments = ["translate", "--checkpoint", str(trained_run), "--beam", "2", "--max-length-offset", "5"]
+    assert main([*arguments, "--input", str(source_file), "--output", str(output_file)]) == 0
+    lines = output_file.read_text(encoding="utf-8").split("\n")
+    assert len(lines) == 4 and lines[1] == "" and lines[3] == ""
+    assert not list(tmp_path.glob(".*tmp*"))
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{valid_pairs[0][0]}\n"))
+    assert main([*arguments, "--nbest", "2"]) == 0
+    nbest = capsys.readouterr().out.strip().split("\n")
+    assert len(nbest) == 2 and all(line.startswith("0\t") for line in nbest)
+    scores = [float(line.split("\t")[1]) for line in nbest]
+    assert scores[0] >= scores[1]
+
+
+def test_evaluate_command(trained_run: Path, tmp_path: Path, capsys) -> None:
+    references = trained_run / "data" / "valid.de"
+    assert main(["evaluate", "--hypotheses", str(references), "--reference", str(references)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "BLEU 100.00 (nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" in out and "chrF2 100.00" in out
+    )
+    arguments = [
+        "evaluate",
+        "--checkpoint",
+        str(trained_run),
+        "--source",
+        str(trained_run / "data" / "valid.en"),
+    ]
+    arguments += ["--reference", str(references), "--beam", "1", "--max-length-offset", "5", "--lowercase"]
+    assert main([*arguments, "--output", str(tmp_path / "hyp.de")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("perplexity ") and "case:lc" in out
+    assert len((tmp_path / "hyp.de").read_text().splitlines()) == 30
+
+
+def test_attention_and_plot_commands(trained_run: Path, tmp_path: Path, valid_pairs, capsys) -> None:
+    output_dir = tmp_path / "attention"
+    text = valid_pairs[0][0]
+    assert (
+        main(["attention", "--checkpoint", str(trained_run), "--text", text, "--output-dir", str(output_dir)])
+        == 0
+    )
+    names = sorted(path.name for path in output_dir.iterdir())
+    assert names == [
+        "attention.html",
+        "attention_cross_layer0.png",
+        "attention_decoder_self_layer0.png",
+        "attention_encoder_self_layer0.png",
+    ]
+    assert main(["plot", "--run", str(trained_run), "--output", str(tmp_path / "curves.png")]) == 0
+    assert (tmp_path / "curves.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["translate", "--checkpoint", "/nonexistent"], "no checkpoint here"),
+        (["train", "--config", "no-such-config"], "--config no-such-config: no such file"),
+        (["evaluate", "--reference", "/nonexistent.de", "--hypotheses", "/nonexistent.de"], "nonexistent.de"),
+        (["evaluate", "--reference", "x"], "evaluate needs --hypotheses"),
+    ],
+)
+def test_errors_are_one_line(arguments: list[str], message: str, capsys, tmp_path: Path) -> None:
+    if arguments == ["evaluate", "--reference", "x"]:
+        (tmp_path / "x").write_text("a\n")
+        arguments = ["evaluate", "--reference", str(tmp_path / "x")]
+    assert main(arguments) == 2
+    error = capsys.readouterr().err
+    assert message in error and error.count("\n") == 1 and error.startswith("transformer ")
+
+
+def test_non_utf8_input_names_file_and_line(trained_run: Path, tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.en"
+    bad.write_bytes(b"fine line\nbroken \xff line\n")
+    assert main(["translate", "--checkpoint", str(trained_run), "--input", str(bad)]) == 2
+    error = capsys.readouterr().err
+    assert "bad.en" in error and "line 2" in error
+
+
+def test_quickstart_reports_bleu_and_examples(tmp_path: Path, write_config, capsys) -> None:
+    config = write_config(tmp_path, train={"max_steps": 6, "validate_every": 0, "checkpoint_every": 0})
+    assert (
+        main(["quickstart", "--config", str(config), "--output-dir", str(tmp_path / "qs"), "--examples", "2"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "test set (30 sentences, beam 2):" in out and "BLEU " in out and out.count("source:") == 2

@@ -19,6 +19,8 @@ from transformer.data.dataset import read_lines, read_parallel_files
 from transformer.data.prepare import TrainingData, prepare_data
 from transformer.evaluation.bleu import score_translations
 from transformer.evaluation.perplexity import corpus_perplexity
+from transformer.interop.ctranslate2 import CTranslate2Translator, export_ctranslate2
+from transformer.interop.marian import export_marian, import_marian
 from transformer.training.checkpoint import (
     CheckpointError,
     average_checkpoints,
@@ -342,11 +344,14 @@ def write_output_lines(lines: Sequence[str], path: str | None) -> None:
 
 
 def run_translate(args: argparse.Namespace) -> int:
-    """Translate lines of text with a checkpoint."""
+    """Translate lines of text with a checkpoint (PyTorch) or a CTranslate2 export."""
+    sentences = read_input_lines(args.input)
+    if args.engine == "ctranslate2":
+        write_output_lines(translate_with_ctranslate2(args, sentences), args.output)
+        return 0
     translator = Translator.from_checkpoint(
         args.checkpoint, decode_config_from_args(args), args.device, args.precision
     )
-    sentences = read_input_lines(args.input)
     if args.nbest > 1:
         lines = [
             f"{index}\t{candidate.score:.4f}\t{candidate.text}"
@@ -362,6 +367,65 @@ def run_translate(args: argparse.Namespace) -> int:
             "were truncated",
             file=sys.stderr,
         )
+    return 0
+
+
+def translate_with_ctranslate2(args: argparse.Namespace, sentences: list[str]) -> list[str]:
+    """Translate with a directory written by ``transformer convert --to ctranslate2``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed ``translate`` arguments; ``--checkpoint`` names the CTranslate2 directory.
+    sentences : list of str
+        Source sentences.
+
+    Returns
+    -------
+    list of str
+        Translations in input order (empty for empty lines).
+
+    Notes
+    -----
+    CTranslate2 has only the ``power`` length penalty (score / |Y|^alpha); ``--length-penalty-form gnmt``
+    is refused rather than silently changed.
+    """
+    if args.length_penalty_form != "power" and args.alpha != 0:
+        raise ValueError(
+            "--engine ctranslate2 supports only --length-penalty-form power (or --alpha 0); "
+            "CTranslate2 divides scores by |Y|^alpha"
+        )
+    if args.nbest > 1 or args.no_cache or args.precision != "fp32":
+        raise ValueError(
+            "--engine ctranslate2 does not take --nbest, --no-cache or --precision (use --compute-type)"
+        )
+    translator = CTranslate2Translator.from_directory(
+        Path(args.checkpoint), "cuda" if args.device.startswith("cuda") else "cpu", args.compute_type
+    )
+    return translator.translate(
+        sentences, beam_size=args.beam, length_penalty=args.alpha, max_length_offset=args.max_length_offset
+    )
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    """Convert between this project's checkpoints, HuggingFace Marian and CTranslate2.
+
+    ``convert --from hf-marian MARIAN_DIR --to CHECKPOINT_DIR`` imports; ``convert --to hf-marian SOURCE OUTPUT``
+    and ``convert --to ctranslate2 SOURCE OUTPUT`` export a checkpoint (or a run's best checkpoint).
+    """
+    if args.from_format == "hf-marian":
+        if len(args.paths) != 1:
+            raise ValueError("convert --from hf-marian MARIAN_DIR --to CHECKPOINT_DIR takes one MARIAN_DIR")
+        written = import_marian(Path(args.paths[0]), Path(args.to))
+    else:
+        if args.to not in ("hf-marian", "ctranslate2") or len(args.paths) != 2:
+            raise ValueError("export with: convert --to hf-marian|ctranslate2 CHECKPOINT OUTPUT_DIR")
+        source, destination = resolve_checkpoint(Path(args.paths[0])), Path(args.paths[1])
+        if args.to == "hf-marian":
+            written = export_marian(source, destination)
+        else:
+            written = export_ctranslate2(source, destination, args.quantization)
+    print(f"wrote {written}")
     return 0
 
 
@@ -512,6 +576,13 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("--checkpoint", required=True, help="checkpoint or run directory")
     translate.add_argument("--input", help="input file (plain or .gz); default standard input")
     translate.add_argument("--output", help="output file; default standard output")
+    translate.add_argument(
+        "--engine",
+        choices=["pytorch", "ctranslate2"],
+        default="pytorch",
+        help="ctranslate2: --checkpoint is a directory from 'convert --to ctranslate2' (power length penalty only)",
+    )
+    translate.add_argument("--compute-type", default="default", help="CTranslate2 compute type, e.g. int8")
     add_decode_arguments(translate)
     translate.set_defaults(handler=run_translate)
 
@@ -544,6 +615,26 @@ def build_parser() -> argparse.ArgumentParser:
     attention.add_argument("--beam", type=int, default=4, help="beam size for the translation")
     attention.add_argument("--output-dir", default="attention", help="where to write the pictures")
     attention.set_defaults(handler=run_attention)
+
+    convert = commands.add_parser(
+        "convert",
+        help="import HuggingFace Marian; export to Marian or CTranslate2",
+        description="convert --from hf-marian MARIAN_DIR --to CHECKPOINT_DIR | "
+        "convert --to hf-marian CHECKPOINT OUTPUT_DIR | convert --to ctranslate2 CHECKPOINT OUTPUT_DIR",
+    )
+    convert.add_argument(
+        "--from",
+        dest="from_format",
+        choices=["checkpoint", "hf-marian"],
+        default="checkpoint",
+        help="input format",
+    )
+    convert.add_argument(
+        "--to", required=True, help="hf-marian or ctranslate2 (export), or the new checkpoint dir (import)"
+    )
+    convert.add_argument("paths", nargs="+", metavar="PATH", help="MARIAN_DIR, or CHECKPOINT OUTPUT_DIR")
+    convert.add_argument("--quantization", help="CTranslate2 weight quantization, e.g. int8")
+    convert.set_defaults(handler=run_convert)
 
     plot = commands.add_parser("plot", help="plot a run's loss and learning-rate curves")
     plot.add_argument("--run", required=True, help="run directory (holds metrics.jsonl)")

@@ -24,7 +24,7 @@ class Candidate:
     Parameters
     ----------
     text : str
-        Detokenised translation.
+        Detokenised translation, without leading or trailing whitespace.
     score : float
         Length-normalised log-probability used for ranking (higher is better).
     log_prob : float
@@ -176,7 +176,9 @@ class Translator:
             hypotheses = search(self.model, src_tokens, self.decode_config)
             for index, sentence_hypotheses in zip(batch_indices, hypotheses, strict=True):
                 results[index] = [
-                    Candidate(self.tokenizer.decode(item.tokens), item.score, item.log_prob, item.tokens)
+                    Candidate(
+                        self.tokenizer.decode(item.tokens).strip(), item.score, item.log_prob, item.tokens
+                    )
                     for item in sentence_hypotheses
                 ]
         return results

@@ -1,0 +1,278 @@
+"""Export our checkpoints to CTranslate2 (a fast CPU/GPU inference engine) and translate with them.
+
+The model is written through CTranslate2's Python specification API (``ctranslate2.specs.TransformerSpec``)
+straight from our weights, so every model this project can load converts: ours (interleaved sinusoids, BOS
+start token, PAD id 0) as well as imported Marian ones (concatenated sinusoids, PAD start token). The
+sinusoid table is stored explicitly, so CTranslate2 uses our layout, whichever it is. The checkpoint's
+tokenizer files and our model config are copied beside the CTranslate2 files, so the directory alone can
+translate.
+"""
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from transformer.config import TransformerConfig
+from transformer.data.text_tokenizer import TextTokenizer
+from transformer.interop.ctranslate2_spec import (
+    build_transformer_spec,
+    check_ctranslate2_exportable,
+    import_ctranslate2,
+    position_table_size,
+    register_vocabularies,
+    vocabulary_pieces,
+)
+from transformer.interop.marian_tokenizer import OPTIONAL_FILES, REQUIRED_FILES
+from transformer.interop.output_directory import staged_directory
+from transformer.training.checkpoint import TOKENIZER_FILE, load_checkpoint
+from transformer.translator import DEFAULT_MAX_INPUT_TOKENS, load_checkpoint_tokenizer
+
+MODEL_CONFIG_FILE = "transformer_config.json"
+# The tokenizer files copied beside the model: this project's, or an imported Marian model's.
+TOKENIZER_FILES = (TOKENIZER_FILE, *REQUIRED_FILES, *OPTIONAL_FILES)
+CT2_MODEL_FILE = "model.bin"
+QUANTIZATIONS = (
+    "int8",
+    "int8_float32",
+    "int8_float16",
+    "int8_bfloat16",
+    "int16",
+    "float16",
+    "bfloat16",
+    "float32",
+)
+
+
+def export_ctranslate2(checkpoint_dir: Path, output_dir: Path, quantization: str | None = None) -> Path:
+    """Write one of our checkpoints as a CTranslate2 model directory.
+
+    Parameters
+    ----------
+    checkpoint_dir : Path
+        A checkpoint (or run) directory; its model may be ours or an imported Marian one.
+    output_dir : Path
+        Directory to write; replaced if it holds an earlier CTranslate2 model.
+    quantization : str or None
+        Weight type CTranslate2 stores (one of :data:`QUANTIZATIONS`); None keeps float32.
+
+    Returns
+    -------
+    Path
+        ``output_dir``: CTranslate2's ``model.bin``, ``config.json`` and vocabularies, plus the checkpoint's
+        tokenizer files and ``transformer_config.json`` (our model config) for :class:`CTranslate2Translator`.
+
+    Notes
+    -----
+    Needs the ``ctranslate2`` package. Raises ValueError naming an unsupported config field or quantization.
+    """
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise ValueError(f"quantization={quantization!r} is not one of {QUANTIZATIONS}")
+    checkpoint = load_checkpoint(Path(checkpoint_dir))
+    config, source = checkpoint.model_config, str(checkpoint.path)
+    check_ctranslate2_exportable(config, source)
+    tokenizer = load_checkpoint_tokenizer(checkpoint.path)
+    spec = build_transformer_spec(checkpoint.weights, config)
+    register_vocabularies(spec, tokenizer, config)
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    with staged_directory(Path(output_dir), CT2_MODEL_FILE) as staging:
+        spec.save(str(staging))
+        for name, contents in checkpoint.tokenizer_files().items():
+            if name in TOKENIZER_FILES:  # never let a stray file replace one CTranslate2 wrote
+                (staging / name).write_bytes(contents)
+        (staging / MODEL_CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=1), encoding="utf-8")
+    return Path(output_dir)
+
+
+class CTranslate2Translator:
+    """Translate raw text with a model exported by :func:`export_ctranslate2`.
+
+    Parameters
+    ----------
+    translator : ctranslate2.Translator
+        The loaded CTranslate2 model.
+    tokenizer : TextTokenizer
+        The tokenizer stored beside it.
+    config : TransformerConfig
+        Our config of the exported model (special ids, position limit).
+
+    Notes
+    -----
+    Length penalty: CTranslate2 divides a hypothesis's log-probability by ``|Y|^alpha``; we ask it to count
+    the EOS in ``|Y|`` (``return_end_token``), so this is exactly our ``length_penalty_form="power"``, not
+    the "gnmt" form ``((5 + |Y|) / 6)^alpha`` our own translator uses by default. Its beam search also stops
+    a sentence once ``beam_size`` hypotheses have finished, as ours does; with ``length_penalty=0`` it stops
+    as soon as the best beam finishes. Greedy search (``beam_size=1``) gives our greedy tokens. PAD (and
+    BOS, unless it is EOS) are never generated, as in our search.
+    """
+
+    def __init__(self, translator: Any, tokenizer: TextTokenizer, config: TransformerConfig) -> None:
+        self.translator = translator
+        self.tokenizer = tokenizer
+        self.config = config
+        self.source_pieces, target_pieces = vocabulary_pieces(tokenizer)
+        self.target_ids = {piece: token_id for token_id, piece in enumerate(target_pieces)}
+        self.eos_piece = target_pieces[config.eos_id]
+        suppressed = {config.pad_id} | ({config.bos_id} if config.bos_id != config.eos_id else set())
+        self.suppressed = [[target_pieces[token_id]] for token_id in sorted(suppressed)]
+        self.max_positions = position_table_size(config)
+
+    @classmethod
+    def from_directory(
+        cls, ct2_dir: Path, device: str = "cpu", compute_type: str = "default", threads: int = 0
+    ) -> "CTranslate2Translator":
+        """Load an exported CTranslate2 model and the tokenizer beside it.
+
+        Parameters
+        ----------
+        ct2_dir : Path
+            A directory written by :func:`export_ctranslate2`.
+        device : str
+            "cpu", "cuda" or "auto".
+        compute_type : str
+            CTranslate2's computation type, e.g. "default" (the stored weight type), "int8" or "float16".
+        threads : int
+            CPU threads per translation (CTranslate2's ``intra_threads``); 0 lets CTranslate2 choose.
+
+        Returns
+        -------
+        CTranslate2Translator
+            Ready to translate.
+
+        Notes
+        -----
+        Raises ValueError naming the directory when it lacks the files :func:`export_ctranslate2` writes.
+        """
+        ct2_dir = Path(ct2_dir)
+        if not (ct2_dir / MODEL_CONFIG_FILE).exists():
+            raise ValueError(f"{ct2_dir}: no {MODEL_CONFIG_FILE}; export the model with export_ctranslate2")
+        config = TransformerConfig.from_dict(
+            json.loads((ct2_dir / MODEL_CONFIG_FILE).read_text(encoding="utf-8"))
+        )
+        translator = import_ctranslate2().Translator(
+            str(ct2_dir), device=device, compute_type=compute_type, intra_threads=threads
+        )
+        return cls(translator, load_checkpoint_tokenizer(ct2_dir), config)
+
+    def translate(
+        self,
+        sentences: Sequence[str],
+        beam_size: int = 4,
+        length_penalty: float = 0.6,
+        max_length_offset: int = 50,
+        max_length: int | None = None,
+        max_batch_size: int = 64,
+    ) -> list[str]:
+        """Translate sentences, returning the best translation of each in input order.
+
+        Parameters
+        ----------
+        sentences : sequence of str
+            Raw source sentences.
+        beam_size : int
+            Beam size; 1 is greedy search.
+        length_penalty : float
+            alpha of CTranslate2's ``|Y|^alpha`` penalty (our "power" form; see the class notes).
+        max_length_offset : int
+            Longest output = source length (its EOS included) + this, as in our ``DecodeConfig``.
+        max_length : int or None
+            Absolute cap on output tokens.
+        max_batch_size : int
+            Sentences CTranslate2 decodes together.
+
+        Returns
+        -------
+        list of str
+            Detokenised translations; empty for empty inputs.
+
+        Notes
+        -----
+        See :meth:`translate_ids` for the token ids.
+        """
+        encoded = [self.encode(sentence) for sentence in sentences]
+        outputs = self.translate_ids(
+            [ids for ids in encoded if ids],
+            beam_size,
+            length_penalty,
+            max_length_offset,
+            max_length,
+            max_batch_size,
+        )
+        results = iter(outputs)
+        return [self.tokenizer.decode(next(results)).strip() if ids else "" for ids in encoded]
+
+    def encode(self, sentence: str) -> list[int]:
+        """Encode one sentence as the model's source ids, EOS appended.
+
+        Parameters
+        ----------
+        sentence : str
+            Raw source sentence.
+
+        Returns
+        -------
+        list of int
+            Source ids ending with EOS, truncated to fit the position table; empty for a blank sentence.
+
+        Notes
+        -----
+        Same ids as our translator feeds our model.
+        """
+        if not sentence.strip():
+            return []
+        ids = self.tokenizer.encode(sentence.strip())[: min(DEFAULT_MAX_INPUT_TOKENS, self.max_positions) - 1]
+        return [*ids, self.config.eos_id]
+
+    def translate_ids(
+        self,
+        src_ids: Sequence[Sequence[int]],
+        beam_size: int = 4,
+        length_penalty: float = 0.6,
+        max_length_offset: int = 50,
+        max_length: int | None = None,
+        max_batch_size: int = 64,
+    ) -> list[list[int]]:
+        """Translate source id sequences into target ids.
+
+        Parameters
+        ----------
+        src_ids : sequence of sequence of int
+            Source ids, each ending with EOS (as :meth:`encode` returns them).
+        beam_size, length_penalty, max_length_offset, max_length, max_batch_size
+            As in :meth:`translate`.
+
+        Returns
+        -------
+        list of list of int
+            The best hypothesis of each input, without EOS, in input order.
+
+        Notes
+        -----
+        CTranslate2's length limit applies to a whole call, so inputs are grouped by their limit
+        (``min(len(src) + max_length_offset, max_length)``) to keep our per-sentence rule exactly.
+        """
+        groups: dict[int, list[int]] = defaultdict(list)
+        for index, ids in enumerate(src_ids):
+            limit = len(ids) + max_length_offset
+            groups[min(limit, max_length or limit, self.max_positions - 1)].append(index)
+        outputs: list[list[int]] = [[] for _ in src_ids]
+        for limit, indices in sorted(groups.items()):
+            results = self.translator.translate_batch(
+                [[self.source_pieces[token_id] for token_id in src_ids[index]] for index in indices],
+                beam_size=beam_size,
+                length_penalty=length_penalty,
+                max_decoding_length=limit,
+                min_decoding_length=0,
+                max_input_length=0,
+                return_end_token=True,
+                suppress_sequences=self.suppressed,
+                max_batch_size=max_batch_size,
+            )
+            for index, result in zip(indices, results, strict=True):
+                pieces = result.hypotheses[0]
+                if pieces and pieces[-1] == self.eos_piece:
+                    pieces = pieces[:-1]
+                outputs[index] = [self.target_ids[piece] for piece in pieces]
+        return outputs

@@ -1,0 +1,135 @@
+"""CTranslate2 export: its greedy (and, where the models agree on forbidden tokens, beam) outputs equal ours.
+
+CTranslate2 removes suppressed tokens (PAD, BOS) *before* its softmax, our search after it, so beam scores
+differ by the probability mass of those tokens. Greedy choices never differ; the beam comparison uses models
+that give the forbidden tokens no probability (their logits bias set to -30).
+"""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tests.interop.marian_fixtures import ENGLISH, SOURCE_SENTENCES, pad_batch, write_our_checkpoint
+from transformer.config import DecodeConfig
+from transformer.decoding.beam_search import search
+from transformer.model.transformer import Transformer
+from transformer.training.checkpoint import load_checkpoint, save_checkpoint
+from transformer.translator import Translator
+
+OFFSET = 5
+
+
+def export(checkpoint_dir: Path, output_dir: Path, quantization: str | None = None) -> Any:
+    pytest.importorskip("ctranslate2")
+    from transformer.interop.ctranslate2 import CTranslate2Translator, export_ctranslate2
+
+    return CTranslate2Translator.from_directory(
+        export_ctranslate2(checkpoint_dir, output_dir, quantization), threads=1
+    )
+
+
+def our_outputs(
+    model: Transformer, src_ids: list[list[int]], beam_size: int, alpha: float
+) -> list[list[int]]:
+    config = DecodeConfig(
+        beam_size=beam_size, length_penalty=alpha, length_penalty_form="power", max_length_offset=OFFSET
+    )
+    hypotheses = search(model, pad_batch(src_ids, model.config.pad_id), config)
+    return [items[0].tokens for items in hypotheses]
+
+
+@pytest.mark.parametrize(
+    "checkpoint_name", ["paper_checkpoint", "variant_checkpoint", "imported_shared", "imported_separate"]
+)
+def test_greedy_matches_ours(checkpoint_name: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    checkpoint_dir = request.getfixturevalue(checkpoint_name)
+    translator = export(checkpoint_dir, tmp_path / "ct2")
+    model = load_checkpoint(checkpoint_dir).build_model()
+    src_ids = [translator.encode(text) for text in SOURCE_SENTENCES + ENGLISH[:20]]
+    assert translator.translate_ids(src_ids, beam_size=1, max_length_offset=OFFSET) == our_outputs(
+        model, src_ids, 1, 0.0
+    )
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"norm_first": True, "output_bias": True, "activation": "silu"},
+        {"positional_encoding": "learned", "max_positions": 128, "share_embeddings": False},
+    ],
+)
+def test_other_architectures_greedy_match_ours(overrides: dict, tmp_path: Path) -> None:
+    checkpoint_dir = write_our_checkpoint(tmp_path / "model", seed=8, **overrides)
+    translator = export(checkpoint_dir, tmp_path / "ct2")
+    model = load_checkpoint(checkpoint_dir).build_model()
+    src_ids = [translator.encode(text) for text in SOURCE_SENTENCES + ENGLISH[:20]]
+    expected = our_outputs(model, src_ids, 1, 0.0)
+    assert translator.translate_ids(src_ids, beam_size=1, max_length_offset=OFFSET) == expected
+
+
+@pytest.mark.parametrize("checkpoint_name", ["variant_checkpoint", "imported_shared"])
+@pytest.mark.parametrize(("beam_size", "alpha"), [(4, 1.0), (4, 0.6), (3, 2.0)])
+def test_beam_matches_ours_when_forbidden_tokens_have_no_probability(
+    checkpoint_name: str, beam_size: int, alpha: float, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    checkpoint = load_checkpoint(request.getfixturevalue(checkpoint_name))
+    model = checkpoint.build_model()
+    assert model.output_bias is not None
+    config = model.config
+    # Marian's BOS is its EOS, which stays allowed.
+    forbidden = [config.pad_id] + ([config.bos_id] if config.bos_id != config.eos_id else [])
+    with torch.no_grad():
+        model.output_bias[forbidden] = -30.0
+    save_checkpoint(tmp_path / "model", model, model.config, checkpoint.tokenizer_files())
+    translator = export(tmp_path / "model", tmp_path / "ct2")
+    src_ids = [translator.encode(text) for text in SOURCE_SENTENCES + ENGLISH[:20]]
+    ours = our_outputs(model, src_ids, beam_size, alpha)
+    assert (
+        translator.translate_ids(src_ids, beam_size=beam_size, length_penalty=alpha, max_length_offset=OFFSET)
+        == ours
+    )
+    ended_by_eos = [len(tokens) < len(ids) + OFFSET for tokens, ids in zip(ours, src_ids, strict=True)]
+    assert any(ended_by_eos)
+
+
+def test_translate_gives_our_translators_text(paper_checkpoint: Path, tmp_path: Path) -> None:
+    translator = export(paper_checkpoint, tmp_path / "ct2")
+    ours = Translator.from_checkpoint(
+        paper_checkpoint, DecodeConfig(beam_size=1, max_length_offset=OFFSET), device="cpu"
+    )
+    sentences = [*SOURCE_SENTENCES, "", "   "]
+    assert translator.translate(sentences, beam_size=1, max_length_offset=OFFSET) == ours.translate(sentences)
+
+
+def test_export_writes_model_tokenizer_and_config(imported_separate: Path, tmp_path: Path) -> None:
+    export(imported_separate, tmp_path / "ct2", quantization="int8")
+    names = {path.name for path in (tmp_path / "ct2").iterdir()}
+    assert {
+        "model.bin",
+        "config.json",
+        "transformer_config.json",
+        "source.spm",
+        "target.spm",
+        "vocab.json",
+        "target_vocab.json",
+    } <= names
+    settings = json.loads((tmp_path / "ct2" / "config.json").read_text())
+    assert (settings["decoder_start_token"], settings["eos_token"]) == ("<pad>", "</s>")
+
+
+def test_unsupported_model_and_quantization_are_named(tmp_path: Path) -> None:
+    pytest.importorskip("ctranslate2")
+    from transformer.interop.ctranslate2 import CTranslate2Translator, export_ctranslate2
+
+    checkpoint_dir = write_our_checkpoint(tmp_path / "model", attention_scoring="additive")
+    with pytest.raises(
+        ValueError, match=r"TransformerConfig\.attention_scoring='additive' cannot be exported to CTranslate2"
+    ):
+        export_ctranslate2(checkpoint_dir, tmp_path / "ct2")
+    with pytest.raises(ValueError, match="quantization='int3' is not one of"):
+        export_ctranslate2(checkpoint_dir, tmp_path / "ct2", quantization="int3")
+    with pytest.raises(ValueError, match=r"no transformer_config\.json"):
+        CTranslate2Translator.from_directory(tmp_path)

@@ -159,7 +159,10 @@ def test_model_learns_to_copy(tiny_config) -> None:
     config = dataclasses.replace(tiny_config, vocab_size=14, d_ff=128)
     model = Transformer(config)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    for _ in range(250):
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / 50, (400 - step) / 200)
+    )
+    for _ in range(400):
         body = torch.randint(4, 14, (32, 6))
         tgt_input = torch.cat([torch.full((32, 1), config.bos_id), body], dim=1)
         tgt_output = torch.cat([body, torch.full((32, 1), config.eos_id)], dim=1)
@@ -168,6 +171,7 @@ def test_model_learns_to_copy(tiny_config) -> None:
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        schedule.step()
     model.eval()
     body = torch.randint(4, 14, (16, 6))
     tgt = torch.full((16, 1), config.bos_id)
@@ -187,3 +191,22 @@ def test_output_bias_is_added_to_the_logits_and_saved(tiny_config) -> None:
     torch.testing.assert_close(after[..., 5], before[..., 5] + 3.0)
     torch.testing.assert_close(after[..., 6], before[..., 6])
     assert Transformer(tiny_config).num_parameters() == model.num_parameters()  # a buffer, not trained
+
+
+def test_beams_share_the_encoder_side_of_the_cache(tiny_config) -> None:
+    model = Transformer(tiny_config).eval()
+    src, tgt = random_batch(tiny_config, batch=3)
+    cache = model.init_decoder_cache(model.encode(src), build_padding_mask(src, tiny_config.pad_id))
+    beam = 4
+    cache.reorder(torch.arange(3).repeat_interleave(beam))  # batch -> batch x beam
+    assert cache.rows_per_sentence == beam and cache.layers[0].cross_key.size(0) == 3
+    expanded_tgt = tgt.repeat_interleave(beam, dim=0)
+    first = model.decode(expanded_tgt[:, :1], None, None, cache)
+    # Sentence 1 finishes: its beams are dropped; the others' beams are shuffled within their sentence.
+    keep = torch.tensor([3, 1, 1, 0, 9, 8, 11, 10])
+    cache.reorder(keep)
+    assert cache.rows_per_sentence == beam and cache.layers[0].cross_key.size(0) == 2
+    second = model.decode(expanded_tgt[keep, 1:2], None, None, cache)
+    full = model(src.repeat_interleave(beam, dim=0)[keep], expanded_tgt[keep, :2])
+    torch.testing.assert_close(second, full[:, 1:2], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(first[keep], full[:, :1], atol=1e-5, rtol=1e-5)

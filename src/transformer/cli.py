@@ -345,13 +345,14 @@ def write_output_lines(lines: Sequence[str], path: str | None) -> None:
 
 def run_translate(args: argparse.Namespace) -> int:
     """Translate lines of text with a checkpoint (PyTorch) or a CTranslate2 export."""
-    sentences = read_input_lines(args.input)
     if args.engine == "ctranslate2":
-        write_output_lines(translate_with_ctranslate2(args, sentences), args.output)
+        write_output_lines(translate_with_ctranslate2(args), args.output)
         return 0
+    # Load the model before reading standard input, so a wrong --checkpoint fails at once.
     translator = Translator.from_checkpoint(
         args.checkpoint, decode_config_from_args(args), args.device, args.precision
     )
+    sentences = read_input_lines(args.input)
     if args.nbest > 1:
         lines = [
             f"{index}\t{candidate.score:.4f}\t{candidate.text}"
@@ -370,15 +371,13 @@ def run_translate(args: argparse.Namespace) -> int:
     return 0
 
 
-def translate_with_ctranslate2(args: argparse.Namespace, sentences: list[str]) -> list[str]:
+def translate_with_ctranslate2(args: argparse.Namespace) -> list[str]:
     """Translate with a directory written by ``transformer convert --to ctranslate2``.
 
     Parameters
     ----------
     args : argparse.Namespace
-        Parsed ``translate`` arguments; ``--checkpoint`` names the CTranslate2 directory.
-    sentences : list of str
-        Source sentences.
+        Parsed ``translate`` arguments; ``--checkpoint`` names the CTranslate2 directory, ``--input`` the text.
 
     Returns
     -------
@@ -402,6 +401,7 @@ def translate_with_ctranslate2(args: argparse.Namespace, sentences: list[str]) -
     translator = CTranslate2Translator.from_directory(
         Path(args.checkpoint), "cuda" if args.device.startswith("cuda") else "cpu", args.compute_type
     )
+    sentences = read_input_lines(args.input)
     return translator.translate(
         sentences, beam_size=args.beam, length_penalty=args.alpha, max_length_offset=args.max_length_offset
     )

@@ -1,7 +1,6 @@
 """Reading parallel text and the length/emptiness filter, with errors that name file and line."""
 
 import gzip
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -26,8 +25,11 @@ class WordTokenizer:
     def __init__(self) -> None:
         self.ids: dict[str, int] = {}
 
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        return [[self.ids.setdefault(word, 4 + len(self.ids)) for word in text.split()] for text in texts]
+    def encode(self, text: str) -> list[int]:
+        return [self.ids.setdefault(word, 4 + len(self.ids)) for word in text.split()]
+
+    def encode_target(self, text: str) -> list[int]:
+        return self.encode(text)
 
 
 def write_lines(path: Path, lines: list[str]) -> Path:

@@ -1,0 +1,121 @@
+"""Where and how the suite ran: CPU, cores, memory, versions, allocator, threads, date and command.
+
+Numbers from different machines or allocators are not comparable; the report states all of these so a
+reader can tell whether two reports may be compared at all.
+"""
+
+import datetime
+import os
+import platform
+import re
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bench_allocator import allocator_description, typed_command
+from transformer.training.precision import cpu_has_native_bf16
+
+ISA_FLAG_PREFIXES = ("avx512", "amx", "avx2", "fma")
+
+
+def cpu_description() -> dict[str, Any]:
+    """Read the CPU model and its vector extensions from /proc/cpuinfo.
+
+    Returns
+    -------
+    dict
+        ``model`` (str), ``isa_flags`` (AVX-512, AMX, AVX2, FMA flags) and ``logical_cpus`` (int).
+
+    Notes
+    -----
+    Falls back to ``platform.processor()`` where /proc/cpuinfo does not exist.
+    """
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {"model": platform.processor() or "unknown", "isa_flags": [], "logical_cpus": os.cpu_count()}
+    models = re.findall(r"^model name\s*:\s*(.*)$", text, re.MULTILINE)
+    flags_line = re.search(r"^flags\s*:\s*(.*)$", text, re.MULTILINE)
+    flags = flags_line.group(1).split() if flags_line else []
+    return {
+        "model": models[0].strip() if models else platform.processor() or "unknown",
+        "isa_flags": sorted(flag for flag in flags if flag.startswith(ISA_FLAG_PREFIXES)),
+        "logical_cpus": len(models) or os.cpu_count(),
+    }
+
+
+def memory_gib() -> float | None:
+    """Total memory in GiB from /proc/meminfo, or None where it cannot be read."""
+    try:
+        text = Path("/proc/meminfo").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    match = re.search(r"^MemTotal:\s*(\d+) kB", text, re.MULTILINE)
+    return int(match.group(1)) / 2**20 if match else None
+
+
+def package_version(name: str) -> str | None:
+    """Version of an installed distribution, or None when it is not installed."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def git_commit(repository: Path) -> str | None:
+    """The checked-out commit of the repository (read-only ``git rev-parse``), or None."""
+    try:
+        completed = subprocess.run(
+            ["git", "-C", str(repository), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return completed.stdout.strip() or None
+
+
+def describe_environment(threads: int, repository: Path, no_tcmalloc: bool) -> dict[str, Any]:
+    """Collect everything that decides whether two reports can be compared.
+
+    Parameters
+    ----------
+    threads : int
+        The intra-op thread count the suite set.
+    repository : Path
+        The project checkout (for the commit).
+    no_tcmalloc : bool
+        Whether the user opted out of tcmalloc (stated with the allocator).
+
+    Returns
+    -------
+    dict
+        Machine, versions, allocator, threads, date (UTC, ISO 8601), command and commit.
+
+    Notes
+    -----
+    The command is the one the user typed, even after the suite re-executed itself under tcmalloc.
+    """
+    return {
+        "cpu": cpu_description(),
+        "memory_gib": memory_gib(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "native_bf16": cpu_has_native_bf16(),
+        "allocator": allocator_description(no_tcmalloc),
+        "threads": threads,
+        "interop_threads": torch.get_num_interop_threads(),
+        "optional_packages": {
+            name: package_version(name) for name in ("transformers", "ctranslate2", "fairseq", "OpenNMT-py")
+        },
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": typed_command(),
+        "git_commit": git_commit(repository),
+    }

@@ -1,0 +1,139 @@
+"""The benchmark suite runs end to end and writes its reports; nothing here is about speed."""
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from torch import nn
+
+from transformer import Transformer, TransformerConfig
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+BENCHMARKS = REPOSITORY / "benchmarks"
+SECTIONS = ["matmul", "training", "translation", "attention", "quality"]
+
+
+def load_benchmark_module(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    # The benchmarks are scripts importing each other by file name, as `python benchmarks/run.py` does.
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    return importlib.import_module(name)
+
+
+@pytest.mark.slow
+def test_smoke_suite_writes_json_and_markdown_reports(tmp_path: Path, trained_run: Path) -> None:
+    output_dir = tmp_path / "results"
+    command = [
+        sys.executable,
+        str(BENCHMARKS / "run.py"),
+        "--smoke",
+        "--run",
+        str(trained_run),
+        "--output-dir",
+        str(output_dir),
+    ]
+    completed = subprocess.run(
+        command, capture_output=True, text=True, timeout=600, cwd=REPOSITORY, check=False
+    )
+    assert completed.returncode == 0, completed.stderr[-4000:]
+
+    record = json.loads((output_dir / "latest.json").read_text(encoding="utf-8"))
+    assert list(record["sections"]) == SECTIONS
+    for name, section in record["sections"].items():
+        assert section["status"] == "ok", f"{name}: {section['error']}"
+        assert section["rows"], name
+        assert section["method"], name
+    environment = record["environment"]
+    for key in ("cpu", "python", "torch", "allocator", "threads", "date_utc", "command"):
+        assert environment[key], key
+    assert "--smoke" in environment["command"]
+    assert record["settings"]["mode"] == "smoke"
+
+    training = record["sections"]["training"]["rows"]
+    assert {row["system"] for row in training} >= {
+        "ours",
+        "nn.Transformer reference (dropout 0.1 everywhere)",
+    }
+    assert {row["precision"] for row in training} == {"fp32", "bf16"}
+    assert all(row["tokens_per_s"] > 0 and row["mfu"] is not None for row in training)
+    translation = record["sections"]["translation"]["rows"]
+    ours = [row for row in translation if row["system"] == "ours"]
+    assert {(row["beam_size"], row["use_cache"]) for row in ours} >= {(1, True), (4, True), (1, False)}
+    assert all(row["forced_length_ok"] for row in ours)
+    attention = record["sections"]["attention"]["rows"]
+    assert len(attention) == 2 * len(record["settings"]["attention_lengths"])
+    longest = max(record["settings"]["attention_lengths"])
+    explicit = next(
+        row for row in attention if row["length"] == longest and "explicit" in row["implementation"]
+    )
+    assert explicit["peak_increase_mib"] > 0  # measured in the worker, not inherited from the parent process
+    quality = record["sections"]["quality"]["rows"]
+    assert [row["step"] for row in quality] == sorted(row["step"] for row in quality)
+    assert all(0.0 <= row["bleu"] <= 100.0 for row in quality)
+
+    markdown = (output_dir / "latest.md").read_text(encoding="utf-8")
+    for heading in (
+        "## Peak matmul throughput",
+        "## Training step throughput",
+        "## Translation throughput",
+        "## Attention time and peak memory",
+        "## Time to quality",
+    ):
+        assert heading in markdown
+    for text in ("ours / this", "MFU", "allocator", environment["command"]):
+        assert text in markdown
+    assert len(list(output_dir.glob("2*.json"))) == 1
+    assert len(list(output_dir.glob("2*.md"))) == 1
+
+
+def test_training_selects_matmul_and_quality_needs_a_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    run = load_benchmark_module("run", monkeypatch)
+    assert run.selected_sections(None, None) == ["matmul", "training", "translation", "attention"]
+    assert run.selected_sections(None, Path("some-run")) == SECTIONS
+    assert run.selected_sections("training", None) == ["matmul", "training"]
+    assert run.selected_sections("attention, translation", None) == ["translation", "attention"]
+    with pytest.raises(SystemExit, match="unknown sections"):
+        run.selected_sections("training,speed", None)
+
+
+def test_flop_count_is_six_times_matmul_parameters_plus_attention(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench_flops = load_benchmark_module("bench_flops", monkeypatch)
+    config = TransformerConfig(
+        vocab_size=100, d_model=32, d_ff=64, num_heads=4, num_encoder_layers=2, num_decoder_layers=3
+    )
+    model = Transformer(config)
+    linear_weights = sum(module.weight.numel() for module in model.modules() if isinstance(module, nn.Linear))
+    matmul_parameters = linear_weights + config.vocab_size * config.d_model  # plus the tied output projection
+    shape = bench_flops.ModelShape(
+        d_model=32, d_ff=64, vocab_size=100, num_encoder_layers=2, num_decoder_layers=3
+    )
+    # One position per side: attention costs 4 d per encoder layer and 4 d + 4 d per decoder layer.
+    attention = 4 * 32 * 2 + 8 * 32 * 3
+    assert bench_flops.training_flops_per_target_token(shape, 1, 1) == 6 * matmul_parameters + 3 * attention
+
+
+def test_reference_model_takes_a_training_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench_reference = load_benchmark_module("bench_reference", monkeypatch)
+    bench_data = load_benchmark_module("bench_data", monkeypatch)
+    model = bench_reference.ReferenceTransformer(
+        vocab_size=50,
+        d_model=16,
+        num_heads=2,
+        d_ff=32,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dropout=0.1,
+        residual_dropout_only=True,
+        pad_id=0,
+    )
+    batch = bench_data.fixed_batches(bench_data.synthetic_corpus(4, 6, 50), 4)[0]
+    assert batch.num_target_tokens == 24 and batch.padding_ratio == 0.0
+    step = bench_reference.build_reference_step(
+        model, [(batch.src_tokens, batch.tgt_input, batch.tgt_output)], "fp32"
+    )
+    before = model.embedding.weight.detach().clone()
+    assert step() > 0.0
+    assert not model.embedding.weight.detach().equal(before)

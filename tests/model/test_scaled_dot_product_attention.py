@@ -109,9 +109,13 @@ def test_every_implementation_computes_the_same_function(implementation: str, ke
     query, key, value = random_qkv(key_len=key_len)
     attend_mask = torch.rand(2, 1, 5, key_len) > 0.3
     attend_mask[..., 0] = True
-    output, weights = scaled_dot_product_attention(query, key, value, attend_mask, implementation=implementation)
+    output, weights = scaled_dot_product_attention(
+        query, key, value, attend_mask, implementation=implementation
+    )
     assert weights is None
-    torch.testing.assert_close(output, reference_attention(query, key, value, attend_mask), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        output, reference_attention(query, key, value, attend_mask), atol=1e-5, rtol=1e-5
+    )
 
 
 def test_auto_uses_the_fused_kernel_for_long_sequences(monkeypatch) -> None:

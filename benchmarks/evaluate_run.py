@@ -1,0 +1,219 @@
+"""Evaluate a finished training run: BLEU before and after checkpoint averaging, and translation speed.
+
+    python benchmarks/evaluate_run.py --run runs/multi30k --source VALID.en --reference VALID.de \
+        --average-last 5 --output experiments/multi30k/evaluation.json
+
+Writes JSON and prints a Markdown report:
+- validation BLEU (sacreBLEU 13a, cased and lowercased) and chrF of the best checkpoint (by validation loss),
+  the latest one and the average of the last N, with beam 4 (the paper's search) and greedy;
+- translation speed of the averaged model on the validation sources: greedy and beam 4, key/value cache on
+  and off (off on the first --uncached-sentences sentences: it is slow), fp32 and bf16, with the BLEU change of
+  bf16; and CTranslate2 int8 on the same weights when it is installed.
+"""
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from transformer.config import DecodeConfig
+from transformer.data.dataset import read_parallel_files
+from transformer.evaluation.bleu import score_translations
+from transformer.training.checkpoint import (
+    average_checkpoints,
+    load_checkpoint,
+    read_index,
+    write_weights_checkpoint,
+)
+from transformer.translator import Translator
+
+
+def bleu_row(
+    name: str, checkpoint: Path, config: DecodeConfig, sources, references, precision="fp32"
+) -> dict:
+    translator = Translator.from_checkpoint(checkpoint, config, "cpu", precision)
+    started = time.perf_counter()
+    hypotheses = translator.translate(sources)
+    seconds = time.perf_counter() - started
+    cased = score_translations(hypotheses, references)
+    lowercased = score_translations(hypotheses, references, lowercase=True)
+    return {
+        "checkpoint": name,
+        "search": "greedy" if config.beam_size == 1 else f"beam {config.beam_size}",
+        "precision": precision,
+        "bleu": round(cased.bleu, 2),
+        "bleu_lowercased": round(lowercased.bleu, 2),
+        "chrf": round(cased.chrf, 2),
+        "signature": cased.bleu_signature,
+        "seconds": round(seconds, 2),
+    }
+
+
+def speed_row(checkpoint: Path, config: DecodeConfig, sources, precision: str, repeats: int) -> dict:
+    translator = Translator.from_checkpoint(checkpoint, config, "cpu", precision)
+    translator.translate(sources[:16])  # warm-up
+    timings, tokens = [], 0
+    for _ in range(repeats):
+        started = time.perf_counter()
+        candidates = translator.translate_nbest(sources)
+        timings.append(time.perf_counter() - started)
+        tokens = sum(len(items[0].tokens) + 1 for items in candidates if items)  # + EOS
+    seconds = sorted(timings)[len(timings) // 2]
+    return {
+        "search": "greedy" if config.beam_size == 1 else f"beam {config.beam_size}",
+        "cache": "on" if config.use_cache else "off",
+        "precision": precision,
+        "sentences": len(sources),
+        "sentences_per_second": round(len(sources) / seconds, 1),
+        "tokens_per_second": round(tokens / seconds, 1),
+        "median_seconds": round(seconds, 3),
+    }
+
+
+def ctranslate2_rows(checkpoint: Path, sources, references, repeats: int) -> list[dict]:
+    try:
+        from transformer.interop.ctranslate2 import CTranslate2Translator, export_ctranslate2
+    except ImportError:
+        return []
+    rows = []
+    with tempfile.TemporaryDirectory() as directory:
+        for quantization in ("float32", "int8"):
+            target = Path(directory) / quantization
+            try:
+                export_ctranslate2(checkpoint, target, None if quantization == "float32" else quantization)
+            except (ImportError, ValueError) as error:
+                rows.append({"engine": "ctranslate2", "compute_type": quantization, "skipped": str(error)})
+                continue
+            translator = CTranslate2Translator.from_directory(target, threads=torch.get_num_threads())
+            for beam in (1, 4):
+                # CTranslate2 has only the power length penalty.
+                translator.translate(sources[:16], beam_size=beam)
+                timings = []
+                for _ in range(repeats):
+                    started = time.perf_counter()
+                    hypotheses = translator.translate(sources, beam_size=beam, length_penalty=0.6)
+                    timings.append(time.perf_counter() - started)
+                seconds = sorted(timings)[len(timings) // 2]
+                scores = score_translations(hypotheses, references)
+                rows.append(
+                    {
+                        "engine": "ctranslate2",
+                        "compute_type": quantization,
+                        "search": "greedy" if beam == 1 else f"beam {beam} (power penalty)",
+                        "sentences_per_second": round(len(sources) / seconds, 1),
+                        "bleu": round(scores.bleu, 2),
+                        "bleu_lowercased": round(
+                            score_translations(hypotheses, references, lowercase=True).bleu, 2
+                        ),
+                    }
+                )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", required=True, type=Path)
+    parser.add_argument("--source", required=True, type=Path)
+    parser.add_argument("--reference", required=True, type=Path)
+    parser.add_argument("--average-last", type=int, default=5)
+    parser.add_argument("--uncached-sentences", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--output", type=Path, required=True)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    pairs = read_parallel_files(args.source, args.reference)
+    sources, references = [source for source, _ in pairs], [target for _, target in pairs]
+    checkpoint_dir = args.run / "checkpoints"
+    index = read_index(checkpoint_dir)
+    names = sorted(index["checkpoints"])
+    averaged_dir = args.run / f"averaged-last{args.average_last}"
+    last = [checkpoint_dir / name for name in names[-args.average_last :]]
+    write_weights_checkpoint(average_checkpoints(last), averaged_dir, last)
+    candidates = {
+        f"best ({index['best']})": checkpoint_dir / index["best"],
+        f"latest ({index['latest']})": checkpoint_dir / index["latest"],
+        f"average of last {len(last)} ({', '.join(path.name for path in last)})": averaged_dir,
+    }
+    paper = DecodeConfig()
+    greedy = DecodeConfig(beam_size=1)
+    quality = [bleu_row(name, path, paper, sources, references) for name, path in candidates.items()]
+    quality += [bleu_row(name, path, greedy, sources, references) for name, path in candidates.items()]
+    quality.append(bleu_row("average, bf16 weights", averaged_dir, paper, sources, references, "bf16"))
+    quality.append(bleu_row("average, bf16 weights", averaged_dir, greedy, sources, references, "bf16"))
+    speed = []
+    for precision in ("fp32", "bf16"):
+        for config in (greedy, paper):
+            speed.append(speed_row(averaged_dir, config, sources, precision, args.repeats))
+    for config in (DecodeConfig(beam_size=1, use_cache=False), DecodeConfig(use_cache=False)):
+        subset = sources[: args.uncached_sentences]
+        speed.append(speed_row(averaged_dir, config, subset, "fp32", 1))
+        cached = DecodeConfig(beam_size=config.beam_size)
+        speed.append(speed_row(averaged_dir, cached, subset, "fp32", 1))
+    engines = ctranslate2_rows(averaged_dir, sources, references, args.repeats)
+    state = load_checkpoint(checkpoint_dir / index["latest"]).state
+    report: dict[str, Any] = {
+        "command": " ".join(["python", *sys.argv]),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "threads": args.threads,
+        "training": {
+            "steps": state.step if state else None,
+            "minutes": round(state.elapsed_seconds / 60, 1) if state else None,
+            "target_tokens": state.tokens_seen if state else None,
+            "best_valid_loss": state.best_valid_loss if state else None,
+        },
+        "quality": quality,
+        "speed": speed,
+        "ctranslate2": engines,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=1), encoding="utf-8")
+    print(render_markdown(report))
+    return 0
+
+
+def render_markdown(report: dict) -> str:
+    lines = [f"Command: `{report['command']}` ({report['date']}, {report['threads']} threads)", ""]
+    lines += [
+        "| checkpoint | search | precision | BLEU | BLEU (lowercased) | chrF2 | seconds |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in report["quality"]:
+        lines.append(
+            f"| {row['checkpoint']} | {row['search']} | {row['precision']} | {row['bleu']} | "
+            f"{row['bleu_lowercased']} | {row['chrf']} | {row['seconds']} |"
+        )
+    lines += ["", f"BLEU signature: `{report['quality'][0]['signature']}`", ""]
+    lines += [
+        "| search | cache | precision | sentences | sentences/s | tokens/s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in report["speed"]:
+        lines.append(
+            f"| {row['search']} | {row['cache']} | {row['precision']} | {row['sentences']} | "
+            f"{row['sentences_per_second']} | {row['tokens_per_second']} |"
+        )
+    if report["ctranslate2"]:
+        lines += [
+            "",
+            "| engine | compute type | search | sentences/s | BLEU | BLEU (lowercased) |",
+            "|---|---|---|---|---|---|",
+        ]
+        for row in report["ctranslate2"]:
+            if "skipped" in row:
+                lines.append(f"| {row['engine']} | {row['compute_type']} | skipped: {row['skipped']} | | | |")
+            else:
+                lines.append(
+                    f"| {row['engine']} | {row['compute_type']} | {row['search']} | {row['sentences_per_second']} | "
+                    f"{row['bleu']} | {row['bleu_lowercased']} |"
+                )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -181,3 +181,12 @@ def test_failed_checkpoint_write_leaves_previous_checkpoints_intact(
     assert read_index(checkpoints)["latest"] == "step-00000004"
     assert load_checkpoint(checkpoints / "step-00000004").state.step == 4
     assert not (checkpoints / "step-00000008").exists()
+
+
+def test_resuming_a_finished_run_trains_no_further(trained_run: Path, write_config, capsys) -> None:
+    config = write_config(trained_run.parent, name="finished.yaml", train={"max_steps": 24})
+    before = (trained_run / "metrics.jsonl").read_text()
+    assert main(["train", "--config", str(config), "--output-dir", str(trained_run), "--resume"]) == 0
+    assert "trained 24 steps" in capsys.readouterr().out
+    assert (trained_run / "metrics.jsonl").read_text() == before
+    assert read_index(trained_run / "checkpoints")["latest"] == "step-00000024"

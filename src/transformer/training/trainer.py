@@ -240,7 +240,8 @@ class Trainer:
         try:
             stop_reason = self._train_loop(metrics)
             if self._last_checkpoint is not None and self._last_checkpoint[0] == self.state.step:
-                valid, checkpoint = self._last_valid, self._last_checkpoint[1]
+                # Saved at this very step (or resumed a finished run): nothing new to write.
+                valid, checkpoint = self._last_valid or self.validate(), self._last_checkpoint[1]
             else:
                 valid = self._validate_and_log(metrics)
                 checkpoint = self._save_checkpoint(valid[0] if valid else None)
@@ -273,6 +274,7 @@ class Trainer:
                 "or choose another --output-dir"
             )
         self.restore(load_checkpoint(latest))
+        self._last_checkpoint = (self.state.step, latest)
         self.reporter.message(f"resumed from {latest} at step {self.state.step}")
 
     def restore(self, checkpoint: Checkpoint) -> None:
@@ -315,6 +317,9 @@ class Trainer:
         self.state = checkpoint.state
 
     def _train_loop(self, metrics: MetricsLog | None) -> str:
+        reason = self._stop_reason()
+        if reason:  # a resumed run that had already finished
+            return reason
         interval = IntervalStats()
         started = time.perf_counter() - self.state.elapsed_seconds
         for group in self._batch_groups():

@@ -190,3 +190,18 @@ def test_resuming_a_finished_run_trains_no_further(trained_run: Path, write_conf
     assert "trained 24 steps" in capsys.readouterr().out
     assert (trained_run / "metrics.jsonl").read_text() == before
     assert read_index(trained_run / "checkpoints")["latest"] == "step-00000024"
+
+
+def test_final_validation_is_not_repeated(tmp_path: Path, write_config) -> None:
+    config = write_config(tmp_path, train={"max_steps": 8, "validate_every": 4, "checkpoint_every": 0})
+    assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "run")]) == 0
+    steps = [
+        json.loads(line)["step"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    ]
+    valid_steps = [
+        json.loads(line)["step"]
+        for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+        if json.loads(line)["kind"] == "valid"
+    ]
+    assert valid_steps == [4, 8] and max(steps) == 8
+    assert read_index(tmp_path / "run" / "checkpoints")["latest"] == "step-00000008"

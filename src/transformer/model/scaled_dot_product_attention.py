@@ -109,7 +109,9 @@ def attend_with_scores(
     """
     if attend_mask is not None:
         scores = scores.masked_fill(~attend_mask, torch.finfo(scores.dtype).min)
-    weights = torch.softmax(scores, dim=-1)
+    # Normalise in float32 even under bf16 autocast (which leaves softmax in bf16 on CPUs): 8 mantissa bits
+    # are too coarse for attention probabilities; the fused kernel accumulates in float32 too.
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
     if attend_mask is not None:
         weights = weights.masked_fill(~attend_mask, 0.0)
     if dropout_p > 0.0:

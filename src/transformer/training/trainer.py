@@ -206,6 +206,7 @@ class Trainer:
             experiment=experiment.to_dict(), tokenizer_fingerprint=data.tokenizer.fingerprint
         )
         self._last_valid: tuple[float, float] | None = None
+        self._last_valid_step = -1
         self._last_checkpoint: tuple[int, Path | None] | None = None
 
     def train(self, resume: bool = False) -> TrainResult:
@@ -243,7 +244,8 @@ class Trainer:
                 # Saved at this very step (or resumed a finished run): nothing new to write.
                 valid, checkpoint = self._last_valid or self.validate(), self._last_checkpoint[1]
             else:
-                valid = self._validate_and_log(metrics)
+                validated_now = self._last_valid_step == self.state.step and self._last_valid is not None
+                valid = self._last_valid if validated_now else self._validate_and_log(metrics)
                 checkpoint = self._save_checkpoint(valid[0] if valid else None)
         finally:
             self.reporter.close()
@@ -479,7 +481,7 @@ class Trainer:
 
     def _validate_and_log(self, metrics: MetricsLog | None) -> tuple[float, float] | None:
         result = self.validate()
-        self._last_valid = result
+        self._last_valid, self._last_valid_step = result, self.state.step
         if result is None:
             return None
         loss, perplexity = result

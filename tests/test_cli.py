@@ -127,3 +127,23 @@ def test_quickstart_reports_bleu_and_examples(tmp_path: Path, write_config, caps
     )
     out = capsys.readouterr().out
     assert "test set (30 sentences, beam 2):" in out and "BLEU " in out and out.count("source:") == 2
+
+
+def test_data_dir_trains_on_any_folder_of_files(trained_run: Path, tmp_path: Path, write_config) -> None:
+    data_dir = tmp_path / "corpus"
+    data_dir.mkdir()
+    for name in ("train.en", "train.de", "valid.en", "valid.de"):
+        (data_dir / name).write_bytes((trained_run / "data" / name).read_bytes())
+    config = write_config(tmp_path, train={"max_steps": 2, "validate_every": 0, "checkpoint_every": 0})
+    run_dir = tmp_path / "run"
+    arguments = ["train", "--config", str(config), "--data-dir", str(data_dir), "--output-dir", str(run_dir)]
+    assert main(arguments) == 0
+    assert not (run_dir / "data").exists()  # nothing generated: the folder's files were used
+    assert (run_dir / "checkpoints" / "step-00000002").exists()
+
+
+def test_tensorboard_event_files_are_written(tmp_path: Path, write_config) -> None:
+    pytest.importorskip("tensorboard")
+    config = write_config(tmp_path, train={"max_steps": 2, "log_every": 1, "tensorboard": True})
+    assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "run")]) == 0
+    assert list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))

@@ -125,7 +125,10 @@ def load_experiment(args: argparse.Namespace) -> ExperimentConfig:
     -----
     See :func:`transformer.config.load_config`.
     """
-    return load_config(resolve_config_path(args.config), args.overrides)
+    overrides = list(args.overrides)
+    if getattr(args, "data_dir", None):
+        overrides += ["data.corpus=directory", f"data.data_dir={args.data_dir}"]
+    return load_config(resolve_config_path(args.config), overrides)
 
 
 def default_output_dir(args: argparse.Namespace) -> Path:
@@ -525,6 +528,10 @@ def add_config_arguments(parser: argparse.ArgumentParser, required: bool = True)
         help="override a config value, e.g. --set train.max_steps=2000 (repeatable)",
     )
     parser.add_argument("--output-dir", help="run directory (default: runs/<config name>)")
+    parser.add_argument(
+        "--data-dir",
+        help="train on the files in this folder ({train,valid,test}.{src,tgt}[.gz]) instead of the config's corpus",
+    )
 
 
 def add_decode_arguments(parser: argparse.ArgumentParser) -> None:

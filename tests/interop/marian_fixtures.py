@@ -79,7 +79,7 @@ def randomize_(module: nn.Module, seed: int) -> None:
                 tensor.copy_(gain * tensor.size(1) ** -0.5 * noise)
 
 
-def eos_logit_boost(logits: Tensor, eos_id: int, quantile: float = 0.08) -> float:
+def eos_logit_boost(logits: Tensor, eos_id: int, quantile: float = 0.15) -> float:
     """How much to raise the EOS logit so that EOS is the best token at about ``quantile`` of positions.
 
     Random models almost never pick EOS; a calibrated boost makes outputs end at varied lengths, which

@@ -111,7 +111,8 @@ def attend_with_scores(
         scores = scores.masked_fill(~attend_mask, torch.finfo(scores.dtype).min)
     # Normalise in float32 even under bf16 autocast (which leaves softmax in bf16 on CPUs): 8 mantissa bits
     # are too coarse for attention probabilities; the fused kernel accumulates in float32 too.
-    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
+    low_precision = scores.dtype in (torch.float16, torch.bfloat16)
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32 if low_precision else None).to(value.dtype)
     if attend_mask is not None:
         weights = weights.masked_fill(~attend_mask, 0.0)
     if dropout_p > 0.0:

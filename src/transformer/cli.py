@@ -467,6 +467,8 @@ def run_average(args: argparse.Namespace) -> int:
     if args.inputs:
         paths = [resolve_checkpoint(Path(path)) for path in args.inputs]
     elif args.run:
+        if args.last < 1:
+            raise ValueError(f"--last {args.last}: average at least one checkpoint")
         checkpoint_dir = Path(args.run) / "checkpoints"
         names = read_index(checkpoint_dir).get("checkpoints", [])
         if not names:

@@ -108,3 +108,7 @@ def test_average_checkpoints_command(trained_run: Path, tmp_path: Path, capsys) 
     for name, tensor in averaged.weights.items():
         torch.testing.assert_close(tensor, (sources[0][name] + sources[1][name]) / 2)
     assert main(["average-checkpoints", "--output", str(output)]) == 2
+    assert (
+        main(["average-checkpoints", "--run", str(trained_run), "--last", "0", "--output", str(output)]) == 2
+    )
+    assert "--last 0" in capsys.readouterr().err

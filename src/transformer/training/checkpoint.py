@@ -184,11 +184,6 @@ class Checkpoint:
     state: TrainerState | None
     optimizer_tensors: dict[str, Tensor]
 
-    @property
-    def tokenizer_path(self) -> Path:
-        """The SentencePiece model stored with the checkpoint (this project's own tokenizer)."""
-        return self.path / TOKENIZER_FILE
-
     def tokenizer_files(self) -> dict[str, bytes]:
         """Read every tokenizer file stored with the checkpoint.
 

@@ -23,6 +23,17 @@ def test_overrides_and_presets(tmp_path: Path) -> None:
     assert load_config(path).model.d_model == 256
 
 
+def test_exponent_floats_without_a_dot_are_numbers(tmp_path: Path) -> None:
+    # PyYAML (YAML 1.1) reads "1e-3" as a string; users write it on the command line and in files.
+    path = tmp_path / "x.yaml"
+    path.write_text("model:\n  vocab_size: 100\n  dropout: 3e-1\ntrain:\n  peak_learning_rate: 2E-3\n")
+    experiment = load_config(path, ["train.adam_epsilon=1e-8", "data.source_lang=1e5x"])
+    assert experiment.model.dropout == pytest.approx(0.3)
+    assert experiment.train.peak_learning_rate == pytest.approx(2e-3)
+    assert experiment.train.adam_epsilon == pytest.approx(1e-8)
+    assert experiment.data.source_lang == "1e5x"
+
+
 @pytest.mark.parametrize(
     ("text", "overrides", "message"),
     [

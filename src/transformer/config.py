@@ -1,6 +1,7 @@
 """Typed configuration: model, data, training and decoding. YAML files in ``configs/`` hold their values."""
 
 import dataclasses
+import re
 import types
 import typing
 from collections.abc import Sequence
@@ -710,6 +711,24 @@ def _model_from_dict(values: dict[str, Any]) -> TransformerConfig:
     return TransformerConfig.table2(str(preset), vocab_size, **values)
 
 
+class _ConfigLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2 floats: ``1e-3`` is 0.001, not the string "1e-3"."""
+
+
+_ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"^[-+]?(?:[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?|\.[0-9_]+(?:[eE][-+]?[0-9]+)?"
+        r"|[0-9][0-9_]*[eE][-+]?[0-9]+|\.(?:inf|Inf|INF)|[-+]\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+0123456789."),
+)
+
+
+def _parse_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_ConfigLoader)  # a SafeLoader subclass: no arbitrary objects
+
+
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentConfig:
     """Read a YAML experiment file and apply ``section.key=value`` overrides.
 
@@ -736,7 +755,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentCo
     except OSError as error:
         raise ValueError(f"cannot read config {path}: {error.strerror}") from None
     try:
-        values = yaml.safe_load(text) or {}
+        values = _parse_yaml(text) or {}
     except yaml.YAMLError as error:
         raise ValueError(f"{path}: not valid YAML: {str(error).splitlines()[0]}") from None
     if not isinstance(values, dict):
@@ -769,7 +788,7 @@ def apply_override(values: dict[str, Any], override: str) -> None:
     if not separator or not dot or not section or not key:
         raise ValueError(f"--set {override!r}: expected section.key=value, e.g. train.max_steps=2000")
     try:
-        parsed = yaml.safe_load(raw_value)
+        parsed = _parse_yaml(raw_value)
     except yaml.YAMLError:
         raise ValueError(f"--set {override!r}: the value is not valid YAML") from None
     section_values = values.setdefault(section, {})

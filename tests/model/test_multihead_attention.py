@@ -119,3 +119,42 @@ def test_non_divisible_width_is_fine_with_explicit_head_dims() -> None:
     attention = MultiHeadAttention(10, 3, d_k=4, d_v=4)
     hidden = torch.randn(1, 2, 10)
     assert attention(hidden, hidden, hidden)[0].shape == (1, 2, 10)
+
+
+def test_inference_reuses_the_stacked_projection_and_notices_every_weight_change() -> None:
+    torch.manual_seed(0)
+    attention = MultiHeadAttention(d_model=16, num_heads=4).eval()
+    hidden = torch.randn(2, 5, 16)
+
+    def separate() -> list[torch.Tensor]:
+        return [
+            attention.project_query(hidden),
+            *attention.project_key_value(hidden, hidden),
+        ]
+
+    with torch.no_grad():
+        first = attention.project_self(hidden)
+        stacked = attention._fused_cache
+        assert stacked is not None
+        assert attention.project_self(hidden) is not None and attention._fused_cache is stacked  # reused
+        for got, expected in zip(first, separate(), strict=True):
+            torch.testing.assert_close(got, expected)
+        attention.k_proj.weight.mul_(2.0)  # an in-place change, as load_state_dict or an optimizer makes
+        for got, expected in zip(attention.project_self(hidden), separate(), strict=True):
+            torch.testing.assert_close(got, expected)
+        attention.load_state_dict(
+            {name: torch.randn_like(value) for name, value in attention.state_dict().items()}
+        )
+        for got, expected in zip(attention.project_self(hidden), separate(), strict=True):
+            torch.testing.assert_close(got, expected)
+    attention.to(torch.float64)  # replaced tensors
+    with torch.no_grad():
+        assert attention.project_self(hidden.double())[0].dtype == torch.float64
+    # With autograd on, every call stacks afresh so gradients reach all three projections.
+    attention.float().train()
+    query, key, value = attention.project_self(hidden)
+    (query.sum() + key.sum() + value.sum()).backward()
+    assert all(
+        projection.weight.grad is not None and projection.weight.grad.abs().sum() > 0
+        for projection in (attention.q_proj, attention.k_proj, attention.v_proj)
+    )

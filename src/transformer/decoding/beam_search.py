@@ -243,11 +243,16 @@ def _extend(live: LiveBeams, step_log_probs: Tensor) -> Candidates:
     ``step_log_probs`` has shape (active, beam_size, vocab_size).
     """
     active, beam_size, vocab_size = step_log_probs.shape
-    totals = live.log_probs[:, :, None] + step_log_probs  # (active, beam_size, vocab)
     num_candidates = min(2 * beam_size, beam_size * vocab_size)
+    # The best candidates of a sentence are among the best of each of its beams: select per beam first
+    # (a beam's running score shifts its whole row, so it does not change the row's order), then among
+    # beam_size x per_beam survivors. Same result as one top-k over beam_size x vocab, far less work.
+    per_beam = min(num_candidates, vocab_size)
+    beam_best, beam_tokens = step_log_probs.topk(per_beam, dim=2)  # (active, beam_size, per_beam)
+    totals = live.log_probs[:, :, None] + beam_best  # (active, beam_size, per_beam)
     log_probs, flat_indices = totals.view(active, -1).topk(num_candidates, dim=1)  # (active, num_candidates)
-    origins = flat_indices // vocab_size
-    new_tokens = flat_indices % vocab_size
+    origins = flat_indices // per_beam
+    new_tokens = beam_tokens.view(active, -1).gather(1, flat_indices)
     # The tokens of the beam each candidate extends: (active, num_candidates, step).
     prefixes = live.tokens.gather(1, origins[:, :, None].expand(-1, -1, live.tokens.size(2)))
     return Candidates(torch.cat([prefixes, new_tokens[:, :, None]], dim=2), origins, log_probs)

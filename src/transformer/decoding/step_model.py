@@ -225,7 +225,7 @@ class TransformerStepModel:
         else:
             state.tgt_prefix = torch.cat([state.tgt_prefix, last_tokens[:, None]], dim=1)  # (rows, len)
             logits = self.model.decode(state.tgt_prefix, state.memory, state.src_padding_mask)
-        return F.log_softmax(logits[:, -1].float(), dim=-1)
+        return F.log_softmax(logits[:, -1], dim=-1, dtype=torch.float32)  # no separate upcast copy
 
     def reorder(self, state: TransformerSearchState, row_indices: Tensor) -> None:
         """Select rows of the cache, or of the encoder output and prefix.

@@ -277,6 +277,10 @@ class Decoder(nn.Module):
         for layer in self.layers:
             assert isinstance(layer, DecoderLayer)
             cross_key, cross_value = layer.cross_attention.project_key_value(memory, memory)
+            # Lay the keys out so that key.transpose(-2, -1) is contiguous and the values contiguous: every
+            # decoding step multiplies by them, and a strided operand would be copied at every step.
+            cross_key = cross_key.transpose(-2, -1).contiguous().transpose(-2, -1)
+            cross_value = cross_value.contiguous()
             layers.append(DecoderLayerCache(cross_key=cross_key, cross_value=cross_value))
         return DecoderCache(layers=layers, cross_attend_mask=cross_attend_mask)
 

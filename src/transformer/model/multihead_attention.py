@@ -131,6 +131,8 @@ class MultiHeadAttention(nn.Module):
         self.additive_score = (
             AdditiveScore(num_heads=num_heads, d_k=self.d_k) if scoring == "additive" else None
         )
+        # Inference-only stack of the q/k/v weights (see _fused_projection); not part of the state dict.
+        self._fused_cache: tuple[tuple[tuple[int, int, torch.dtype], ...], Tensor, Tensor | None] | None = None
 
     def forward(
         self,
@@ -196,10 +198,7 @@ class MultiHeadAttention(nn.Module):
         if self.d_k != self.d_v:
             key, value = self.project_key_value(hidden, hidden)
             return self.project_query(hidden), key, value
-        bias: Tensor | None = None
-        weight = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
-        if self.q_proj.bias is not None and self.k_proj.bias is not None and self.v_proj.bias is not None:
-            bias = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
+        weight, bias = self._fused_projection()
         projected = F.linear(hidden, weight, bias)  # (batch, seq_len, 3 * num_heads * head_dim)
         query, key, value = projected.chunk(3, dim=-1)
         return (
@@ -207,6 +206,29 @@ class MultiHeadAttention(nn.Module):
             split_heads(key, self.num_heads),
             split_heads(value, self.num_heads),
         )
+
+    def _fused_projection(self) -> tuple[Tensor, Tensor | None]:
+        """Return the q/k/v weights (and biases) stacked into one matrix, (3 * num_heads * d_k, d_model).
+
+        With autograd on, the stack is rebuilt every call so gradients reach the three parameters. Without it
+        (inference), the stack is kept and rebuilt only when a parameter was replaced or changed in place
+        (``Tensor._version``), so decoding does not copy the weights at every step.
+        """
+        parameters = [self.q_proj.weight, self.k_proj.weight, self.v_proj.weight]
+        biases = [self.q_proj.bias, self.k_proj.bias, self.v_proj.bias]
+        has_bias = all(bias is not None for bias in biases)
+        if has_bias:
+            parameters += [bias for bias in biases if bias is not None]
+        if torch.is_grad_enabled() and any(parameter.requires_grad for parameter in parameters):
+            self._fused_cache = None
+            return torch.cat(parameters[:3]), torch.cat(parameters[3:]) if has_bias else None
+        key = tuple((parameter.data_ptr(), parameter._version, parameter.dtype) for parameter in parameters)
+        if self._fused_cache is None or self._fused_cache[0] != key:
+            with torch.no_grad():
+                weight = torch.cat(parameters[:3])
+                bias = torch.cat(parameters[3:]) if has_bias else None
+            self._fused_cache = (key, weight, bias)
+        return self._fused_cache[1], self._fused_cache[2]
 
     def project_query(self, query: Tensor) -> Tensor:
         """Project queries and split them into heads.

@@ -27,6 +27,7 @@ def render_markdown(record: dict[str, Any]) -> str:
         "training": _training_lines,
         "translation": _translation_lines,
         "attention": _attention_lines,
+        "memory": _memory_lines,
         "quality": _quality_lines,
     }
     for name, section in record["sections"].items():
@@ -216,9 +217,26 @@ def _attention_lines(rows: list[dict[str, Any]]) -> list[str]:
     )
 
 
+def _memory_lines(rows: list[dict[str, Any]]) -> list[str]:
+    return _table(
+        ["model", "precision", "tokens per step", "peak memory (GiB)", "before the step (GiB)", "step (s)"],
+        [
+            [
+                f"{row['model']} ({row['parameters'] / 1e6:.0f}M parameters)",
+                row["precision"],
+                f"{row['accumulate']} x {_number(row['micro_batch_tokens'])} = {_number(row['tokens_per_step'])}",
+                _number(row["peak_rss_gib"], 2),
+                _number(row["rss_before_step_gib"], 2),
+                _number(row["step_seconds"], 1),
+            ]
+            for row in rows
+        ],
+    )
+
+
 def _quality_lines(rows: list[dict[str, Any]]) -> list[str]:
     return _table(
-        ["checkpoint", "step", "minutes", "target tokens", "BLEU", "chrF"],
+        ["checkpoint", "step", "minutes", "target tokens", "BLEU", "BLEU (lowercased)", "chrF"],
         [
             [
                 row["checkpoint"],
@@ -226,6 +244,7 @@ def _quality_lines(rows: list[dict[str, Any]]) -> list[str]:
                 _number(row["minutes"], 1),
                 _number(row["tokens_seen"]),
                 _number(row["bleu"], 2),
+                _number(row.get("bleu_lowercase"), 2),
                 _number(row["chrf"], 2),
             ]
             for row in rows

@@ -88,6 +88,11 @@ class Settings:
         Shape of Q, K and V: (batch, heads, length, head_dim); base model heads by default.
     attention_repeats : int
         Timed forward+backward passes per (implementation, length).
+    memory_cells : tuple of (str, str, int, int)
+        (shape, precision, tokens per micro-batch, micro-batches accumulated) of the training-memory
+        measurement; empty skips it.
+    memory_sentence_length : int
+        Positions per sentence on each side in the memory measurement (tokens per micro-batch divide by it).
     quality_sentences : int or None
         Validation sentences for time-to-quality (None: all).
     quality_beam_size : int or None
@@ -127,6 +132,14 @@ class Settings:
     attention_heads: int = 8
     attention_head_dim: int = 64
     attention_repeats: int = 5
+    # The paper's ~25,000 target tokens per step as 4 x 6,250 accumulated (configs/base.yaml), bf16 and fp32,
+    # and one 6,250-token micro-batch alone: accumulation should not raise the peak.
+    memory_cells: tuple[tuple[str, str, int, int], ...] = (
+        ("base", "bf16", 6250, 4),
+        ("base", "bf16", 6250, 1),
+        ("base", "fp32", 6250, 4),
+    )
+    memory_sentence_length: int = 25
     quality_sentences: int | None = None
     quality_beam_size: int | None = None
 
@@ -160,6 +173,7 @@ class Settings:
                 translation_repeats=2,
                 attention_lengths=(128, 256, 512, 1024),
                 attention_repeats=3,
+                memory_cells=(),  # about 2.5 minutes of base steps: full mode only
                 quality_sentences=200,
                 quality_beam_size=1,
             )
@@ -188,6 +202,8 @@ class Settings:
                 attention_heads=2,
                 attention_head_dim=16,
                 attention_repeats=2,
+                memory_cells=(("tiny", "fp32", 64, 2), ("tiny", "bf16", 64, 1)),
+                memory_sentence_length=8,
                 quality_sentences=8,
                 quality_beam_size=1,
             )

@@ -17,6 +17,7 @@ from bench_attention import measure_attention
 from bench_common import Section, run_section
 from bench_environment import describe_environment
 from bench_matmul import measure_matmul
+from bench_memory import measure_memory
 from bench_quality import measure_time_to_quality
 from bench_report import render_markdown
 from bench_settings import Settings
@@ -28,6 +29,7 @@ SECTION_TITLES = {
     "training": "Training step throughput",
     "translation": "Translation throughput",
     "attention": "Attention time and peak memory against length",
+    "memory": "Training memory at the paper's batch size",
     "quality": "Time to quality",
 }
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -63,6 +65,7 @@ def run_suite(args: argparse.Namespace, sections_to_run: list[str]) -> dict[str,
         "training": lambda section: measure_training(section, settings, peaks),
         "translation": lambda section: measure_translation(section, settings, args.threads),
         "attention": lambda section: measure_attention(section, settings, args.threads),
+        "memory": lambda section: measure_memory(section, settings, args.threads, environment["memory_gib"]),
         "quality": lambda section: measure_time_to_quality(
             section, settings, args.run, args.valid_source, args.valid_reference
         ),

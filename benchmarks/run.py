@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench_allocator import reexecute_under_tcmalloc
 
-SECTIONS = ("matmul", "training", "translation", "attention", "quality")
+SECTIONS = ("matmul", "training", "translation", "attention", "memory", "quality")
 DEFAULT_OUTPUT_DIR = Path(__file__).resolve().parent / "results"
 
 

@@ -14,7 +14,7 @@ from transformer import Transformer, TransformerConfig
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 BENCHMARKS = REPOSITORY / "benchmarks"
-SECTIONS = ["matmul", "training", "translation", "attention", "quality"]
+SECTIONS = ["matmul", "training", "translation", "attention", "memory", "quality"]
 
 
 def load_benchmark_module(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
@@ -70,6 +70,10 @@ def test_smoke_suite_writes_json_and_markdown_reports(tmp_path: Path, trained_ru
         row for row in attention if row["length"] == longest and "explicit" in row["implementation"]
     )
     assert explicit["peak_increase_mib"] > 0  # measured in the worker, not inherited from the parent process
+    memory = record["sections"]["memory"]["rows"]
+    assert [(row["accumulate"], row["tokens_per_step"]) for row in memory] == [(2, 128), (1, 64)]
+    # Measured in a fresh worker: the peak covers at least the resident memory before the step.
+    assert all(row["peak_rss_gib"] >= row["rss_before_step_gib"] > 0 for row in memory)
     quality = record["sections"]["quality"]["rows"]
     assert [row["step"] for row in quality] == sorted(row["step"] for row in quality)
     assert all(0.0 <= row["bleu"] <= 100.0 for row in quality)
@@ -80,6 +84,7 @@ def test_smoke_suite_writes_json_and_markdown_reports(tmp_path: Path, trained_ru
         "## Training step throughput",
         "## Translation throughput",
         "## Attention time and peak memory",
+        "## Training memory at the paper's batch size",
         "## Time to quality",
     ):
         assert heading in markdown
@@ -91,7 +96,7 @@ def test_smoke_suite_writes_json_and_markdown_reports(tmp_path: Path, trained_ru
 
 def test_training_selects_matmul_and_quality_needs_a_run(monkeypatch: pytest.MonkeyPatch) -> None:
     run = load_benchmark_module("run", monkeypatch)
-    assert run.selected_sections(None, None) == ["matmul", "training", "translation", "attention"]
+    assert run.selected_sections(None, None) == ["matmul", "training", "translation", "attention", "memory"]
     assert run.selected_sections(None, Path("some-run")) == SECTIONS
     assert run.selected_sections("training", None) == ["matmul", "training"]
     assert run.selected_sections("attention, translation", None) == ["translation", "attention"]

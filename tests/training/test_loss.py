@@ -2,6 +2,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
+from transformer.training import loss as loss_module
 from transformer.training.loss import label_smoothed_nll_loss
 
 
@@ -52,3 +53,47 @@ def test_bf16_logits_are_scored_in_float32() -> None:
     loss16, _ = label_smoothed_nll_loss(logits.bfloat16(), target, 0.1, 0)
     assert loss16.dtype == torch.float32
     torch.testing.assert_close(loss16, loss32, rtol=2e-2, atol=1e-1)
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1])
+def test_gradient_matches_autograd_through_torch_cross_entropy(epsilon: float) -> None:
+    torch.manual_seed(0)
+    logits = torch.randn(3, 4, 13, dtype=torch.float64, requires_grad=True)
+    target = torch.randint(1, 13, (3, 4))
+    target[1, 2:] = 0  # padding
+    loss, _ = label_smoothed_nll_loss(logits, target, epsilon, ignore_index=0)
+    (2.5 * loss).backward()
+    expected_logits = logits.detach().clone().requires_grad_(True)
+    expected = F.cross_entropy(
+        expected_logits.reshape(-1, 13),
+        target.reshape(-1),
+        ignore_index=0,
+        label_smoothing=epsilon,
+        reduction="sum",
+    )
+    (2.5 * expected).backward()
+    assert logits.grad is not None and expected_logits.grad is not None
+    torch.testing.assert_close(logits.grad, expected_logits.grad, atol=1e-12, rtol=1e-10)
+    assert torch.autograd.gradcheck(
+        lambda values: label_smoothed_nll_loss(values, target, epsilon, ignore_index=0)[0],
+        (logits.detach().clone().requires_grad_(True),),
+    )
+
+
+def test_chunked_rows_and_bf16_gradient(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Many chunks (one row of 50 each): the result must not depend on the chunking.
+    torch.manual_seed(0)
+    logits = torch.randn(4, 6, 50)
+    target = torch.randint(1, 50, (4, 6))
+    whole, whole_nll = label_smoothed_nll_loss(logits, target, 0.1, 0)
+    monkeypatch.setattr(loss_module, "CHUNK_ELEMENTS", 50)
+    bf16_logits = logits.bfloat16().requires_grad_(True)
+    chunked, chunked_nll = label_smoothed_nll_loss(bf16_logits, target, 0.1, 0)
+    torch.testing.assert_close(chunked, whole, rtol=2e-2, atol=1e-1)
+    torch.testing.assert_close(chunked_nll, whole_nll, rtol=2e-2, atol=1e-1)
+    chunked.backward()
+    assert bf16_logits.grad is not None and bf16_logits.grad.dtype == torch.bfloat16
+    reference = logits.clone().requires_grad_(True)
+    label_smoothed_nll_loss(reference, target, 0.1, 0)[0].backward()
+    assert reference.grad is not None
+    torch.testing.assert_close(bf16_logits.grad.float(), reference.grad, rtol=3e-2, atol=1e-2)

@@ -1,5 +1,7 @@
 """Label-smoothed cross-entropy that ignores padding (paper section 5.4, "Label Smoothing")."""
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -31,13 +33,81 @@ def label_smoothed_nll_loss(
     Notes
     -----
     Equals ``F.cross_entropy(..., label_smoothing=epsilon, reduction="sum", ignore_index=...)`` (tested) but
-    computes one log-softmax for both sums. The paper: label smoothing "hurts perplexity, as the model learns
+    computes both sums from one log-sum-exp per token, in float32 chunks of rows, and keeps no
+    (tokens, vocab) log-probability tensor: with a 32k vocabulary that tensor and its float32 copy of the
+    logits were the largest activations of a training step. The gradient (softmax minus the smoothed target)
+    is written in the logits' dtype. The paper: label smoothing "hurts perplexity, as the model learns
     to be more unsure, but improves accuracy and BLEU score".
     """
-    log_probs = torch.log_softmax(logits.float(), dim=-1)  # (batch, tgt_len, vocab_size)
-    real = target.ne(ignore_index)
-    gold_log_probs = log_probs.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-    nll_per_token = -gold_log_probs.masked_fill(~real, 0.0)
-    uniform_per_token = -log_probs.mean(dim=-1).masked_fill(~real, 0.0)
-    loss = (1.0 - epsilon) * nll_per_token.sum() + epsilon * uniform_per_token.sum()
-    return loss, nll_per_token.sum().detach()
+    real = target.ne(ignore_index)  # (batch, tgt_len)
+    loss, nll = _SmoothedCrossEntropy.apply(logits, target.clamp(min=0), real, epsilon)
+    return loss, nll.detach()
+
+
+#: Elements of the float32 working copy per chunk of rows: small enough to stay in cache, large enough that
+#: the per-chunk Python overhead is negligible.
+CHUNK_ELEMENTS = 1 << 20
+
+
+def _compute_dtype(logits: Tensor) -> torch.dtype:
+    """Float32 for half-precision logits, their own dtype otherwise (float64 stays float64)."""
+    return torch.float32 if logits.dtype in (torch.float16, torch.bfloat16) else logits.dtype
+
+
+class _SmoothedCrossEntropy(torch.autograd.Function):
+    """Label-smoothed cross-entropy with a hand-written backward, computed in float32 chunks of rows.
+
+    Per real token, with lse = logsumexp(logits): nll = lse - logit[gold] and the smoothed loss is
+    lse - (1 - eps) * logit[gold] - eps * mean(logits), so no (tokens, vocab) log-probability tensor is kept;
+    the gradient is softmax(logits) - (1 - eps) * one_hot(gold) - eps / vocab, rebuilt from the saved lse.
+    Low-precision logits are converted to float32 one chunk at a time, never as a whole.
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any, logits: Tensor, target: Tensor, real: Tensor, epsilon: float
+    ) -> tuple[Tensor, Tensor]:
+        vocab_size = logits.size(-1)
+        flat_logits = logits.reshape(-1, vocab_size)  # (tokens, vocab)
+        flat_target = target.reshape(-1, 1)  # (tokens, 1)
+        dtype = _compute_dtype(logits)
+        lse = torch.empty(flat_logits.size(0), dtype=dtype, device=logits.device)
+        gold = torch.empty_like(lse)
+        mean = torch.empty_like(lse)
+        rows = max(1, CHUNK_ELEMENTS // vocab_size)
+        for start in range(0, flat_logits.size(0), rows):
+            chunk = flat_logits[start : start + rows].to(dtype)  # (rows, vocab)
+            lse[start : start + rows] = torch.logsumexp(chunk, dim=-1)
+            gold[start : start + rows] = chunk.gather(1, flat_target[start : start + rows]).squeeze(1)
+            mean[start : start + rows] = chunk.mean(dim=-1)
+        weight = real.reshape(-1).to(dtype)  # (tokens,) 1 on real tokens, 0 on padding
+        nll = ((lse - gold) * weight).sum()
+        loss = ((lse - (1.0 - epsilon) * gold - epsilon * mean) * weight).sum()
+        ctx.save_for_backward(logits, flat_target, weight, lse)
+        ctx.epsilon = epsilon
+        ctx.mark_non_differentiable(nll)
+        return loss, nll
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: Any, loss_grad: Tensor, _nll_grad: Tensor | None
+    ) -> tuple[Tensor, None, None, None]:
+        logits, flat_target, weight, lse = ctx.saved_tensors
+        epsilon: float = ctx.epsilon
+        vocab_size = logits.size(-1)
+        flat_logits = logits.reshape(-1, vocab_size)
+        grad = torch.empty_like(flat_logits)
+        scale = (weight * loss_grad.to(lse.dtype))[:, None]  # (tokens, 1)
+        rows = max(1, CHUNK_ELEMENTS // vocab_size)
+        for start in range(0, flat_logits.size(0), rows):
+            stop = start + rows
+            # Out of place first: for float32 logits .to() returns the saved tensor itself.
+            chunk = (flat_logits[start:stop].to(lse.dtype) - lse[start:stop, None]).exp_()  # softmax
+            chunk.sub_(epsilon / vocab_size)
+            chunk.scatter_add_(
+                1,
+                flat_target[start:stop],
+                torch.full_like(flat_target[start:stop], -(1.0 - epsilon), dtype=chunk.dtype),
+            )
+            grad[start:stop] = chunk.mul_(scale[start:stop])
+        return grad.view_as(logits), None, None, None

@@ -40,7 +40,7 @@ def label_smoothed_nll_loss(
     to be more unsure, but improves accuracy and BLEU score".
     """
     real = target.ne(ignore_index)  # (batch, tgt_len)
-    loss, nll = _SmoothedCrossEntropy.apply(logits, target.clamp(min=0), real, epsilon)
+    loss, nll = _SmoothedCrossEntropy.apply(logits, target.clamp(min=0), real, epsilon)  # type: ignore[no-untyped-call]
     return loss, nll.detach()
 
 
@@ -64,7 +64,7 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: Any, logits: Tensor, target: Tensor, real: Tensor, epsilon: float
     ) -> tuple[Tensor, Tensor]:
         vocab_size = logits.size(-1)
@@ -89,9 +89,7 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         return loss, nll
 
     @staticmethod
-    def backward(  # type: ignore[override]
-        ctx: Any, loss_grad: Tensor, _nll_grad: Tensor | None
-    ) -> tuple[Tensor, None, None, None]:
+    def backward(ctx: Any, loss_grad: Tensor, _nll_grad: Tensor | None) -> tuple[Tensor, None, None, None]:
         logits, flat_target, weight, lse = ctx.saved_tensors
         epsilon: float = ctx.epsilon
         vocab_size = logits.size(-1)

@@ -132,7 +132,9 @@ class MultiHeadAttention(nn.Module):
             AdditiveScore(num_heads=num_heads, d_k=self.d_k) if scoring == "additive" else None
         )
         # Inference-only stack of the q/k/v weights (see _fused_projection); not part of the state dict.
-        self._fused_cache: tuple[tuple[tuple[int, int, torch.dtype], ...], Tensor, Tensor | None] | None = None
+        self._fused_cache: tuple[tuple[tuple[int, int, torch.dtype], ...], Tensor, Tensor | None] | None = (
+            None
+        )
 
     def forward(
         self,

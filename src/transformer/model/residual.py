@@ -2,6 +2,8 @@
 
 from torch import Tensor, nn
 
+from transformer.model.dropout import Dropout
+
 
 class ResidualConnection(nn.Module):
     """Wrap a sub-layer as ``LayerNorm(x + Dropout(Sublayer(x)))`` (post-norm) or pre-norm.
@@ -28,7 +30,7 @@ class ResidualConnection(nn.Module):
         super().__init__()
         self.norm_first = norm_first
         self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def normalize_input(self, hidden: Tensor) -> Tensor:
         """Return what the sub-layer should read.

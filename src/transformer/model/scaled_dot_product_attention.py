@@ -10,6 +10,8 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from transformer.model.dropout import dropout
+
 ATTENTION_IMPLEMENTATIONS = ("fused", "explicit", "auto")
 #: Longest query or key length for which "auto" uses the explicit formula (see the Notes below).
 EXPLICIT_MAX_LENGTH = 256
@@ -116,5 +118,5 @@ def attend_with_scores(
     if attend_mask is not None:
         weights = weights.masked_fill(~attend_mask, 0.0)
     if dropout_p > 0.0:
-        weights = F.dropout(weights, p=dropout_p)
+        weights = dropout(weights, dropout_p, training=True)
     return torch.matmul(weights, value), weights

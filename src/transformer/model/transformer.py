@@ -8,6 +8,7 @@ from torch.nn import functional as F
 
 from transformer.config import TransformerConfig
 from transformer.model.decoder import Decoder, DecoderCache
+from transformer.model.dropout import Dropout
 from transformer.model.embeddings import TokenEmbedding
 from transformer.model.encoder import Encoder
 from transformer.model.masks import (
@@ -87,7 +88,7 @@ class Transformer(nn.Module):
             self.positional_encoding = SinusoidalPositionalEncoding(
                 d_model=config.d_model, layout=config.sinusoidal_layout
             )
-        self.embedding_dropout = nn.Dropout(config.dropout)
+        self.embedding_dropout = Dropout(config.dropout)
         self.encoder = Encoder(config)
         self.decoder = Decoder(config)
         self.output_projection = (

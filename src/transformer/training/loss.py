@@ -25,9 +25,9 @@ def label_smoothed_nll_loss(
 
     Returns
     -------
-    loss : torch.Tensor, shape (), float32
+    loss : torch.Tensor, shape (), float32 (float64 for float64 logits)
         Sum over real tokens of the smoothed cross-entropy (what training minimises).
-    nll : torch.Tensor, shape (), float32
+    nll : torch.Tensor, shape (), same dtype as loss
         Sum over real tokens of -log p(gold) (for perplexity), without gradient.
 
     Notes

@@ -147,6 +147,10 @@ def test_inference_reuses_the_stacked_projection_and_notices_every_weight_change
         )
         for got, expected in zip(attention.project_self(hidden), separate(), strict=True):
             torch.testing.assert_close(got, expected)
+    with torch.no_grad():
+        attention.to(torch.bfloat16).to(torch.float32)  # replaced storages, same dtype as the cached stack
+        for got, expected in zip(attention.project_self(hidden), separate(), strict=True):
+            torch.testing.assert_close(got, expected)
     attention.to(torch.float64)  # replaced tensors
     with torch.no_grad():
         assert attention.project_self(hidden.double())[0].dtype == torch.float64

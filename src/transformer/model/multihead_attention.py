@@ -19,6 +19,16 @@ from transformer.model.scaled_dot_product_attention import (
 ATTENTION_SCORINGS = ("dot_product", "additive")
 
 
+def _same_tensors(held: list[Tensor], versions: list[int], current: list[Tensor], now: list[int]) -> bool:
+    """Whether ``current`` are the very storages in ``held``, unmodified since ``versions`` were read."""
+    if len(held) != len(current) or versions != now:
+        return False
+    return all(
+        old.data_ptr() == new.data_ptr() and old.dtype == new.dtype and old.shape == new.shape
+        for old, new in zip(held, current, strict=True)
+    )
+
+
 def split_heads(hidden: Tensor, num_heads: int) -> Tensor:
     """Split the last dimension into heads and move heads before positions.
 
@@ -132,9 +142,7 @@ class MultiHeadAttention(nn.Module):
             AdditiveScore(num_heads=num_heads, d_k=self.d_k) if scoring == "additive" else None
         )
         # Inference-only stack of the q/k/v weights (see _fused_projection); not part of the state dict.
-        self._fused_cache: tuple[tuple[tuple[int, int, torch.dtype], ...], Tensor, Tensor | None] | None = (
-            None
-        )
+        self._fused_cache: tuple[list[Tensor], list[int], Tensor, Tensor | None] | None = None
 
     def forward(
         self,
@@ -224,13 +232,17 @@ class MultiHeadAttention(nn.Module):
         if torch.is_grad_enabled() and any(parameter.requires_grad for parameter in parameters):
             self._fused_cache = None
             return torch.cat(parameters[:3]), torch.cat(parameters[3:]) if has_bias else None
-        key = tuple((parameter.data_ptr(), parameter._version, parameter.dtype) for parameter in parameters)
-        if self._fused_cache is None or self._fused_cache[0] != key:
+        versions = [parameter._version for parameter in parameters]
+        cache = self._fused_cache
+        if cache is None or not _same_tensors(cache[0], cache[1], parameters, versions):
             with torch.no_grad():
                 weight = torch.cat(parameters[:3])
                 bias = torch.cat(parameters[3:]) if has_bias else None
-            self._fused_cache = (key, weight, bias)
-        return self._fused_cache[1], self._fused_cache[2]
+            # The detached views keep the storages they stacked alive, so a replaced parameter can never get
+            # the same address (and so pass for unchanged) while this cache exists.
+            cache = ([parameter.detach() for parameter in parameters], versions, weight, bias)
+            self._fused_cache = cache
+        return cache[2], cache[3]
 
     def project_query(self, query: Tensor) -> Tensor:
         """Project queries and split them into heads.

@@ -18,13 +18,9 @@ child process forked from the large benchmark process inherits the parent's peak
 import argparse
 import json
 import math
-import re
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -32,11 +28,11 @@ from torch import Tensor
 
 from bench_common import Section
 from bench_settings import Settings
+from bench_worker import read_status_bytes, reset_peak_rss, run_json_worker
 from transformer.model.scaled_dot_product_attention import scaled_dot_product_attention
 
 IMPLEMENTATIONS = ("ours (fused)", "explicit softmax(QK^T)V")
 WORKER_TIMEOUT_SECONDS = 600
-KIB = 1024
 #: Largest growth exponent still called linear: constant overheads and page rounding bend short lengths.
 LINEAR_EXPONENT_LIMIT = 1.3
 SAMPLE_SECONDS = 0.05
@@ -58,21 +54,6 @@ ATTENTION_FUNCTIONS: dict[str, Callable[[Tensor, Tensor, Tensor], Tensor]] = {
     IMPLEMENTATIONS[0]: fused_attention,
     IMPLEMENTATIONS[1]: explicit_attention,
 }
-
-
-def read_status_bytes(field: str) -> int:
-    """A memory line of /proc/self/status (``VmRSS``, ``VmHWM``) in bytes."""
-    match = re.search(
-        rf"^{field}:\s*(\d+) kB", Path("/proc/self/status").read_text(encoding="utf-8"), re.MULTILINE
-    )
-    if match is None:
-        raise RuntimeError(f"/proc/self/status has no {field} line")
-    return int(match.group(1)) * KIB
-
-
-def reset_peak_rss() -> None:
-    """Reset this process's peak resident set size (VmHWM) to its current resident size (Linux >= 4.0)."""
-    Path("/proc/self/clear_refs").write_text("5", encoding="ascii")
 
 
 def run_worker(
@@ -231,33 +212,19 @@ def _growth_exponent(
 
 
 def _run_in_subprocess(implementation: str, length: int, settings: Settings, threads: int) -> dict[str, Any]:
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--worker",
-        implementation,
-        "--length",
-        str(length),
-        "--batch",
-        str(settings.attention_batch),
-        "--heads",
-        str(settings.attention_heads),
-        "--head-dim",
-        str(settings.attention_head_dim),
-        "--repeats",
-        str(settings.attention_repeats),
-        "--threads",
-        str(threads),
-    ]
-    completed = subprocess.run(
-        command, capture_output=True, text=True, timeout=WORKER_TIMEOUT_SECONDS, check=False
+    arguments: dict[str, object] = {
+        "worker": implementation,
+        "length": length,
+        "batch": settings.attention_batch,
+        "heads": settings.attention_heads,
+        "head-dim": settings.attention_head_dim,
+        "repeats": settings.attention_repeats,
+        "threads": threads,
+    }
+    result: dict[str, Any] = run_json_worker(
+        __file__, arguments, WORKER_TIMEOUT_SECONDS, f"attention {implementation!r} at length {length}"
     )
-    if completed.returncode != 0:
-        raise RuntimeError(
-            f"attention worker {implementation!r} at length {length} failed ({completed.returncode}):\n"
-            f"{completed.stderr[-2000:]}"
-        )
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    return result
 
 
 def main() -> None:

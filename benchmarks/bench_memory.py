@@ -10,8 +10,6 @@ process's peak, weights, gradients and Adam state included: what has to fit in t
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -19,12 +17,13 @@ from typing import Any
 
 import torch
 
-from bench_attention import read_status_bytes, reset_peak_rss
 from bench_common import Section
 from bench_data import fixed_batches, synthetic_corpus, train_synthetic_tokenizer
 from bench_settings import MODEL_SHAPES, Settings, model_config
+from bench_worker import read_status_bytes, reset_peak_rss, run_json_worker
 from transformer.config import ExperimentConfig, TrainConfig
 from transformer.data.prepare import TrainingData
+from transformer.model.transformer import Transformer
 from transformer.training.trainer import Trainer
 
 GIB = 1024**3
@@ -138,8 +137,6 @@ def measure_memory(section: Section, settings: Settings, threads: int, machine_g
 
 
 def _num_parameters(model_name: str) -> int:
-    from transformer.model.transformer import Transformer
-
     with torch.device("meta"):
         return Transformer(model_config(model_name)).num_parameters()
 
@@ -152,31 +149,17 @@ def _run_in_subprocess(
     sentence_length: int,
     threads: int,
 ) -> dict[str, Any]:
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--worker",
-        model_name,
-        "--precision",
-        precision,
-        "--micro-batch-tokens",
-        str(micro_batch_tokens),
-        "--accumulate",
-        str(accumulate),
-        "--sentence-length",
-        str(sentence_length),
-        "--threads",
-        str(threads),
-    ]
-    completed = subprocess.run(
-        command, capture_output=True, text=True, timeout=WORKER_TIMEOUT_SECONDS, check=False
-    )
-    if completed.returncode != 0:
-        raise RuntimeError(
-            f"memory worker {model_name} {precision} {accumulate} x {micro_batch_tokens} failed "
-            f"({completed.returncode}):\n{completed.stderr[-2000:]}"
-        )
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    arguments: dict[str, object] = {
+        "worker": model_name,
+        "precision": precision,
+        "micro-batch-tokens": micro_batch_tokens,
+        "accumulate": accumulate,
+        "sentence-length": sentence_length,
+        "threads": threads,
+    }
+    description = f"memory {model_name} {precision} {accumulate} x {micro_batch_tokens}"
+    result: dict[str, Any] = run_json_worker(__file__, arguments, WORKER_TIMEOUT_SECONDS, description)
+    return result
 
 
 def main() -> None:

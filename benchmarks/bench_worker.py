@@ -1,0 +1,92 @@
+"""Measurements in a fresh worker process: peak resident memory on Linux, and running the worker itself.
+
+Peak memory is only honest in a process that has not already grown its heap for something larger, so the
+attention and training-memory sections run each point as ``python bench_<section>.py --worker ...``, which
+prints its result as one JSON line.
+"""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+KIB = 1024
+
+
+def read_status_bytes(field: str) -> int:
+    """Read one memory line of /proc/self/status in bytes.
+
+    Parameters
+    ----------
+    field : str
+        ``"VmRSS"`` (resident now) or ``"VmHWM"`` (peak resident since start or the last reset).
+
+    Returns
+    -------
+    int
+        The value in bytes.
+
+    Notes
+    -----
+    Linux only. Raises RuntimeError when the line is missing.
+    """
+    match = re.search(
+        rf"^{field}:\s*(\d+) kB", Path("/proc/self/status").read_text(encoding="utf-8"), re.MULTILINE
+    )
+    if match is None:
+        raise RuntimeError(f"/proc/self/status has no {field} line")
+    return int(match.group(1)) * KIB
+
+
+def reset_peak_rss() -> None:
+    """Reset this process's peak resident set size (VmHWM) to its current resident size.
+
+    Parameters
+    ----------
+    None
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Writes 5 to /proc/self/clear_refs (Linux >= 4.0).
+    """
+    Path("/proc/self/clear_refs").write_text("5", encoding="ascii")
+
+
+def run_json_worker(script: str, arguments: dict[str, object], timeout: float, description: str) -> Any:
+    """Run ``python script --name value ...`` in a fresh process and parse the JSON of its last output line.
+
+    Parameters
+    ----------
+    script : str
+        Path of the benchmark module to run as a worker.
+    arguments : dict of str to object
+        Command-line options without the leading dashes (``{"worker": "fused", "length": 128}``).
+    timeout : float
+        Seconds before the worker is killed.
+    description : str
+        What the worker measures, for the error message.
+
+    Returns
+    -------
+    Any
+        The parsed JSON value.
+
+    Notes
+    -----
+    A worker that exits with an error raises RuntimeError with its exit code and the end of its stderr.
+    """
+    command = [sys.executable, str(Path(script).resolve())]
+    for name, value in arguments.items():
+        command += [f"--{name}", str(value)]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    if completed.returncode != 0:
+        raise RuntimeError(
+            f"{description} worker failed ({completed.returncode}):\n{completed.stderr[-2000:]}"
+        )
+    return json.loads(completed.stdout.strip().splitlines()[-1])

@@ -4,9 +4,11 @@ Every system translates the same batches of random source ids (the base shape, r
 to produce exactly the same number of tokens (minimum = maximum output length), so the figures compare the
 same work: greedy and beam search, with and without our key/value cache, fp32 and bf16. HF and CTranslate2
 run the very weights of our model, exported by ``transformer.interop``; where that module or the toolkit is
-missing, the comparison is skipped with the reason recorded.
+missing, the comparison is skipped with the reason recorded. CTranslate2 runs in a worker process of its own
+(``bench_ctranslate2``): in the same process its OpenMP runtime slows PyTorch down.
 """
 
+import contextlib
 import copy
 import json
 import tempfile
@@ -19,6 +21,7 @@ import torch
 from torch import Tensor
 
 from bench_common import Section, describe_import_failure, time_interleaved
+from bench_ctranslate2 import CTranslate2Worker
 from bench_data import random_ids, train_synthetic_tokenizer
 from bench_settings import Settings, model_config
 from transformer.config import DecodeConfig
@@ -36,7 +39,9 @@ METHOD = (
     "without the key/value cache translate the first {uncached_sentences} sentences. HF: `MarianMTModel.generate("
     "num_beams, min_new_tokens, max_new_tokens)` on our weights exported by "
     "`transformer.interop.marian.export_marian`. CTranslate2: `Translator.translate_batch(beam_size, "
-    "min_decoding_length, max_decoding_length)` on the export of `transformer.interop.ctranslate2`. After an "
+    "min_decoding_length, max_decoding_length)` on the export of `transformer.interop.ctranslate2`, in a worker "
+    "process of its own (`bench_ctranslate2.py`: a CTranslate2 translator in the same process slows PyTorch's "
+    "decoding about 1.8x through its second OpenMP runtime). After an "
     "untimed pass over the first batch ({warmup_length} output tokens), all systems run in interleaved rounds; "
     "the figure is the median over {repeats} rounds. Ratios compare ours with the same beam, cache on, in the "
     "matching precision (fp32 with fp32; bf16 with HF bf16, CTranslate2 bfloat16 or int8)."
@@ -140,11 +145,14 @@ def measure_translation(section: Section, settings: Settings, threads: int) -> N
         section.notes.append(
             f"Not measured in {settings.mode} mode (full mode measures it): ours without the key/value cache."
         )
-    with tempfile.TemporaryDirectory(prefix="transformer-bench-translate-") as scratch:
+    with (
+        tempfile.TemporaryDirectory(prefix="transformer-bench-translate-") as scratch,
+        contextlib.ExitStack() as stack,
+    ):
         systems = _our_systems(model, settings, batches, uncached_batches)
         exported = _export_checkpoint(model, Path(scratch))
         systems += _hf_systems(section, settings, exported, batches)
-        systems += _ct2_systems(section, settings, exported, batches, threads)
+        systems += _ct2_systems(section, settings, exported, batches, threads, stack)
         _time_systems(section, settings, systems)
 
 
@@ -236,7 +244,12 @@ def _hf_systems(
 
 
 def _ct2_systems(
-    section: Section, settings: Settings, checkpoint: Path, batches: list[Tensor], threads: int
+    section: Section,
+    settings: Settings,
+    checkpoint: Path,
+    batches: list[Tensor],
+    threads: int,
+    stack: contextlib.ExitStack,
 ) -> list[TranslationSystem]:
     failure = describe_import_failure("ctranslate2") or describe_import_failure(
         "transformer.interop.ctranslate2"
@@ -244,7 +257,7 @@ def _ct2_systems(
     if failure:
         section.skip(CT2_NAME, failure)
         return []
-    import ctranslate2
+    import ctranslate2  # importing alone does not disturb PyTorch; a Translator does (bench_ctranslate2)
 
     from transformer.interop.ctranslate2 import export_ctranslate2, vocabulary_pieces
 
@@ -258,38 +271,45 @@ def _ct2_systems(
         return []
     # CTranslate2 takes pieces, not ids; it appends the source EOS itself only if its config says so.
     keep = None if config.get("add_source_eos", False) else batches[0].size(1)
-    piece_batches = {
-        id(batch): [[source_pieces[token] for token in row[:keep]] for row in batch.tolist()]
-        for batch in batches
-    }
+    piece_batches = [
+        [[source_pieces[token] for token in row[:keep]] for row in batch.tolist()] for batch in batches
+    ]
+    batch_indices = {id(batch): index for index, batch in enumerate(batches)}
     supported = ctranslate2.get_supported_compute_types("cpu")
-    systems = []
-    for compute_type, compared_precision in CT2_COMPUTE_TYPES.items():
-        if compute_type not in supported:
+    compute_types = []
+    for compute_type in CT2_COMPUTE_TYPES:
+        if compute_type in supported:
+            compute_types.append(compute_type)
+        else:
             section.skip(
                 f"{CT2_NAME} {compute_type}", f"not supported by this build on this CPU ({sorted(supported)})"
             )
-            continue
-        translator = ctranslate2.Translator(
-            str(output_dir), device="cpu", compute_type=compute_type, intra_threads=threads, inter_threads=1
-        )
+    if not compute_types:
+        return []
+    worker = stack.enter_context(
+        CTranslate2Worker(output_dir, piece_batches, compute_types, threads, checkpoint.parent)
+    )
+    systems = []
+    for compute_type in compute_types:
         for beam_size in settings.translation_beams:
 
             def translate(
-                batch: Tensor, output_length: int, translator: Any = translator, beam_size: int = beam_size
+                batch: Tensor,
+                output_length: int,
+                compute_type: str = compute_type,
+                beam_size: int = beam_size,
             ) -> int:
-                results = translator.translate_batch(
-                    piece_batches[id(batch)],
-                    beam_size=beam_size,
-                    min_decoding_length=output_length,
-                    max_decoding_length=output_length,
-                    max_batch_size=len(batch),
-                )
-                return sum(len(result.hypotheses[0]) for result in results)
+                return worker.translate(compute_type, beam_size, batch_indices[id(batch)], output_length)
 
             systems.append(
                 TranslationSystem(
-                    CT2_NAME, compute_type, beam_size, True, batches, translate, compared_precision
+                    CT2_NAME,
+                    compute_type,
+                    beam_size,
+                    True,
+                    batches,
+                    translate,
+                    CT2_COMPUTE_TYPES[compute_type],
                 )
             )
     return systems

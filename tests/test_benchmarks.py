@@ -63,6 +63,11 @@ def test_smoke_suite_writes_json_and_markdown_reports(tmp_path: Path, trained_ru
     ours = [row for row in translation if row["system"] == "ours"]
     assert {(row["beam_size"], row["use_cache"]) for row in ours} >= {(1, True), (4, True), (1, False)}
     assert all(row["forced_length_ok"] for row in ours)
+    # The peers run the same forced work; CTranslate2 answers from its worker process (bench_ctranslate2).
+    peers = [row for row in translation if row["system"] != "ours"]
+    assert {row["system"] for row in peers} == {"HF MarianMTModel.generate()", "CTranslate2"}
+    assert {row["precision"] for row in peers if row["system"] == "CTranslate2"} >= {"float32", "int8"}
+    assert all(row["forced_length_ok"] and row["ours_over_this"] > 0 for row in peers)
     attention = record["sections"]["attention"]["rows"]
     assert len(attention) == 2 * len(record["settings"]["attention_lengths"])
     longest = max(record["settings"]["attention_lengths"])
@@ -142,3 +147,14 @@ def test_reference_model_takes_a_training_step(monkeypatch: pytest.MonkeyPatch) 
     before = model.embedding.weight.detach().clone()
     assert step() > 0.0
     assert not model.embedding.weight.detach().equal(before)
+
+
+def test_ctranslate2_worker_failure_is_an_error_with_its_stderr(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pytest.importorskip("ctranslate2")
+    bench_ctranslate2 = load_benchmark_module("bench_ctranslate2", monkeypatch)
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(RuntimeError, match="CTranslate2 worker exited") as raised:
+        bench_ctranslate2.CTranslate2Worker(missing, [[["a"]]], ["int8"], 1, tmp_path)
+    assert str(missing) in str(raised.value)  # the worker's own error names the directory

@@ -286,9 +286,13 @@ def _ct2_systems(
             )
     if not compute_types:
         return []
-    worker = stack.enter_context(
-        CTranslate2Worker(output_dir, piece_batches, compute_types, threads, checkpoint.parent)
-    )
+    try:
+        worker = stack.enter_context(
+            CTranslate2Worker(output_dir, piece_batches, compute_types, threads, checkpoint.parent)
+        )
+    except RuntimeError as error:  # the worker could not load the model: the other systems still run
+        section.skip(CT2_NAME, f"worker failed: {' '.join(str(error).split())[-500:]}")
+        return []
     systems = []
     for compute_type in compute_types:
         for beam_size in settings.translation_beams:

@@ -22,6 +22,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from bench_worker import worker_command
+
 
 class CTranslate2Worker:
     """A CTranslate2 worker process holding one translator per compute type.
@@ -56,18 +58,13 @@ class CTranslate2Worker:
     ) -> None:
         pieces_file = scratch / "ct2-pieces.json"
         pieces_file.write_text(json.dumps(piece_batches), encoding="utf-8")
-        command = [
-            sys.executable,
-            str(Path(__file__).resolve()),
-            "--model-dir",
-            str(model_dir),
-            "--batches",
-            str(pieces_file),
-            "--threads",
-            str(threads),
-            "--compute-types",
-            ",".join(compute_types),
-        ]
+        arguments: dict[str, object] = {
+            "model-dir": model_dir,
+            "batches": pieces_file,
+            "threads": threads,
+            "compute-types": ",".join(compute_types),
+        }
+        command = worker_command(__file__, arguments)
         # stderr goes to a file: a pipe nobody reads could fill up and stall the worker.
         self.stderr_path = scratch / "ct2-worker.stderr"
         with self.stderr_path.open("w", encoding="utf-8") as stderr:
@@ -110,8 +107,11 @@ class CTranslate2Worker:
             "output_length": output_length,
         }
         assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
+        try:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            pass  # the worker died: reading its reply reports why, with its stderr
         return int(self._read_reply()["tokens"])
 
     def _read_reply(self) -> dict[str, Any]:

@@ -58,6 +58,32 @@ def reset_peak_rss() -> None:
     Path("/proc/self/clear_refs").write_text("5", encoding="ascii")
 
 
+def worker_command(script: str, arguments: dict[str, object]) -> list[str]:
+    """Build the command line ``python script --name value ...`` of a benchmark worker.
+
+    Parameters
+    ----------
+    script : str
+        Path of the benchmark module to run as a worker.
+    arguments : dict of str to object
+        Command-line options without the leading dashes (``{"worker": "fused", "length": 128}``); values are
+        passed as ``str(value)``.
+
+    Returns
+    -------
+    list of str
+        The command, starting with this interpreter and the script's absolute path.
+
+    Notes
+    -----
+    The worker inherits this process's environment, so ``LD_PRELOAD`` (tcmalloc) applies to it too.
+    """
+    command = [sys.executable, str(Path(script).resolve())]
+    for name, value in arguments.items():
+        command += [f"--{name}", str(value)]
+    return command
+
+
 def run_json_worker(script: str, arguments: dict[str, object], timeout: float, description: str) -> Any:
     """Run ``python script --name value ...`` in a fresh process and parse the JSON of its last output line.
 
@@ -81,9 +107,7 @@ def run_json_worker(script: str, arguments: dict[str, object], timeout: float, d
     -----
     A worker that exits with an error raises RuntimeError with its exit code and the end of its stderr.
     """
-    command = [sys.executable, str(Path(script).resolve())]
-    for name, value in arguments.items():
-        command += [f"--{name}", str(value)]
+    command = worker_command(script, arguments)
     completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     if completed.returncode != 0:
         raise RuntimeError(

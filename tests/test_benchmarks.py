@@ -1,6 +1,7 @@
 """The benchmark suite runs end to end and writes its reports; nothing here is about speed."""
 
 import importlib
+import importlib.util
 import json
 import subprocess
 import sys
@@ -65,8 +66,11 @@ def test_smoke_suite_writes_json_and_markdown_reports(tmp_path: Path, trained_ru
     assert all(row["forced_length_ok"] for row in ours)
     # The peers run the same forced work; CTranslate2 answers from its worker process (bench_ctranslate2).
     peers = [row for row in translation if row["system"] != "ours"]
-    assert {row["system"] for row in peers} == {"HF MarianMTModel.generate()", "CTranslate2"}
-    assert {row["precision"] for row in peers if row["system"] == "CTranslate2"} >= {"float32", "int8"}
+    expected_peers = {"HF MarianMTModel.generate()"}
+    if importlib.util.find_spec("ctranslate2") is not None:  # an interop extra, installed in CI
+        expected_peers.add("CTranslate2")
+        assert {row["precision"] for row in peers if row["system"] == "CTranslate2"} >= {"float32", "int8"}
+    assert {row["system"] for row in peers} == expected_peers
     assert all(row["forced_length_ok"] and row["ours_over_this"] > 0 for row in peers)
     attention = record["sections"]["attention"]["rows"]
     assert len(attention) == 2 * len(record["settings"]["attention_lengths"])

@@ -9,12 +9,13 @@ from safetensors.torch import load_file
 from transformer.cli import main
 from transformer.config import load_config
 from transformer.model.transformer import Transformer
+from transformer.training.distributed import resolve_device
 
 
 @pytest.mark.slow
 def test_two_processes_equal_one_process_seeing_the_same_global_batches(tmp_path: Path, write_config) -> None:
     """DDP over 2 CPU processes (gloo) == 1 process accumulating the same 2 batches per step."""
-    common = {"max_steps": 6, "validate_every": 0, "checkpoint_every": 0}
+    common = {"max_steps": 6, "validate_every": 0, "checkpoint_every": 0, "device": "cpu"}
     model = {"dropout": 0.0}  # dropout masks differ between processes; the arithmetic must not
     distributed_config = write_config(
         tmp_path, name="ddp.yaml", model=model, train={**common, "accumulate": 1}
@@ -40,3 +41,14 @@ def test_two_processes_equal_one_process_seeing_the_same_global_batches(tmp_path
     untrained = Transformer(load_config(single_config).model)
     moved = max((untrained.state_dict()[name] - tensor).abs().max().item() for name, tensor in single.items())
     assert moved > 1e-3
+
+
+def test_more_processes_than_gpus_is_a_one_line_error(monkeypatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert resolve_device("auto", local_rank=0) == torch.device("cuda:0")
+    assert resolve_device("cuda:3", local_rank=1) == torch.device("cuda:3")
+    with pytest.raises(
+        ValueError, match=r"local rank 1 has no GPU of its own \(1 visible\).*train.device=cpu"
+    ):
+        resolve_device("auto", local_rank=1)

@@ -63,14 +63,24 @@ def resolve_device(requested: str, local_rank: int = 0) -> torch.device:
 
     Notes
     -----
-    Raises ValueError when CUDA is requested but unavailable.
+    Raises ValueError when CUDA is requested but unavailable, or when "auto"/"cuda" would give this process
+    (local rank ``local_rank``) a GPU the machine does not have, e.g. ``torchrun --nproc_per_node=2`` on a
+    machine with one GPU.
     """
     if requested == "auto":
         requested = "cuda" if torch.cuda.is_available() else "cpu"
     if requested.startswith("cuda"):
         if not torch.cuda.is_available():
             raise ValueError(f"train.device={requested!r} but CUDA is not available on this machine")
-        return torch.device(requested if ":" in requested else f"cuda:{local_rank}")
+        if ":" in requested:
+            return torch.device(requested)
+        gpus = torch.cuda.device_count()
+        if local_rank >= gpus:
+            raise ValueError(
+                f"train.device={requested!r}: process of local rank {local_rank} has no GPU of its own "
+                f"({gpus} visible); start at most {gpus} processes per machine or set train.device=cpu"
+            )
+        return torch.device(f"cuda:{local_rank}")
     if requested != "cpu":
         raise ValueError(f"train.device={requested!r} is not one of auto, cpu, cuda, cuda:N")
     return torch.device("cpu")

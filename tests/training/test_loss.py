@@ -97,3 +97,12 @@ def test_chunked_rows_and_bf16_gradient(monkeypatch: pytest.MonkeyPatch) -> None
     label_smoothed_nll_loss(reference, target, 0.1, 0)[0].backward()
     assert reference.grad is not None
     torch.testing.assert_close(bf16_logits.grad.float(), reference.grad, rtol=3e-2, atol=1e-2)
+
+
+def test_chunks_are_cache_sized_on_the_cpu_and_launch_sized_elsewhere() -> None:
+    # On a GPU, CPU-sized chunks meant ~5,000 kernel launches per base-model step at 25k tokens.
+    cpu_logits = torch.empty(2, 3, 32000)
+    gpu_like_logits = torch.empty(2, 3, 32000, device="meta")
+    assert loss_module.rows_per_chunk(cpu_logits) == loss_module.CHUNK_ELEMENTS // 32000 == 32
+    assert loss_module.rows_per_chunk(gpu_like_logits) == loss_module.ACCELERATOR_CHUNK_ELEMENTS // 32000
+    assert loss_module.rows_per_chunk(torch.empty(1, 1, 1 << 27, device="meta")) == 1

@@ -180,6 +180,8 @@ class Trainer:
             lr=1.0,  # the scheduler supplies the absolute rate
             betas=(self.recipe.adam_beta1, self.recipe.adam_beta2),
             eps=self.recipe.adam_epsilon,
+            # One fused kernel per step on GPUs; on the CPU the fused path measured within noise of foreach.
+            fused=self.device.type == "cuda",
         )
         scale = self.recipe.learning_rate_scale
         if self.recipe.peak_learning_rate is not None:

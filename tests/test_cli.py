@@ -1,12 +1,16 @@
+import dataclasses
 import gzip
 import io
+import json
 from pathlib import Path
 
 import pytest
+from safetensors.torch import save_file
 
-from transformer.cli import main
+from transformer.cli import build_parser, main, translator_from_args
 from transformer.config import DecodeConfig
 from transformer.data.dataset import read_parallel_files
+from transformer.training.checkpoint import CheckpointError, load_checkpoint, write_weights_checkpoint
 from transformer.translator import Translator
 
 
@@ -147,3 +151,47 @@ def test_tensorboard_event_files_are_written(tmp_path: Path, write_config) -> No
     config = write_config(tmp_path, train={"max_steps": 2, "log_every": 1, "tensorboard": True})
     assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "run")]) == 0
     assert list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))
+
+
+def test_translate_and_evaluate_search_as_the_run_config_says_unless_flags_override(
+    trained_run: Path, tmp_path: Path
+) -> None:
+    run_decode = DecodeConfig(beam_size=2, max_length_offset=10)  # the tiny config's decode section
+    assert load_checkpoint(trained_run).decode_config == run_decode
+    assert Translator.from_checkpoint(trained_run).decode_config == run_decode
+    parser = build_parser()
+    plain = parser.parse_args(["translate", "--checkpoint", str(trained_run)])
+    assert translator_from_args(plain).decode_config == run_decode
+    flagged = parser.parse_args(
+        ["evaluate", "--checkpoint", str(trained_run), "--reference", "x", "--alpha", "1"]
+    )
+    assert translator_from_args(flagged).decode_config == DecodeConfig(
+        beam_size=2, max_length_offset=10, length_penalty=1.0
+    )
+    # An average keeps its run's settings (in the weights' metadata: it has no trainer state).
+    averaged = tmp_path / "averaged"
+    assert (
+        main(["average-checkpoints", "--run", str(trained_run), "--last", "2", "--output", str(averaged)])
+        == 0
+    )
+    assert load_checkpoint(averaged).decode_config == run_decode
+    # A checkpoint without settings (e.g. imported from Marian) searches as the paper did.
+    bare = write_weights_checkpoint(
+        dataclasses.replace(load_checkpoint(averaged), decode_config=None), tmp_path / "bare", []
+    )
+    bare_args = parser.parse_args(["translate", "--checkpoint", str(bare), "--beam", "3"])
+    assert translator_from_args(bare_args).decode_config == DecodeConfig(beam_size=3)
+
+
+def test_unreadable_decode_settings_name_the_checkpoint(trained_run: Path, tmp_path: Path) -> None:
+    checkpoint = load_checkpoint(trained_run)
+    directory = tmp_path / "odd"
+    directory.mkdir()
+    metadata = {
+        "format": "transformer-checkpoint-v1",
+        "model_config": json.dumps(checkpoint.model_config.to_dict()),
+        "decode_config": json.dumps({"beam_width": 3}),
+    }
+    save_file(checkpoint.weights, str(directory / "model.safetensors"), metadata=metadata)
+    with pytest.raises(CheckpointError, match=r"odd: unreadable decode settings.*beam_width"):
+        load_checkpoint(directory)

@@ -5,6 +5,7 @@ messages (exit status 2) instead of tracebacks.
 """
 
 import argparse
+import dataclasses
 import os
 import sys
 from collections.abc import Sequence
@@ -24,13 +25,14 @@ from transformer.interop.marian import export_marian, import_marian
 from transformer.training.checkpoint import (
     CheckpointError,
     average_checkpoints,
+    load_checkpoint,
     read_index,
     resolve_checkpoint,
     write_weights_checkpoint,
 )
 from transformer.training.distributed import barrier, init_distributed, shutdown_distributed
 from transformer.training.trainer import Trainer, TrainingDivergedError, TrainResult
-from transformer.translator import Translator
+from transformer.translator import Translator, load_checkpoint_tokenizer
 from transformer.visualization.attention_html import write_attention_html
 from transformer.visualization.attention_plot import plot_attention_maps
 from transformer.visualization.training_curves import plot_training_curves
@@ -269,13 +271,26 @@ def run_quickstart(args: argparse.Namespace) -> int:
     return 0
 
 
-def decode_config_from_args(args: argparse.Namespace) -> DecodeConfig:
-    """Build search settings from ``--beam``, ``--alpha``, ``--nbest`` and friends.
+#: ``DecodeConfig`` field set by each search flag of ``translate`` and ``evaluate``.
+DECODE_FLAGS = {
+    "beam": "beam_size",
+    "alpha": "length_penalty",
+    "length_penalty_form": "length_penalty_form",
+    "max_length_offset": "max_length_offset",
+    "nbest": "nbest",
+}
+
+
+def decode_config_from_args(args: argparse.Namespace, base: DecodeConfig | None = None) -> DecodeConfig:
+    """Build search settings from ``--beam``, ``--alpha``, ``--nbest`` and friends over a base.
 
     Parameters
     ----------
     args : argparse.Namespace
-        Parsed arguments.
+        Parsed arguments; a search flag left out is None.
+    base : DecodeConfig or None
+        Settings the flags override: the checkpoint's (its run's ``decode`` section); None means the
+        paper's (beam 4, alpha 0.6, GNMT penalty, input length + 50).
 
     Returns
     -------
@@ -284,15 +299,44 @@ def decode_config_from_args(args: argparse.Namespace) -> DecodeConfig:
 
     Notes
     -----
-    Defaults are the paper's.
+    Only the flags given on the command line change anything, so ``transformer translate`` searches as the
+    run's config says unless told otherwise.
     """
-    return DecodeConfig(
-        beam_size=args.beam,
-        length_penalty=args.alpha,
-        length_penalty_form=args.length_penalty_form,
-        max_length_offset=args.max_length_offset,
-        nbest=args.nbest,
-        use_cache=not args.no_cache,
+    changes: dict[str, Any] = {
+        field_name: getattr(args, flag)
+        for flag, field_name in DECODE_FLAGS.items()
+        if getattr(args, flag) is not None
+    }
+    if args.no_cache:
+        changes["use_cache"] = False
+    return dataclasses.replace(base or DecodeConfig(), **changes)
+
+
+def translator_from_args(args: argparse.Namespace) -> Translator:
+    """Load ``--checkpoint`` for ``translate`` / ``evaluate``, searching as its run did unless flags say otherwise.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments: ``--checkpoint``, the search flags, ``--device`` and ``--precision``.
+
+    Returns
+    -------
+    Translator
+        The checkpoint's model and tokenizer, with its decode settings (the paper's if it has none) and the
+        given flags applied over them.
+
+    Notes
+    -----
+    The checkpoint is read once; see :func:`decode_config_from_args` for how flags combine.
+    """
+    checkpoint = load_checkpoint(Path(args.checkpoint))
+    return Translator(
+        checkpoint.build_model(),
+        load_checkpoint_tokenizer(checkpoint.path),
+        decode_config_from_args(args, checkpoint.decode_config),
+        args.device,
+        args.precision,
     )
 
 
@@ -352,11 +396,9 @@ def run_translate(args: argparse.Namespace) -> int:
         write_output_lines(translate_with_ctranslate2(args), args.output)
         return 0
     # Load the model before reading standard input, so a wrong --checkpoint fails at once.
-    translator = Translator.from_checkpoint(
-        args.checkpoint, decode_config_from_args(args), args.device, args.precision
-    )
+    translator = translator_from_args(args)
     sentences = read_input_lines(args.input)
-    if args.nbest > 1:
+    if translator.decode_config.nbest > 1:
         lines = [
             f"{index}\t{candidate.score:.4f}\t{candidate.text}"
             for index, candidates in enumerate(translator.translate_nbest(sentences))
@@ -392,12 +434,13 @@ def translate_with_ctranslate2(args: argparse.Namespace) -> list[str]:
     CTranslate2 has only the ``power`` length penalty (score / |Y|^alpha); ``--length-penalty-form gnmt``
     is refused rather than silently changed.
     """
-    if args.length_penalty_form != "power" and args.alpha != 0:
+    settings = decode_config_from_args(args)  # an export keeps no run config: the paper's, then the flags
+    if settings.length_penalty_form != "power" and settings.length_penalty != 0:
         raise ValueError(
             "--engine ctranslate2 supports only --length-penalty-form power (or --alpha 0); "
             "CTranslate2 divides scores by |Y|^alpha"
         )
-    if args.nbest > 1 or args.no_cache or args.precision != "fp32":
+    if settings.nbest > 1 or args.no_cache or args.precision != "fp32":
         raise ValueError(
             "--engine ctranslate2 does not take --nbest, --no-cache or --precision (use --compute-type)"
         )
@@ -406,7 +449,10 @@ def translate_with_ctranslate2(args: argparse.Namespace) -> list[str]:
     )
     sentences = read_input_lines(args.input)
     return translator.translate(
-        sentences, beam_size=args.beam, length_penalty=args.alpha, max_length_offset=args.max_length_offset
+        sentences,
+        beam_size=settings.beam_size,
+        length_penalty=settings.length_penalty,
+        max_length_offset=settings.max_length_offset,
     )
 
 
@@ -440,9 +486,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     else:
         if not args.checkpoint or not args.source:
             raise ValueError("evaluate needs --hypotheses, or --checkpoint with --source")
-        translator = Translator.from_checkpoint(
-            args.checkpoint, decode_config_from_args(args), args.device, args.precision
-        )
+        translator = translator_from_args(args)
         sources = read_input_lines(args.source)
         if len(sources) != len(references):
             raise ValueError(
@@ -537,14 +581,34 @@ def add_config_arguments(parser: argparse.ArgumentParser, required: bool = True)
 
 
 def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the search settings, defaulting to the paper's."""
-    parser.add_argument("--beam", type=int, default=4, help="beam size; 1 is greedy (default 4)")
-    parser.add_argument("--alpha", type=float, default=0.6, help="length penalty alpha (default 0.6)")
-    parser.add_argument("--length-penalty-form", choices=["gnmt", "power"], default="gnmt")
+    """Add the search settings; each left out comes from the checkpoint's run config, else the paper's."""
     parser.add_argument(
-        "--max-length-offset", type=int, default=50, help="output limit = input length + this"
+        "--beam",
+        type=int,
+        default=None,
+        help="beam size; 1 is greedy (default: the run's decode.beam_size, else 4)",
     )
-    parser.add_argument("--nbest", type=int, default=1, help="candidates per sentence (tab-separated output)")
+    parser.add_argument(
+        "--alpha", type=float, default=None, help="length penalty alpha (default: the run's, else 0.6)"
+    )
+    parser.add_argument(
+        "--length-penalty-form",
+        choices=["gnmt", "power"],
+        default=None,
+        help="gnmt: ((5+|Y|)/6)^alpha; power: |Y|^alpha (default: the run's, else gnmt)",
+    )
+    parser.add_argument(
+        "--max-length-offset",
+        type=int,
+        default=None,
+        help="output limit = input length + this (default: the run's, else 50)",
+    )
+    parser.add_argument(
+        "--nbest",
+        type=int,
+        default=None,
+        help="candidates per sentence, tab-separated (default: the run's, else 1)",
+    )
     parser.add_argument("--no-cache", action="store_true", help="recompute the prefix every step (slow)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")

@@ -111,7 +111,7 @@ class Translator:
         path : str or Path
             Checkpoint or run directory.
         decode_config : DecodeConfig or None
-            Search settings.
+            Search settings; None takes the checkpoint's (its run's ``decode`` section), else the paper's.
         device : str
             Device setting.
         precision : str
@@ -128,6 +128,7 @@ class Translator:
         """
         checkpoint = load_checkpoint(Path(path))
         tokenizer = load_checkpoint_tokenizer(checkpoint.path)
+        decode_config = decode_config or checkpoint.decode_config
         return cls(checkpoint.build_model(), tokenizer, decode_config, device, precision)
 
     def translate(self, sentences: Sequence[str]) -> list[str]:

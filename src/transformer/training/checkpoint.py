@@ -13,6 +13,7 @@ either the old set of checkpoints or the new one, never a half-written directory
 checkpoints names the latest and the best (lowest validation loss) one.
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -26,7 +27,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from transformer.config import TransformerConfig
+from transformer.config import DecodeConfig, TransformerConfig, build_dataclass
 from transformer.model.transformer import Transformer
 
 FORMAT = "transformer-checkpoint-v1"
@@ -36,6 +37,8 @@ STATE_FILE = "trainer_state.json"
 TOKENIZER_FILE = "tokenizer.model"
 INDEX_FILE = "index.json"
 AVERAGED_FROM_FILE = "averaged_from.json"
+#: Key of the weights-file metadata that holds a weights-only checkpoint's search settings (JSON).
+DECODE_METADATA_KEY = "decode_config"
 NON_TOKENIZER_FILES = {MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, AVERAGED_FROM_FILE}
 
 
@@ -172,10 +175,15 @@ class Checkpoint:
         Training state (None for weights-only checkpoints such as averages).
     optimizer_tensors : dict of str to torch.Tensor
         Adam moments and RNG states (empty for weights-only checkpoints).
+    decode_config : DecodeConfig or None
+        The search settings of the run that trained it (its config's ``decode`` section), kept by averaged
+        checkpoints too; None for checkpoints made elsewhere (e.g. imported from HuggingFace Marian).
 
     Notes
     -----
-    Produced by :func:`load_checkpoint`; :meth:`build_model` instantiates the model.
+    Produced by :func:`load_checkpoint`; :meth:`build_model` instantiates the model. ``transformer
+    translate`` / ``evaluate`` and :class:`~transformer.translator.Translator` search with
+    ``decode_config`` unless told otherwise.
     """
 
     path: Path
@@ -183,6 +191,7 @@ class Checkpoint:
     weights: dict[str, Tensor]
     state: TrainerState | None
     optimizer_tensors: dict[str, Tensor]
+    decode_config: DecodeConfig | None = None
 
     def tokenizer_files(self) -> dict[str, bytes]:
         """Read every tokenizer file stored with the checkpoint.
@@ -395,7 +404,14 @@ def load_checkpoint(path: Path) -> Checkpoint:
     if (path / STATE_FILE).exists():
         state = TrainerState(**json.loads((path / STATE_FILE).read_text(encoding="utf-8")))
     extra = load_file(str(path / OPTIMIZER_FILE)) if (path / OPTIMIZER_FILE).exists() else {}
-    return Checkpoint(path, model_config, weights, state, extra)
+    decode_values = state.experiment.get("decode") if state is not None else None
+    if decode_values is None and DECODE_METADATA_KEY in header["__metadata__"]:
+        decode_values = json.loads(header["__metadata__"][DECODE_METADATA_KEY])
+    try:
+        decode_config = build_dataclass(DecodeConfig, decode_values) if decode_values is not None else None
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{path}: unreadable decode settings ({error})") from None
+    return Checkpoint(path, model_config, weights, state, extra, decode_config)
 
 
 def resolve_checkpoint(path: Path) -> Path:
@@ -597,7 +613,7 @@ def average_checkpoints(paths: Sequence[Path]) -> Checkpoint:
     for name, tensor in first.weights.items():
         total = sum((checkpoint.weights[name].double() for checkpoint in checkpoints), torch.zeros(()))
         averaged[name] = (total / len(checkpoints)).to(tensor.dtype)
-    return Checkpoint(first.path, first.model_config, averaged, None, {})
+    return Checkpoint(first.path, first.model_config, averaged, None, {}, first.decode_config)
 
 
 def describe_mismatch(expected: TransformerConfig, actual: TransformerConfig, source: str) -> None:
@@ -648,12 +664,15 @@ def write_weights_checkpoint(checkpoint: Checkpoint, destination: Path, sources:
 
     Notes
     -----
-    Assembled in a temporary sibling directory and renamed into place.
+    Assembled in a temporary sibling directory and renamed into place. The checkpoint's ``decode_config``,
+    if any, is kept in the weights file's metadata, so an average searches as its run did.
     """
     temporary = destination.parent / f".{destination.name}.tmp-{os.getpid()}"
     shutil.rmtree(temporary, ignore_errors=True)
     temporary.mkdir(parents=True)
     metadata = {"format": FORMAT, "model_config": json.dumps(checkpoint.model_config.to_dict())}
+    if checkpoint.decode_config is not None:
+        metadata[DECODE_METADATA_KEY] = json.dumps(dataclasses.asdict(checkpoint.decode_config))
     save_file(checkpoint.weights, str(temporary / MODEL_FILE), metadata=metadata)
     for name, contents in checkpoint.tokenizer_files().items():
         (temporary / name).write_bytes(contents)

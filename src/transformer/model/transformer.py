@@ -256,8 +256,11 @@ class Transformer(nn.Module):
         new_len = tgt_tokens.size(1)
         key_len = offset + new_len
         device = tgt_tokens.device
+        self_mask: Tensor | None
         if self.config.attention_window is not None:
             self_mask = build_window_mask(new_len, key_len, self.config.attention_window, True, device)
+        elif new_len == 1:
+            self_mask = None  # the newest position may see every earlier one: nothing to mask
         else:
             self_mask = build_causal_mask(new_len, key_len, device=device)
         if cache is not None:

@@ -556,6 +556,10 @@ class TrainConfig:
         Recent checkpoints kept on disk, besides the best one by validation loss.
     tensorboard : bool
         Also write TensorBoard event files (needs the ``tensorboard`` extra).
+    compile : bool
+        Run the training forward through ``torch.compile`` (fused kernels, fewer launches). For GPUs, where
+        small batches are bound by kernel launches; on the CPUs measured here it made steps slower
+        (BENCHMARKS.md), and compiling takes tens of seconds before the first step.
 
     Notes
     -----
@@ -585,6 +589,7 @@ class TrainConfig:
     checkpoint_every: int = 1000
     keep_checkpoints: int = 5
     tensorboard: bool = False
+    compile: bool = False
 
     def __post_init__(self) -> None:
         check_field_types(self)

@@ -172,9 +172,14 @@ class Trainer:
         torch.manual_seed(self.recipe.seed)
         self.model = Transformer(experiment.model).to(self.device)
         self.training_model: nn.Module = self.model
+        self.distributed_model: DistributedDataParallel | None = None
         if self.context.is_distributed:
             device_ids = [self.device.index] if self.device.type == "cuda" else None
-            self.training_model = DistributedDataParallel(self.model, device_ids=device_ids)
+            self.distributed_model = DistributedDataParallel(self.model, device_ids=device_ids)
+            self.training_model = self.distributed_model
+        if self.recipe.compile:
+            # The training forward only: validation, search and checkpoints use the plain model.
+            self.training_model = torch.compile(self.training_model)  # type: ignore[assignment]
         self.optimizer = torch.optim.Adam(
             self.model.parameters(),
             lr=1.0,  # the scheduler supplies the absolute rate
@@ -421,9 +426,9 @@ class Trainer:
         return float(sums[0]), float(sums[1]), global_tokens
 
     def _maybe_no_sync(self, sync: bool) -> "contextlib.AbstractContextManager[None]":
-        if sync or not isinstance(self.training_model, DistributedDataParallel):
+        if sync or self.distributed_model is None:
             return contextlib.nullcontext()
-        return self.training_model.no_sync()
+        return self.distributed_model.no_sync()
 
     def _backward(self, loss: Tensor) -> None:
         if self.grad_scaler is not None:

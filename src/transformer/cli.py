@@ -528,7 +528,9 @@ def run_average(args: argparse.Namespace) -> int:
 
 def run_attention(args: argparse.Namespace) -> int:
     """Plot attention maps of one sentence (PNG per kind for one layer, and an HTML page of all)."""
-    translator = Translator.from_checkpoint(args.checkpoint, DecodeConfig(beam_size=args.beam), "cpu")
+    translator = Translator.from_checkpoint(args.checkpoint, device="cpu")  # the run's search settings
+    if args.beam is not None:
+        translator.decode_config = dataclasses.replace(translator.decode_config, beam_size=args.beam)
     target = args.target if args.target is not None else translator.translate([args.text])[0]
     tokenizer = translator.tokenizer
     src_ids = [*tokenizer.encode(args.text), translator.model.config.eos_id]
@@ -685,7 +687,9 @@ def build_parser() -> argparse.ArgumentParser:
     attention.add_argument(
         "--layer", type=int, default=-1, help="layer to plot; negative counts from the end"
     )
-    attention.add_argument("--beam", type=int, default=4, help="beam size for the translation")
+    attention.add_argument(
+        "--beam", type=int, default=None, help="beam size for the translation (default: the run's, else 4)"
+    )
     attention.add_argument("--output-dir", default="attention", help="where to write the pictures")
     attention.set_defaults(handler=run_attention)
 

@@ -15,6 +15,7 @@ import torch
 
 from bench_common import Section, describe_import_failure, time_interleaved
 from bench_data import fixed_batches, synthetic_corpus, train_synthetic_tokenizer
+from bench_fairseq import FAIRSEQ_MODULE, build_fairseq_step
 from bench_flops import ModelShape, training_flops_per_target_token
 from bench_reference import ReferenceTransformer, build_reference_step
 from bench_settings import MODEL_SHAPES, Settings, model_config
@@ -37,7 +38,13 @@ METHOD = (
     "step's dtype measured above."
 )
 NUM_BATCHES = 4
-OPTIONAL_TOOLKITS = {"fairseq": "fairseq", "OpenNMT-py": "onmt"}
+FAIRSEQ_SYSTEM = "fairseq (fairseq-fixed 0.12.3.1: model, criterion, Adam)"
+FAIRSEQ_METHOD = (
+    " fairseq: `TransformerModel.build_model` with `transformer` architecture arguments matching ours "
+    "(post-norm, sinusoidal positions, shared embeddings, dropout on residuals and embeddings), "
+    "`label_smoothed_nll_loss` (0.1), fairseq's own `Adam` and an inverse square root schedule, in fp32 "
+    "(fairseq has no CPU bf16 path); benchmarks/bench_fairseq.py. Without its trainer's bookkeeping."
+)
 
 
 def measure_training(section: Section, settings: Settings, peaks: dict[str, float]) -> None:
@@ -58,8 +65,9 @@ def measure_training(section: Section, settings: Settings, peaks: dict[str, floa
 
     Notes
     -----
-    fairseq and OpenNMT-py are only reported as skipped: the suite has no harness for them (they are not
-    dependencies of this project), and the reason is recorded.
+    fairseq is timed in the fp32 cells where it imports (``benchmarks/install_peers.sh``), else
+    reported as skipped with the reason. OpenNMT-py is only reported as skipped: its releases pin
+    ``torch<2.3``, which cannot share an environment with this project's torch.
     """
     sentences = settings.training_max_tokens // settings.training_sentence_length
     section.method = METHOD.format(
@@ -76,9 +84,20 @@ def measure_training(section: Section, settings: Settings, peaks: dict[str, floa
     if left_out and settings.mode != "smoke":
         described = ", ".join(f"{model} {precision}" for model, precision in left_out)
         section.notes.append(f"Not measured in {settings.mode} mode (full mode measures it): {described}.")
-    for system, module in OPTIONAL_TOOLKITS.items():
-        failure = describe_import_failure(module)
-        section.skip(system, failure or f"{system} is installed, but this suite has no harness for it yet")
+    fairseq_failure = describe_import_failure(FAIRSEQ_MODULE)
+    if fairseq_failure:
+        section.skip(
+            "fairseq",
+            f"{fairseq_failure}; `bash benchmarks/install_peers.sh` adds it",
+        )
+    else:
+        section.method += FAIRSEQ_METHOD
+    onmt_failure = describe_import_failure("onmt")
+    section.skip(
+        "OpenNMT-py",
+        (onmt_failure or "OpenNMT-py is installed, but this suite has no harness for it")
+        + "; its releases require torch<2.3",
+    )
     with tempfile.TemporaryDirectory(prefix="transformer-bench-train-") as scratch:
         tokenizers: dict[str, Tokenizer] = {}
         for model_name, precision in settings.training_cells:
@@ -88,7 +107,9 @@ def measure_training(section: Section, settings: Settings, peaks: dict[str, floa
                 )
             tokenizer = tokenizers[model_name]
             section.rows.extend(
-                _measure_cell(model_name, precision, settings, tokenizer, Path(scratch), peaks)
+                _measure_cell(
+                    model_name, precision, settings, tokenizer, Path(scratch), peaks, fairseq_failure is None
+                )
             )
 
 
@@ -99,6 +120,7 @@ def _measure_cell(
     tokenizer: Tokenizer,
     scratch: Path,
     peaks: dict[str, float],
+    with_fairseq: bool,
 ) -> list[dict[str, object]]:
     """Time every system on one (model, precision) cell; return the rows, ours first."""
     config = model_config(model_name)
@@ -137,6 +159,9 @@ def _measure_cell(
             pad_id=config.pad_id,
         )
         systems[name] = build_reference_step(reference, tensors, precision)
+    if with_fairseq and precision == "fp32":
+        torch.manual_seed(1)
+        systems[FAIRSEQ_SYSTEM] = build_fairseq_step(config, tensors)
     timings = time_interleaved(systems, settings.training_warmup, settings.training_repeats)
     shape = ModelShape(
         d_model=config.d_model,

@@ -60,6 +60,15 @@ def test_smoke_suite_writes_json_and_markdown_reports(tmp_path: Path, trained_ru
     }
     assert {row["precision"] for row in training} == {"fp32", "bf16"}
     assert all(row["tokens_per_s"] > 0 and row["mfu"] is not None for row in training)
+    # fairseq, a peer installed by benchmarks/install_peers.sh (CI does): timed beside ours in every fp32 cell.
+    fairseq_rows = [row for row in training if row["system"].startswith("fairseq")]
+    skipped = {entry["system"] for entry in record["sections"]["training"]["skipped"]}
+    if importlib.util.find_spec("fairseq") is not None:
+        fp32_cells = {row["model"] for row in training if row["precision"] == "fp32"}
+        assert {row["model"] for row in fairseq_rows} == fp32_cells and "fairseq" not in skipped
+        assert all(row["precision"] == "fp32" and row["ours_over_this"] > 0 for row in fairseq_rows)
+    else:
+        assert not fairseq_rows and "fairseq" in skipped
     translation = record["sections"]["translation"]["rows"]
     ours = [row for row in translation if row["system"] == "ours"]
     assert {(row["beam_size"], row["use_cache"]) for row in ours} >= {(1, True), (4, True), (1, False)}

@@ -113,7 +113,8 @@ def describe_environment(threads: int, repository: Path, no_tcmalloc: bool) -> d
         "threads": threads,
         "interop_threads": torch.get_num_interop_threads(),
         "optional_packages": {
-            name: package_version(name) for name in ("transformers", "ctranslate2", "fairseq", "OpenNMT-py")
+            name: package_version(name)
+            for name in ("transformers", "ctranslate2", "fairseq-fixed", "fairseq", "OpenNMT-py")
         },
         "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": typed_command(),

@@ -64,6 +64,7 @@ def test_smoke_suite_writes_json_and_markdown_reports(tmp_path: Path, trained_ru
     fairseq_rows = [row for row in training if row["system"].startswith("fairseq")]
     skipped = {entry["system"] for entry in record["sections"]["training"]["skipped"]}
     if importlib.util.find_spec("fairseq") is not None:
+        assert environment["optional_packages"]["fairseq-fixed"], "the report must name the fairseq it timed"
         fp32_cells = {row["model"] for row in training if row["precision"] == "fp32"}
         assert {row["model"] for row in fairseq_rows} == fp32_cells and "fairseq" not in skipped
         assert all(row["precision"] == "fp32" and row["ours_over_this"] > 0 for row in fairseq_rows)

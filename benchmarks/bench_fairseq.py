@@ -17,10 +17,10 @@ from argparse import Namespace
 from collections.abc import Callable
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from transformer.config import TransformerConfig
+from transformer.training.schedule import build_scheduler
 
 #: The PyPI distribution timed, and the import name it provides.
 FAIRSEQ_DISTRIBUTION = "fairseq-fixed"
@@ -102,13 +102,7 @@ def build_fairseq_step(
     base_architecture(arguments)
     model: Any = TransformerModel.build_model(arguments, task)
     optimizer = Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    d_model = config.d_model
-
-    def rate(step: int) -> float:
-        step = max(step, 1)
-        return float(d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5))
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+    scheduler = build_scheduler(optimizer, config.d_model, warmup_steps)  # Eq. (3), as ours
     pad = dictionary.pad()
     position = 0
 

@@ -18,6 +18,8 @@ Backward costs twice the forward (gradients with respect to inputs and to weight
 
 from dataclasses import dataclass
 
+from transformer.config import TransformerConfig
+
 
 @dataclass(frozen=True)
 class ModelShape:
@@ -38,6 +40,32 @@ class ModelShape:
     vocab_size: int
     num_encoder_layers: int
     num_decoder_layers: int
+
+    @classmethod
+    def from_config(cls, config: TransformerConfig) -> "ModelShape":
+        """Take the sizes of a model config.
+
+        Parameters
+        ----------
+        config : TransformerConfig
+            The model whose step is counted.
+
+        Returns
+        -------
+        ModelShape
+            Its width, feed-forward size, vocabulary and layer counts.
+
+        Notes
+        -----
+        The vocabulary is the target one (the output projection's size).
+        """
+        return cls(
+            d_model=config.d_model,
+            d_ff=config.d_ff,
+            vocab_size=config.tgt_vocab_size,
+            num_encoder_layers=config.num_encoder_layers,
+            num_decoder_layers=config.num_decoder_layers,
+        )
 
 
 def forward_flops_per_sentence(shape: ModelShape, source_length: int, target_length: int) -> float:

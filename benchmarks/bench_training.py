@@ -163,13 +163,7 @@ def _measure_cell(
         torch.manual_seed(1)
         systems[FAIRSEQ_SYSTEM] = build_fairseq_step(config, tensors)
     timings = time_interleaved(systems, settings.training_warmup, settings.training_repeats)
-    shape = ModelShape(
-        d_model=config.d_model,
-        d_ff=config.d_ff,
-        vocab_size=config.vocab_size,
-        num_encoder_layers=config.num_encoder_layers,
-        num_decoder_layers=config.num_decoder_layers,
-    )
+    shape = ModelShape.from_config(config)
     length = settings.training_sentence_length
     flops_per_token = training_flops_per_target_token(shape, length, length)
     tokens = batches[0].num_target_tokens

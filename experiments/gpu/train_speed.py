@@ -82,13 +82,7 @@ def main() -> None:
             if model_name not in tokenizers:
                 path = Path(scratch) / f"{model_name}.model"
                 tokenizers[model_name] = train_synthetic_tokenizer(config.vocab_size, path)
-            shape = ModelShape(
-                d_model=config.d_model,
-                d_ff=config.d_ff,
-                vocab_size=config.vocab_size,
-                num_encoder_layers=config.num_encoder_layers,
-                num_decoder_layers=config.num_decoder_layers,
-            )
+            shape = ModelShape.from_config(config)
             flops_per_token = training_flops_per_target_token(shape, SENTENCE_LENGTH, SENTENCE_LENGTH)
             sentences = max_tokens // SENTENCE_LENGTH
             corpus = synthetic_corpus(sentences * 4, SENTENCE_LENGTH, config.vocab_size)

@@ -25,14 +25,13 @@ from transformer.interop.marian import export_marian, import_marian
 from transformer.training.checkpoint import (
     CheckpointError,
     average_checkpoints,
-    load_checkpoint,
     read_index,
     resolve_checkpoint,
     write_weights_checkpoint,
 )
 from transformer.training.distributed import barrier, init_distributed, shutdown_distributed
 from transformer.training.trainer import Trainer, TrainingDivergedError, TrainResult
-from transformer.translator import Translator, load_checkpoint_tokenizer
+from transformer.translator import Translator
 from transformer.visualization.attention_html import write_attention_html
 from transformer.visualization.attention_plot import plot_attention_maps
 from transformer.visualization.training_curves import plot_training_curves
@@ -328,16 +327,12 @@ def translator_from_args(args: argparse.Namespace) -> Translator:
 
     Notes
     -----
-    The checkpoint is read once; see :func:`decode_config_from_args` for how flags combine.
+    :meth:`Translator.from_checkpoint` already takes the checkpoint's settings (else the paper's); see
+    :func:`decode_config_from_args` for how flags combine with them.
     """
-    checkpoint = load_checkpoint(Path(args.checkpoint))
-    return Translator(
-        checkpoint.build_model(),
-        load_checkpoint_tokenizer(checkpoint.path),
-        decode_config_from_args(args, checkpoint.decode_config),
-        args.device,
-        args.precision,
-    )
+    translator = Translator.from_checkpoint(args.checkpoint, None, args.device, args.precision)
+    translator.decode_config = decode_config_from_args(args, translator.decode_config)
+    return translator
 
 
 def read_input_lines(path: str | None) -> list[str]:

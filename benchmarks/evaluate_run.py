@@ -5,10 +5,12 @@
 
 Writes JSON and prints a Markdown report:
 - validation BLEU (sacreBLEU 13a, cased and lowercased) and chrF of the best checkpoint (by validation loss),
-  the latest one and the average of the last N, with beam 4 (the paper's search) and greedy;
+  the latest one and the average of the last N, with beam 4 (the paper's search: GNMT length penalty 0.6),
+  with the run's own decode settings where they differ from that, and greedy;
 - translation speed of the averaged model on the validation sources: greedy and beam 4, key/value cache on
   and off (off on the first --uncached-sentences sentences: it is slow), fp32 and bf16, with the BLEU change of
-  bf16; and CTranslate2 int8 on the same weights when it is installed.
+  bf16; and CTranslate2 int8 on the same weights when it is installed (its only length penalty is the power
+  form: it runs with the run's alpha where the run uses that form, else with 0.6).
 """
 
 import argparse
@@ -33,6 +35,13 @@ from transformer.training.checkpoint import (
 from transformer.translator import Translator
 
 
+def describe_search(config: DecodeConfig) -> str:
+    if config.beam_size == 1:
+        return "greedy"
+    form = "GNMT" if config.length_penalty_form == "gnmt" else config.length_penalty_form
+    return f"beam {config.beam_size}, {form} {config.length_penalty:g}"
+
+
 def bleu_row(
     name: str, checkpoint: Path, config: DecodeConfig, sources, references, precision="fp32"
 ) -> dict:
@@ -44,7 +53,7 @@ def bleu_row(
     lowercased = score_translations(hypotheses, references, lowercase=True)
     return {
         "checkpoint": name,
-        "search": "greedy" if config.beam_size == 1 else f"beam {config.beam_size}",
+        "search": describe_search(config),
         "precision": precision,
         "bleu": round(cased.bleu, 2),
         "bleu_lowercased": round(lowercased.bleu, 2),
@@ -75,7 +84,9 @@ def speed_row(checkpoint: Path, config: DecodeConfig, sources, precision: str, r
     }
 
 
-def ctranslate2_rows(checkpoint: Path, sources, references, repeats: int) -> list[dict]:
+def ctranslate2_rows(
+    checkpoint: Path, sources, references, repeats: int, length_penalty: float
+) -> list[dict]:
     try:
         from transformer.interop.ctranslate2 import CTranslate2Translator, export_ctranslate2
     except ImportError:
@@ -96,7 +107,7 @@ def ctranslate2_rows(checkpoint: Path, sources, references, repeats: int) -> lis
                 timings = []
                 for _ in range(repeats):
                     started = time.perf_counter()
-                    hypotheses = translator.translate(sources, beam_size=beam, length_penalty=0.6)
+                    hypotheses = translator.translate(sources, beam_size=beam, length_penalty=length_penalty)
                     timings.append(time.perf_counter() - started)
                 seconds = sorted(timings)[len(timings) // 2]
                 scores = score_translations(hypotheses, references)
@@ -104,7 +115,7 @@ def ctranslate2_rows(checkpoint: Path, sources, references, repeats: int) -> lis
                     {
                         "engine": "ctranslate2",
                         "compute_type": quantization,
-                        "search": "greedy" if beam == 1 else f"beam {beam} (power penalty)",
+                        "search": "greedy" if beam == 1 else f"beam {beam}, power {length_penalty:g}",
                         "sentences_per_second": round(len(sources) / seconds, 1),
                         "bleu": round(scores.bleu, 2),
                         "bleu_lowercased": round(
@@ -142,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     paper = DecodeConfig()
     greedy = DecodeConfig(beam_size=1)
+    own = Translator.from_checkpoint(checkpoint_dir / index["latest"], None, "cpu").decode_config
     quality = [bleu_row(name, path, paper, sources, references) for name, path in candidates.items()]
+    if describe_search(own) != describe_search(paper):
+        quality += [bleu_row(name, path, own, sources, references) for name, path in candidates.items()]
     quality += [bleu_row(name, path, greedy, sources, references) for name, path in candidates.items()]
     quality.append(bleu_row("average, bf16 weights", averaged_dir, paper, sources, references, "bf16"))
     quality.append(bleu_row("average, bf16 weights", averaged_dir, greedy, sources, references, "bf16"))
@@ -155,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         speed.append(speed_row(averaged_dir, config, subset, "fp32", 1))
         cached = DecodeConfig(beam_size=config.beam_size)
         speed.append(speed_row(averaged_dir, cached, subset, "fp32", 1))
-    engines = ctranslate2_rows(averaged_dir, sources, references, args.repeats)
+    power_alpha = own.length_penalty if own.length_penalty_form == "power" else 0.6
+    engines = ctranslate2_rows(averaged_dir, sources, references, args.repeats, power_alpha)
     state = load_checkpoint(checkpoint_dir / index["latest"]).state
     report: dict[str, Any] = {
         "command": " ".join(["python", *sys.argv]),

@@ -3,12 +3,14 @@
 import importlib
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+import torch
 from torch import nn
 
 from transformer import Transformer, TransformerConfig
@@ -172,3 +174,37 @@ def test_ctranslate2_worker_failure_is_an_error_with_its_stderr(
     with pytest.raises(RuntimeError, match="CTranslate2 worker exited") as raised:
         bench_ctranslate2.CTranslate2Worker(missing, [[["a"]]], ["int8"], 1, tmp_path)
     assert str(missing) in str(raised.value)  # the worker's own error names the directory
+
+
+@pytest.mark.slow
+def test_evaluate_run_scores_the_runs_own_search_beside_the_papers(
+    tmp_path: Path, trained_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The tiny run decodes with beam 2: its own search must be scored and labelled beside the paper's beam 4.
+    evaluate_run = load_benchmark_module("evaluate_run", monkeypatch)
+    run_dir = tmp_path / "run"
+    shutil.copytree(trained_run, run_dir)  # the script writes the averaged checkpoint into the run
+    output = tmp_path / "evaluation.json"
+    threads = torch.get_num_threads()
+    try:
+        status = evaluate_run.main(
+            [
+                *("--run", str(run_dir), "--source", str(run_dir / "data" / "valid.en")),
+                *("--reference", str(run_dir / "data" / "valid.de"), "--average-last", "2"),
+                *("--repeats", "1", "--uncached-sentences", "4", "--threads", "1"),
+                *("--output", str(output)),
+            ]
+        )
+    finally:
+        torch.set_num_threads(threads)
+    assert status == 0
+    report = json.loads(output.read_text(encoding="utf-8"))
+    searches = [(row["search"], row["precision"]) for row in report["quality"]]
+    assert searches.count(("beam 4, GNMT 0.6", "fp32")) == 3
+    assert searches.count(("beam 2, GNMT 0.6", "fp32")) == 3
+    assert searches.count(("greedy", "fp32")) == 3
+    assert all(0.0 <= row["bleu"] <= 100.0 for row in report["quality"])
+    assert report["training"]["steps"] == 24
+    for row in report["ctranslate2"]:
+        if "skipped" not in row:
+            assert row["search"] in ("greedy", "beam 4, power 0.6")

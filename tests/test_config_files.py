@@ -1,4 +1,6 @@
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -69,3 +71,33 @@ def test_train_config_defaults_are_the_papers() -> None:
     recipe = TrainConfig()
     assert (recipe.adam_beta1, recipe.adam_beta2, recipe.adam_epsilon) == (0.9, 0.98, 1e-9)
     assert recipe.warmup_steps == 4000 and recipe.label_smoothing == 0.1
+
+
+def load_sweep_module() -> ModuleType:
+    path = Path(__file__).parents[1] / "experiments" / "gpu" / "multi30k_sweep.py"
+    spec = importlib.util.spec_from_file_location("multi30k_sweep", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SWEEP_SPECS = sorted((Path(__file__).parents[1] / "experiments" / "gpu" / "sweeps").glob("*.txt"))
+
+
+@pytest.mark.parametrize("path", SWEEP_SPECS, ids=lambda path: path.stem)
+def test_sweep_specs_are_valid_overrides_of_the_multi30k_config(path: Path) -> None:
+    # A misspelt key in a spec would only fail on the GPU, minutes into a sweep.
+    variants = load_sweep_module().read_spec(path)
+    assert variants
+    for name, arguments in variants:
+        assert arguments[::2] == ["--set"] * (len(arguments) // 2) and len(arguments) % 2 == 0, name
+        experiment = load_config(Path(__file__).parents[1] / "configs" / "multi30k.yaml", arguments[1::2])
+        assert experiment.data.corpus == "multi30k", name
+
+
+def test_sweep_spec_rejects_a_repeated_run_name(tmp_path: Path) -> None:
+    path = tmp_path / "spec.txt"
+    path.write_text("# comment\n\nbase --set train.seed=2\nbase --set train.seed=3\n")
+    with pytest.raises(SystemExit, match=r"spec.txt:4: run name 'base' repeated"):
+        load_sweep_module().read_spec(path)

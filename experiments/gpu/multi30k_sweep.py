@@ -1,13 +1,15 @@
 """Train and score many Multi30k variants of the shipped config on one GPU, several at a time.
 
     PYTHONPATH=src python experiments/gpu/multi30k_sweep.py SPEC_FILE MULTI30K_DIR WORK_DIR [--parallel N]
+        [--config CONFIG]
 
 Each line of SPEC_FILE is ``NAME --set section.key=value ...`` (blank lines and ``#`` comments skipped): the
-``transformer train`` overrides of that variant over ``configs/multi30k.yaml`` (``train.device=cuda`` and no
-time limit are added). Every run is averaged over its last 3 and last 5 checkpoints; the best (lowest validation loss) checkpoint and
-both averages are scored on the validation set with beam 4 under the run's own decode settings and under the
-power length penalty with alpha 1. One JSON line per (run, weights, search) goes to WORK_DIR/scores.jsonl and
-to standard output; each run's metrics.jsonl and log stay in WORK_DIR/NAME.
+``transformer train`` overrides of that variant over ``--config`` (default ``configs/multi30k.yaml``;
+``train.device=cuda`` and no time limit are added). Every run is averaged over its last 3 and last 5
+checkpoints; the best (lowest validation loss) checkpoint and both averages are scored on the validation set
+with beam 4 under the run's own decode settings and under the power length penalty with alpha 1. One JSON line
+per (run, weights, search) goes to WORK_DIR/scores.jsonl and to standard output; each run's metrics.jsonl and
+log stay in WORK_DIR/NAME.
 """
 
 import argparse
@@ -52,7 +54,7 @@ def read_spec(path: Path) -> list[tuple[str, list[str]]]:
     return variants
 
 
-def run_variant(name: str, arguments: list[str], data: Path, work: Path) -> str:
+def run_variant(name: str, arguments: list[str], config: Path, data: Path, work: Path) -> str:
     """Train one variant, average its checkpoints and score them; return its log's last line.
 
     Parameters
@@ -61,6 +63,8 @@ def run_variant(name: str, arguments: list[str], data: Path, work: Path) -> str:
         Run name (the output directory under ``work``).
     arguments : list of str
         Extra ``transformer train`` arguments.
+    config : Path
+        The config file the arguments override.
     data : Path
         Folder with the Multi30k ``train.*`` and ``val.*`` gzip files.
     work : Path
@@ -77,7 +81,7 @@ def run_variant(name: str, arguments: list[str], data: Path, work: Path) -> str:
     """
     environment = dict(os.environ, OMP_NUM_THREADS="1")
     run_dir = work / name
-    train = [sys.executable, "-m", "transformer.cli", "train", "--config", "configs/multi30k.yaml"]
+    train = [sys.executable, "-m", "transformer.cli", "train", "--config", str(config)]
     train += ["--set", f"data.mirror={data}", "--set", "train.device=cuda", "--set", "train.max_minutes=null"]
     train += ["--set", "train.threads=1", *arguments, "--output-dir", str(run_dir)]
     with open(work / f"{name}.log", "w", encoding="utf-8") as log:
@@ -176,13 +180,16 @@ def main() -> None:
     parser.add_argument("data", type=Path)
     parser.add_argument("work", type=Path)
     parser.add_argument("--parallel", type=int, default=8)
+    parser.add_argument("--config", type=Path, default=REPOSITORY / "configs" / "multi30k.yaml")
     args = parser.parse_args()
     variants = read_spec(args.spec)
     args.work.mkdir(parents=True, exist_ok=True)
     started = time.time()
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:
         futures = [
-            pool.submit(run_variant, name, arguments, args.data.resolve(), args.work.resolve())
+            pool.submit(
+                run_variant, name, arguments, args.config.resolve(), args.data.resolve(), args.work.resolve()
+            )
             for name, arguments in variants
         ]
         for future in futures:

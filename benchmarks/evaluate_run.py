@@ -36,6 +36,23 @@ from transformer.translator import Translator
 
 
 def describe_search(config: DecodeConfig) -> str:
+    """Name a search for the report, with its length penalty.
+
+    Parameters
+    ----------
+    config : DecodeConfig
+        The search settings.
+
+    Returns
+    -------
+    str
+        ``"greedy"``, or e.g. ``"beam 4, GNMT 0.6"`` / ``"beam 4, power 1"``.
+
+    Notes
+    -----
+    Two settings with the same description score alike, so the report compares descriptions to decide whether
+    the run's own search needs rows of its own.
+    """
     if config.beam_size == 1:
         return "greedy"
     form = "GNMT" if config.length_penalty_form == "gnmt" else config.length_penalty_form
@@ -153,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     paper = DecodeConfig()
     greedy = DecodeConfig(beam_size=1)
-    own = Translator.from_checkpoint(checkpoint_dir / index["latest"], None, "cpu").decode_config
+    latest = load_checkpoint(checkpoint_dir / index["latest"])
+    own = latest.decode_config or paper  # a checkpoint without decode settings translates with the paper's
     quality = [bleu_row(name, path, paper, sources, references) for name, path in candidates.items()]
     if describe_search(own) != describe_search(paper):
         quality += [bleu_row(name, path, own, sources, references) for name, path in candidates.items()]
@@ -171,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         speed.append(speed_row(averaged_dir, cached, subset, "fp32", 1))
     power_alpha = own.length_penalty if own.length_penalty_form == "power" else 0.6
     engines = ctranslate2_rows(averaged_dir, sources, references, args.repeats, power_alpha)
-    state = load_checkpoint(checkpoint_dir / index["latest"]).state
+    state = latest.state
     report: dict[str, Any] = {
         "command": " ".join(["python", *sys.argv]),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

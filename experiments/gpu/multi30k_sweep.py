@@ -13,7 +13,6 @@ log stay in WORK_DIR/NAME.
 """
 
 import argparse
-import gzip
 import json
 import os
 import shlex
@@ -41,13 +40,21 @@ def read_spec(path: Path) -> list[tuple[str, list[str]]]:
 
     Notes
     -----
-    A repeated name is an error: the runs would share an output directory.
+    A missing file, unbalanced quotes and a repeated name (the runs would share an output directory) stop with
+    one line naming the file (and line).
     """
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise SystemExit(f"{path}: cannot read the spec ({error.strerror})") from None
     variants: list[tuple[str, list[str]]] = []
-    for line_number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for line_number, line in enumerate(lines, start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        name, *arguments = shlex.split(line)
+        try:
+            name, *arguments = shlex.split(line)
+        except ValueError as error:
+            raise SystemExit(f"{path}:{line_number}: {error}") from None
         if any(name == seen for seen, _ in variants):
             raise SystemExit(f"{path}:{line_number}: run name {name!r} repeated")
         variants.append((name, arguments))
@@ -77,38 +84,44 @@ def run_variant(name: str, arguments: list[str], config: Path, data: Path, work:
 
     Notes
     -----
-    Each step runs as its own process, one CPU thread each, so many variants share the machine.
+    Each step runs as its own process, one CPU thread each, so many variants share the machine. A failed step
+    ends this variant with a line naming its log, not the sweep.
     """
     environment = dict(os.environ, OMP_NUM_THREADS="1")
     run_dir = work / name
     train = [sys.executable, "-m", "transformer.cli", "train", "--config", str(config)]
     train += ["--set", f"data.mirror={data}", "--set", "train.device=cuda", "--set", "train.max_minutes=null"]
     train += ["--set", "train.threads=1", *arguments, "--output-dir", str(run_dir)]
+    averaged = {count: work / f"{name}-avg{count}" for count in (3, 5)}
+    average = [sys.executable, "-m", "transformer.cli", "average-checkpoints", "--run", str(run_dir)]
+    weights = {"best": run_dir, **{f"avg{count}": path for count, path in averaged.items()}}
+    # (step, command, whether it prints score lines): the scorer's JSON lines go to scores.jsonl, the rest to the log.
+    steps = [("training", train, False)]
+    steps += [
+        (f"averaging {count}", [*average, "--last", str(count), "--output", str(path)], False)
+        for count, path in averaged.items()
+    ]
+    steps += [
+        (f"scoring {label}", [sys.executable, __file__, "--score", name, label, str(path), str(data)], True)
+        for label, path in weights.items()
+    ]
     with open(work / f"{name}.log", "w", encoding="utf-8") as log:
-        finished = subprocess.run(
-            train, cwd=REPOSITORY, env=environment, stdout=log, stderr=subprocess.STDOUT
-        )
-    if finished.returncode != 0:
-        return f"{name}: training failed (exit {finished.returncode}), see {name}.log"
-    weights = {"best": run_dir}
-    for count in (3, 5):
-        averaged = work / f"{name}-avg{count}"
-        command = [sys.executable, "-m", "transformer.cli", "average-checkpoints", "--run", str(run_dir)]
-        command += ["--last", str(count), "--output", str(averaged)]
-        subprocess.run(command, cwd=REPOSITORY, env=environment, check=True, capture_output=True)
-        weights[f"avg{count}"] = averaged
-    for label, checkpoint in weights.items():
-        scored = subprocess.run(
-            [sys.executable, __file__, "--score", name, label, str(checkpoint), str(data)],
-            cwd=REPOSITORY,
-            env=environment,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        with open(work / "scores.jsonl", "a", encoding="utf-8") as scores:
-            scores.write(scored.stdout)
-        print(scored.stdout, end="", flush=True)
+        for step, command, scoring in steps:
+            log.flush()
+            finished = subprocess.run(
+                command,
+                cwd=REPOSITORY,
+                env=environment,
+                stdout=subprocess.PIPE if scoring else log,
+                stderr=log if scoring else subprocess.STDOUT,
+                text=True,
+            )
+            if finished.returncode != 0:
+                return f"{name}: {step} failed (exit {finished.returncode}), see {name}.log"
+            if scoring:
+                with open(work / "scores.jsonl", "a", encoding="utf-8") as scores:
+                    scores.write(finished.stdout)
+                print(finished.stdout, end="", flush=True)
     log_text = (work / f"{name}.log").read_text(encoding="utf-8").replace("\r", "\n")
     summary = [line for line in log_text.splitlines() if line.startswith("trained")]
     return f"{name}: {summary[-1] if summary else 'no summary line'}"
@@ -140,13 +153,11 @@ def score(name: str, label: str, checkpoint: str, data: Path) -> None:
     """
     import dataclasses
 
+    from transformer.data.dataset import read_lines
     from transformer.evaluation.bleu import score_translations
     from transformer.translator import Translator
 
-    with gzip.open(data / "val.en.gz", "rt", encoding="utf-8") as handle:
-        sources = handle.read().splitlines()
-    with gzip.open(data / "val.de.gz", "rt", encoding="utf-8") as handle:
-        references = handle.read().splitlines()
+    sources, references = read_lines(data / "val.en.gz"), read_lines(data / "val.de.gz")
     translator = Translator.from_checkpoint(checkpoint, None, "cuda")
     own = translator.decode_config
     power = dataclasses.replace(own, length_penalty=1.0, length_penalty_form="power")

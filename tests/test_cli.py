@@ -2,6 +2,7 @@ import dataclasses
 import gzip
 import io
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,12 @@ from safetensors.torch import save_file
 from transformer.cli import build_parser, main, translator_from_args
 from transformer.config import DecodeConfig
 from transformer.data.dataset import read_parallel_files
-from transformer.training.checkpoint import CheckpointError, load_checkpoint, write_weights_checkpoint
+from transformer.training.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    read_index,
+    write_weights_checkpoint,
+)
 from transformer.translator import Translator
 
 
@@ -195,3 +201,59 @@ def test_unreadable_decode_settings_name_the_checkpoint(trained_run: Path, tmp_p
     save_file(checkpoint.weights, str(directory / "model.safetensors"), metadata=metadata)
     with pytest.raises(CheckpointError, match=r"odd: unreadable decode settings.*beam_width"):
         load_checkpoint(directory)
+
+
+def average_into(trained_run: Path, output: Path) -> int:
+    return main(["average-checkpoints", "--run", str(trained_run), "--last", "2", "--output", str(output)])
+
+
+def listing(directory: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(directory)): path.read_bytes()
+        for path in sorted(directory.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_average_refuses_an_output_that_holds_a_run(trained_run: Path, tmp_path: Path, capsys) -> None:
+    run_copy = tmp_path / "run"
+    shutil.copytree(trained_run, run_copy)
+    before = listing(run_copy)
+    assert {"metrics.jsonl", "checkpoints/index.json", "data/train.en"} <= set(before)
+    assert average_into(trained_run, run_copy) == 2
+    assert capsys.readouterr().err == (
+        f"transformer average-checkpoints: error: --output {run_copy}: exists and does not hold an earlier "
+        "average (averaged_from.json); choose a new directory\n"
+    )
+    assert listing(run_copy) == before
+
+
+def test_average_refuses_an_output_of_unrelated_files(trained_run: Path, tmp_path: Path, capsys) -> None:
+    unrelated = tmp_path / "notes"
+    unrelated.mkdir()
+    (unrelated / "notes.txt").write_text("keep me\n", encoding="utf-8")
+    assert average_into(trained_run, unrelated) == 2
+    assert f"--output {unrelated}: exists and does not hold an earlier average" in capsys.readouterr().err
+    assert listing(unrelated) == {"notes.txt": b"keep me\n"}
+    a_file = tmp_path / "a-file"
+    a_file.write_text("keep me too\n", encoding="utf-8")
+    assert average_into(trained_run, a_file) == 2
+    assert f"--output {a_file}: is a file; expected a checkpoint directory" in capsys.readouterr().err
+    assert a_file.read_text(encoding="utf-8") == "keep me too\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a-file", "notes"]
+
+
+def test_average_replaces_an_earlier_average(trained_run: Path, tmp_path: Path) -> None:
+    output = tmp_path / "averaged"
+    names = read_index(trained_run / "checkpoints")["checkpoints"]
+    first = trained_run / "checkpoints" / names[-1]
+    assert main(["average-checkpoints", "--inputs", str(first), "--output", str(output)]) == 0
+    assert json.loads((output / "averaged_from.json").read_text()) == [str(first)]
+    assert average_into(trained_run, output) == 0
+    sources = [str(trained_run / "checkpoints" / name) for name in names[-2:]]
+    assert json.loads((output / "averaged_from.json").read_text()) == sources
+    assert sorted(path.name for path in output.iterdir()) == [
+        "averaged_from.json",
+        "model.safetensors",
+        "tokenizer.model",
+    ]

@@ -23,6 +23,9 @@ from transformer.evaluation.perplexity import corpus_perplexity
 from transformer.interop.ctranslate2 import CTranslate2Translator, export_ctranslate2
 from transformer.interop.marian import export_marian, import_marian
 from transformer.training.checkpoint import (
+    AVERAGED_FROM_FILE,
+    MODEL_FILE,
+    STATE_FILE,
     CheckpointError,
     average_checkpoints,
     read_index,
@@ -515,10 +518,68 @@ def run_average(args: argparse.Namespace) -> int:
         paths = [checkpoint_dir / name for name in sorted(names)[-args.last :]]
     else:
         raise ValueError("average-checkpoints needs --inputs DIR [DIR ...] or --run DIR [--last N]")
+    check_average_output(Path(args.output))
     averaged = average_checkpoints(paths)
     destination = write_weights_checkpoint(averaged, Path(args.output), paths)
     print(f"averaged {len(paths)} checkpoints ({', '.join(path.name for path in paths)}) -> {destination}")
     return 0
+
+
+def check_average_output(destination: Path) -> None:
+    """Refuse an ``average-checkpoints --output`` that holds anything but an earlier average.
+
+    Parameters
+    ----------
+    destination : Path
+        The ``--output`` directory.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    The average replaces ``destination`` as a whole (see :func:`write_weights_checkpoint`), so it may only
+    be missing, empty, or an earlier average: a weights checkpoint with ``averaged_from.json`` and no
+    subdirectory or training state. Anything else (a run, a training checkpoint, unrelated files, a file)
+    raises ValueError naming ``--output``, as ``transformer convert`` refuses a foreign directory.
+    """
+    if destination.is_file():
+        raise ValueError(f"--output {destination}: is a file; expected a checkpoint directory")
+    if not destination.is_dir() or not any(destination.iterdir()) or holds_earlier_average(destination):
+        return
+    raise ValueError(
+        f"--output {destination}: exists and does not hold an earlier average ({AVERAGED_FROM_FILE}); "
+        "choose a new directory"
+    )
+
+
+def holds_earlier_average(directory: Path) -> bool:
+    """Whether a directory looks exactly like one ``average-checkpoints`` wrote.
+
+    Parameters
+    ----------
+    directory : Path
+        An existing directory.
+
+    Returns
+    -------
+    bool
+        True when it holds ``model.safetensors`` and ``averaged_from.json``, only files, and no
+        ``trainer_state.json``.
+
+    Notes
+    -----
+    A training checkpoint has ``trainer_state.json``; a run has subdirectories; an imported or converted
+    model has no ``averaged_from.json``: none of them counts as an earlier average.
+    """
+    entries = list(directory.iterdir())
+    names = {entry.name for entry in entries}
+    return (
+        {MODEL_FILE, AVERAGED_FROM_FILE} <= names
+        and STATE_FILE not in names
+        and all(entry.is_file() for entry in entries)
+    )
 
 
 def run_attention(args: argparse.Namespace) -> int:
@@ -672,7 +733,9 @@ def build_parser() -> argparse.ArgumentParser:
     average.add_argument("--inputs", nargs="+", help="checkpoint directories to average")
     average.add_argument("--run", help="run directory: average its last --last checkpoints")
     average.add_argument("--last", type=int, default=5, help="how many of the run's checkpoints (default 5)")
-    average.add_argument("--output", required=True, help="new checkpoint directory")
+    average.add_argument(
+        "--output", required=True, help="new checkpoint directory, or an earlier average to replace"
+    )
     average.set_defaults(handler=run_average)
 
     attention = commands.add_parser("attention", help="plot attention maps of a sentence (PNG and HTML)")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from safetensors.torch import save_file
 
-from transformer.cli import build_parser, main, translator_from_args
+from transformer.cli import build_parser, main, read_input_lines, translator_from_args
 from transformer.config import DecodeConfig
 from transformer.data.dataset import read_parallel_files
 from transformer.training.checkpoint import (
@@ -257,3 +257,21 @@ def test_average_replaces_an_earlier_average(trained_run: Path, tmp_path: Path) 
         "model.safetensors",
         "tokenizer.model",
     ]
+
+
+def test_non_utf8_standard_input_names_standard_input_and_line(
+    trained_run: Path, monkeypatch, capsys
+) -> None:
+    # Like the real sys.stdin: a UTF-8 text layer over the bytes, which turns bad bytes into surrogates.
+    stdin = io.TextIOWrapper(io.BytesIO(b"fine line\nbroken \xff line\n"), "utf-8", "surrogateescape")
+    monkeypatch.setattr("sys.stdin", stdin)
+    assert main(["translate", "--checkpoint", str(trained_run)]) == 2
+    assert capsys.readouterr().err == (
+        "transformer translate: error: standard input line 2: not valid UTF-8 (byte 7 of the line)\n"
+    )
+
+
+def test_standard_input_lines_keep_their_spaces_and_lose_their_line_ends(monkeypatch) -> None:
+    stdin = io.TextIOWrapper(io.BytesIO(b"\xef\xbb\xbf one \r\n\n two\n last"), "utf-8", "surrogateescape")
+    monkeypatch.setattr("sys.stdin", stdin)
+    assert read_input_lines("-") == [" one ", "", " two", " last"]

@@ -16,7 +16,7 @@ import torch
 from tqdm import tqdm
 
 from transformer.config import DecodeConfig, ExperimentConfig, load_config
-from transformer.data.dataset import read_lines, read_parallel_files
+from transformer.data.dataset import CorpusError, read_lines, read_parallel_files
 from transformer.data.prepare import TrainingData, prepare_data
 from transformer.evaluation.bleu import score_translations
 from transformer.evaluation.perplexity import corpus_perplexity
@@ -353,11 +353,63 @@ def read_input_lines(path: str | None) -> list[str]:
 
     Notes
     -----
-    Errors name the file and line (e.g. invalid UTF-8).
+    Errors name the file, or standard input, and the line (e.g. invalid UTF-8).
     """
     if path is None or path == "-":
-        return [line.rstrip("\n") for line in sys.stdin]
+        return read_standard_input_lines()
     return read_lines(Path(path))
+
+
+def read_standard_input_lines() -> list[str]:
+    """Read standard input as UTF-8 lines, refusing bytes that are not UTF-8.
+
+    Returns
+    -------
+    list of str
+        One sentence per line, without its line end (LF or CR LF); other spaces are kept.
+
+    Notes
+    -----
+    The bytes are decoded here rather than by ``sys.stdin``, whose ``surrogateescape`` handler (in a C or
+    C.UTF-8 locale) would pass bad bytes on to the tokenizer as a traceback. Raises CorpusError naming
+    standard input and the line. A UTF-8 byte-order mark at the start is dropped, as :func:`read_lines`
+    does for files.
+    """
+    byte_stream = getattr(sys.stdin, "buffer", None)
+    if byte_stream is None:  # a text stream with no bytes below it (io.StringIO): already decoded
+        lines = [line.removesuffix("\n").removesuffix("\r") for line in sys.stdin]
+    else:
+        lines = [decode_input_line(raw_line, number) for number, raw_line in enumerate(byte_stream, start=1)]
+    if lines and lines[0].startswith("\ufeff"):
+        lines[0] = lines[0][1:]
+    return lines
+
+
+def decode_input_line(raw_line: bytes, line_number: int) -> str:
+    """Decode one line of standard input.
+
+    Parameters
+    ----------
+    raw_line : bytes
+        The line as read, with its line end.
+    line_number : int
+        Its number, from 1, for the error message.
+
+    Returns
+    -------
+    str
+        The text without its line end (LF or CR LF).
+
+    Notes
+    -----
+    Raises CorpusError such as "standard input line 2: not valid UTF-8 (byte 7 of the line)".
+    """
+    try:
+        return raw_line.decode("utf-8").removesuffix("\n").removesuffix("\r")
+    except UnicodeDecodeError as error:
+        raise CorpusError(
+            f"standard input line {line_number}: not valid UTF-8 (byte {error.start} of the line)"
+        ) from None
 
 
 def write_output_lines(lines: Sequence[str], path: str | None) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from bench_allocator import allocator_description, typed_command
-from transformer.training.precision import cpu_has_native_bf16
+from transformer.autotune.precision_probe import cpu_has_native_bf16
 
 ISA_FLAG_PREFIXES = ("avx512", "amx", "avx2", "fma")
 

@@ -1,5 +1,6 @@
 """Shared fixtures: a fixed seed, a tiny model config, and a tiny end-to-end experiment."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,12 @@ from transformer.cli import main
 @pytest.fixture(autouse=True)
 def fixed_seed() -> None:
     torch.manual_seed(1234)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def private_probe_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Keep the automatic-default probes' answers out of the user's cache (subprocesses inherit it)."""
+    os.environ["TRANSFORMER_CACHE_DIR"] = str(tmp_path_factory.mktemp("transformer-cache"))
 
 
 @pytest.fixture

@@ -11,13 +11,16 @@ import torch
 
 from tests.decoding.test_transformer_decoding import assert_same_hypotheses, padded_sources
 from transformer import Transformer, TransformerConfig
+from transformer.autotune.cache import ProbeCache
+from transformer.autotune.precision_probe import decide_precision, reduced_precision_candidate
+from transformer.autotune.workload import ProbeShape
 from transformer.cli import main
 from transformer.config import DecodeConfig
 from transformer.decoding.beam_search import beam_search
 from transformer.decoding.greedy import greedy_search
 from transformer.model.scaled_dot_product_attention import scaled_dot_product_attention
 from transformer.training.checkpoint import load_checkpoint
-from transformer.training.precision import resolve_precision
+from transformer.training.precision import check_precision
 from transformer.translator import Translator
 
 pytestmark = [
@@ -118,10 +121,13 @@ def test_search_on_cuda_finds_the_cpu_hypotheses(tiny_config: TransformerConfig,
     assert_same_hypotheses(on_cuda, on_cpu)
 
 
-def test_auto_precision_is_bf16_on_a_bf16_gpu() -> None:
+def test_auto_precision_measures_the_reduced_precision_the_gpu_has(tmp_path: Path) -> None:
     expected = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    assert resolve_precision("auto", CUDA) == expected
-    assert resolve_precision("fp16", CUDA) == "fp16"
+    assert reduced_precision_candidate(CUDA) == expected
+    shape = ProbeShape.for_model(512, 2048, 4096)
+    decision = decide_precision(shape, CUDA, ProbeCache(tmp_path / "autotune.json"))
+    assert decision.value == expected, decision.reason  # tensor cores: several times fp32 at this shape
+    check_precision("fp16", CUDA)
 
 
 def final_train_loss(run_dir: Path) -> float:

@@ -13,15 +13,15 @@ matching the defaults of :class:`transformer.config.TransformerConfig`.
 import hashlib
 import io
 import math
-import os
 import random
 import re
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import sentencepiece
+
+from transformer.atomic_files import write_bytes_atomically
 
 PAD_ID = 0
 BOS_ID = 1
@@ -93,38 +93,6 @@ def _next_skip(rng: random.Random, weight: float, sample_size: int, position: in
     weight = min(max(weight, 1e-300), 1.0 - 1e-16)
     skip = min(math.log(1.0 - rng.random()) / math.log1p(-weight), 2.0**62)
     return weight, position + math.floor(skip) + 1
-
-
-def write_bytes_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one.
-
-    Parameters
-    ----------
-    path : pathlib.Path
-        Destination; its parent directory is created if missing.
-    data : bytes
-        The complete file content.
-
-    Returns
-    -------
-    None
-
-    Notes
-    -----
-    Writes a temporary file in the same directory, flushes it to disk, then ``os.replace``s it,
-    which is atomic on POSIX and Windows within one file system.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "wb") as temp_file:
-            temp_file.write(data)
-            temp_file.flush()
-            os.fsync(temp_file.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
 
 
 def _train_model_bytes(sentences: list[str], vocab_size: int, character_coverage: float) -> bytes:

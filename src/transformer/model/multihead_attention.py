@@ -13,6 +13,7 @@ from torch.nn import functional as F
 from transformer.model.additive_attention import AdditiveScore, additive_attention
 from transformer.model.scaled_dot_product_attention import (
     ATTENTION_IMPLEMENTATIONS,
+    EXPLICIT_MAX_LENGTH,
     scaled_dot_product_attention,
 )
 
@@ -134,6 +135,9 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"d_k={self.d_k} and d_v={self.d_v} must be positive")
         self.dropout = dropout
         self.implementation = implementation
+        # The length threshold of implementation="auto"; training and translation set it from a measurement
+        # on the machine at hand (transformer.autotune.attention_probe).
+        self.explicit_max_length = EXPLICIT_MAX_LENGTH
         self.q_proj = nn.Linear(d_model, num_heads * self.d_k, bias=bias)
         self.k_proj = nn.Linear(d_model, num_heads * self.d_k, bias=bias)
         self.v_proj = nn.Linear(d_model, num_heads * self.d_v, bias=bias)
@@ -330,6 +334,13 @@ class MultiHeadAttention(nn.Module):
             weights = weights if need_weights else None
         else:
             heads, weights = scaled_dot_product_attention(
-                query_heads, key_heads, value_heads, attend_mask, dropout_p, need_weights, self.implementation
+                query_heads,
+                key_heads,
+                value_heads,
+                attend_mask,
+                dropout_p,
+                need_weights,
+                self.implementation,
+                self.explicit_max_length,
             )
         return self.out_proj(merge_heads(heads)), weights

@@ -13,7 +13,8 @@ from torch.nn import functional as F
 from transformer.model.dropout import dropout
 
 ATTENTION_IMPLEMENTATIONS = ("fused", "explicit", "auto")
-#: Longest query or key length for which "auto" uses the explicit formula (see the Notes below).
+#: Longest query or key length for which "auto" uses the explicit formula unless a measurement on the machine
+#: at hand (``transformer.autotune.attention_probe``) says otherwise; see the Notes below.
 EXPLICIT_MAX_LENGTH = 256
 
 
@@ -25,6 +26,7 @@ def scaled_dot_product_attention(
     dropout_p: float = 0.0,
     need_weights: bool = False,
     implementation: str = "fused",
+    explicit_max_length: int = EXPLICIT_MAX_LENGTH,
 ) -> tuple[Tensor, Tensor | None]:
     """Mix value vectors by softmax-normalised, scaled query-key dot products.
 
@@ -44,7 +46,9 @@ def scaled_dot_product_attention(
         Also return the attention weights (uses the explicit formula instead of the fused kernel).
     implementation : {"fused", "explicit", "auto"}
         Which path computes the output when weights are not needed: the fused kernel, the explicit formula,
-        or "auto": explicit while both lengths are at most ``EXPLICIT_MAX_LENGTH``, fused beyond.
+        or "auto": explicit while both lengths are at most ``explicit_max_length``, fused beyond.
+    explicit_max_length : int
+        The length threshold of "auto" (0: always fused).
 
     Returns
     -------
@@ -61,11 +65,13 @@ def scaled_dot_product_attention(
 
     Why "auto": on CPUs the fused kernel has a fixed overhead that plain matrix products beat at sentence
     lengths (measured 3.5x in bf16 at length 128), while from a few hundred positions on the fused kernel
-    wins on time and, above all, keeps memory linear in length. Both paths agree to 1e-5 in fp32.
+    wins on time and, above all, keeps memory linear in length. Where the two cross depends on the machine
+    (on GPUs the fused kernels win from short lengths on), so training and translation measure it once per
+    machine and set ``explicit_max_length``. Both paths agree to 1e-5 in fp32.
     """
     if implementation not in ATTENTION_IMPLEMENTATIONS:
         raise ValueError(f"implementation={implementation!r} is not one of {ATTENTION_IMPLEMENTATIONS}")
-    short = max(query.size(-2), key.size(-2)) <= EXPLICIT_MAX_LENGTH
+    short = max(query.size(-2), key.size(-2)) <= explicit_max_length
     if need_weights or implementation == "explicit" or (implementation == "auto" and short):
         # Scaling the queries (query_len x d_k) is cheaper than scaling the scores (query_len x key_len).
         scores = torch.matmul(query * query.size(-1) ** -0.5, key.transpose(-2, -1))

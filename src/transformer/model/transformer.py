@@ -18,6 +18,7 @@ from transformer.model.masks import (
     combine_attend_masks,
     padding_to_attend_mask,
 )
+from transformer.model.multihead_attention import MultiHeadAttention
 from transformer.model.positional_encoding import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
 
@@ -113,6 +114,31 @@ class Transformer(nn.Module):
                         nn.init.zeros_(submodule.bias)
         if self.output_projection is not None:
             nn.init.normal_(self.output_projection.weight, std=self.config.d_model**-0.5)
+
+    def set_explicit_attention_max_length(self, length: int) -> None:
+        """Set the length up to which ``attention_implementation: auto`` uses the explicit formula.
+
+        Parameters
+        ----------
+        length : int
+            Longest query or key length computed with explicit matrix products; longer ones use the fused
+            kernel (0: always fused).
+
+        Returns
+        -------
+        None
+
+        Notes
+        -----
+        Where the two paths cross depends on the machine (CPU kind, GPU, precision), so it is a runtime
+        setting measured by ``transformer.autotune.attention_probe``, not part of the config saved with the
+        model. It has no effect with ``attention_implementation`` "fused" or "explicit".
+        """
+        if length < 0:
+            raise ValueError(f"explicit attention max length {length} must be non-negative")
+        for module in self.modules():
+            if isinstance(module, MultiHeadAttention):
+                module.explicit_max_length = length
 
     def num_parameters(self, trainable_only: bool = False) -> int:
         """Count the model's parameters, shared matrices once.

@@ -401,9 +401,12 @@ def load_checkpoint(path: Path) -> Checkpoint:
         raise CheckpointError(f"{model_file}: not a readable checkpoint ({error})") from None
     model_config = TransformerConfig.from_dict(config_values)
     state = None
-    if (path / STATE_FILE).exists():
-        state = TrainerState(**json.loads((path / STATE_FILE).read_text(encoding="utf-8")))
-    extra = load_file(str(path / OPTIMIZER_FILE)) if (path / OPTIMIZER_FILE).exists() else {}
+    try:
+        if (path / STATE_FILE).exists():
+            state = TrainerState(**json.loads((path / STATE_FILE).read_text(encoding="utf-8")))
+        extra = load_file(str(path / OPTIMIZER_FILE)) if (path / OPTIMIZER_FILE).exists() else {}
+    except (OSError, SafetensorError, TypeError, ValueError) as error:
+        raise CheckpointError(f"{path}: unreadable training state ({error})") from None
     decode_values = state.experiment.get("decode") if state is not None else None
     if decode_values is None and DECODE_METADATA_KEY in header["__metadata__"]:
         decode_values = json.loads(header["__metadata__"][DECODE_METADATA_KEY])
@@ -581,6 +584,22 @@ class CheckpointManager:
         """
         name = read_index(self.checkpoint_dir).get("latest")
         return self.checkpoint_dir / name if name else None
+
+    def newest_first(self) -> list[Path]:
+        """List the run's kept checkpoints, newest first.
+
+        Returns
+        -------
+        list of Path
+            Every checkpoint in the index, by descending step (the latest first).
+
+        Notes
+        -----
+        ``--resume`` tries them in this order, so a damaged latest checkpoint (a disk error, a copy cut short)
+        falls back to the one before it instead of stopping the run.
+        """
+        names = read_index(self.checkpoint_dir).get("checkpoints", [])
+        return [self.checkpoint_dir / name for name in sorted(names, reverse=True)]
 
 
 def average_checkpoints(paths: Sequence[Path]) -> Checkpoint:

@@ -2,12 +2,14 @@
 
 import os
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
 import torch
 from torch import Tensor
 from torch import distributed as dist
 
 CPU = torch.device("cpu")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -179,3 +181,30 @@ def shutdown_distributed(context: DistributedContext) -> None:
     """
     if context.is_distributed and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def broadcast_from_main(value: T, context: DistributedContext) -> T:
+    """Give every process rank 0's copy of a picklable value (identity when single-process).
+
+    Parameters
+    ----------
+    value : object
+        This rank's value; only rank 0's is kept.
+    context : DistributedContext
+        The job.
+
+    Returns
+    -------
+    object
+        Rank 0's value, on every rank.
+
+    Notes
+    -----
+    Used for decisions that must agree across ranks but are measured, such as ``precision: auto``: every
+    rank timing its own probe could pick differently on a busy machine.
+    """
+    if not context.is_distributed:
+        return value
+    holder: list[T | None] = [value if context.is_main else None]
+    dist.broadcast_object_list(holder, src=0)
+    return cast(T, holder[0])

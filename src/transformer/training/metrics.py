@@ -4,6 +4,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from transformer.atomic_files import write_text_atomically
+
 
 class MetricsLog:
     """Append one JSON object per record to ``metrics.jsonl``; mirror scalars to TensorBoard if asked.
@@ -35,6 +37,38 @@ class MetricsLog:
                     "train.tensorboard=true needs TensorBoard: pip install 'transformer[tensorboard]'"
                 ) from None
             self._writer = SummaryWriter(log_dir=str(tensorboard_dir))
+
+    def drop_after(self, step: int) -> int:
+        """Remove the records of steps after ``step`` (those a resumed run is about to redo).
+
+        Parameters
+        ----------
+        step : int
+            The step training continues from (0 for a fresh start).
+
+        Returns
+        -------
+        int
+            How many records were removed.
+
+        Notes
+        -----
+        A run resumed from its step-400 checkpoint after being killed at step 430 would otherwise log steps
+        401-430 twice, and the loss curve would draw a loop. The file is rewritten atomically, and only when
+        something is removed; lines that are not JSON (a write cut short by the kill) are dropped too.
+        """
+        if not self.path.exists():
+            return 0
+        lines = self.path.read_text(encoding="utf-8").splitlines()
+        steps = [_record_step(line) for line in lines]
+        kept = [
+            line
+            for line, line_step in zip(lines, steps, strict=True)
+            if line_step is not None and line_step <= step
+        ]
+        if len(kept) < len(lines):
+            write_text_atomically(self.path, "".join(line + "\n" for line in kept))
+        return len(lines) - len(kept)
 
     def write(self, record: dict[str, Any]) -> None:
         """Append one record.
@@ -73,3 +107,12 @@ class MetricsLog:
         """
         if self._writer is not None:
             self._writer.close()
+
+
+def _record_step(line: str) -> int | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    step = record.get("step") if isinstance(record, dict) else None
+    return step if isinstance(step, int) else None

@@ -6,28 +6,8 @@ from collections.abc import Iterator
 import torch
 
 
-def cpu_has_native_bf16() -> bool:
-    """Tell whether this CPU computes bf16 matrix products natively (AVX-512 BF16 or AMX).
-
-    Returns
-    -------
-    bool
-        True when oneDNN reports bf16 support.
-
-    Notes
-    -----
-    On such CPUs (this project's development machine has AMX) a bf16 matmul runs several times faster than
-    fp32; elsewhere bf16 would be emulated and slower.
-    """
-    checker = getattr(torch.backends.mkldnn, "is_available", None)
-    if checker is None or not checker():
-        return False
-    native = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
-    return bool(native()) if native is not None else False
-
-
-def resolve_precision(requested: str, device: torch.device) -> str:
-    """Choose the precision for a device.
+def check_precision(requested: str, device: torch.device) -> None:
+    """Refuse a precision the device cannot train in.
 
     Parameters
     ----------
@@ -38,21 +18,15 @@ def resolve_precision(requested: str, device: torch.device) -> str:
 
     Returns
     -------
-    str
-        "fp32", "bf16" or "fp16".
+    None
 
     Notes
     -----
-    "auto" picks bf16 on CUDA GPUs that support it and on CPUs with native bf16, else fp32. fp16 is refused
-    on the CPU (no gradient scaler there).
+    fp16 needs a gradient scaler, which PyTorch has only for CUDA. "auto" is resolved by measurement
+    (``transformer.autotune.precision_probe``), not here.
     """
     if requested == "fp16" and device.type != "cuda":
         raise ValueError("train.precision='fp16' needs a CUDA device; use bf16 or fp32 on the CPU")
-    if requested != "auto":
-        return requested
-    if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    return "bf16" if cpu_has_native_bf16() else "fp32"
 
 
 @contextlib.contextmanager

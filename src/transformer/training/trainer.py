@@ -19,6 +19,8 @@ from torch import Tensor, nn
 from torch import distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from transformer.autotune.model_tuning import ModelTuning, tune_model
+from transformer.autotune.thread_probe import usable_cpus
 from transformer.config import ExperimentConfig
 from transformer.data.batching import Batch, TokenBatchSampler, collate, shard
 from transformer.data.prepare import TOKENIZER_FILE, TrainingData
@@ -33,11 +35,16 @@ from transformer.training.checkpoint import (
     optimizer_tensors,
     restore_optimizer,
 )
-from transformer.training.distributed import DistributedContext, all_reduce_sum, barrier
+from transformer.training.distributed import (
+    DistributedContext,
+    all_reduce_sum,
+    barrier,
+    broadcast_from_main,
+)
 from transformer.training.loss import label_smoothed_nll_loss
 from transformer.training.metrics import MetricsLog
-from transformer.training.precision import autocast, resolve_precision
-from transformer.training.schedule import build_scheduler, scale_for_peak
+from transformer.training.precision import autocast, check_precision
+from transformer.training.schedule import TimeBudget, build_scheduler, scale_for_peak
 
 
 class Reporter(Protocol):
@@ -108,6 +115,9 @@ class TrainResult:
         The last checkpoint written.
     stop_reason : str
         "max_steps", "max_epochs" or "max_minutes".
+    schedule_note : str
+        When the time limit stopped the run: how much of ``max_steps`` it did and whether the learning rate
+        was annealed to zero in time; empty otherwise.
 
     Notes
     -----
@@ -122,6 +132,7 @@ class TrainResult:
     best_valid_loss: float | None
     checkpoint: Path | None
     stop_reason: str
+    schedule_note: str = ""
 
 
 class Trainer:
@@ -143,7 +154,9 @@ class Trainer:
     Notes
     -----
     Adam(0.9, 0.98, 1e-9) with the learning rate of Eq. (3); label smoothing 0.1; gradient accumulation over
-    ``train.accumulate`` batches; bf16 autocast on CPUs with native bf16 and on GPUs. Call :meth:`train`.
+    ``train.accumulate`` batches. ``precision: auto``, ``threads: null`` and ``attention_implementation:
+    auto`` are resolved by measurement on the machine at hand (``transformer.autotune``), once per machine
+    and model shape, and each decision is reported in one line. Call :meth:`train`.
     """
 
     def __init__(
@@ -163,7 +176,9 @@ class Trainer:
             reporter if reporter is not None and self.context.is_main else SilentReporter()
         )
         self.device = self.context.device
-        self.precision = resolve_precision(self.recipe.precision, self.device)
+        check_precision(self.recipe.precision, self.device)
+        self.tuning = self._tune_defaults()
+        self.precision = self.tuning.precision or self.recipe.precision
         if data.tokenizer.vocab_size != experiment.model.vocab_size:
             raise ValueError(
                 f"model.vocab_size={experiment.model.vocab_size} but the tokenizer {data.tokenizer.model_path} "
@@ -171,6 +186,10 @@ class Trainer:
             )
         torch.manual_seed(self.recipe.seed)
         self.model = Transformer(experiment.model).to(self.device)
+        if self.tuning.explicit_max_length is not None:
+            self.model.set_explicit_attention_max_length(self.tuning.explicit_max_length)
+        for note in self.tuning.notes:
+            self.reporter.message(note)
         self.training_model: nn.Module = self.model
         self.distributed_model: DistributedDataParallel | None = None
         if self.context.is_distributed:
@@ -193,6 +212,9 @@ class Trainer:
             scale = scale_for_peak(
                 self.recipe.peak_learning_rate, experiment.model.d_model, self.recipe.warmup_steps
             )
+        self._segment_started: float | None = None  # perf_counter() when this process began training
+        self._segment_start_elapsed = 0.0  # state.elapsed_seconds then (earlier segments of a resumed run)
+        self.time_budget = self._time_budget()
         self.scheduler = build_scheduler(
             self.optimizer,
             experiment.model.d_model,
@@ -200,6 +222,8 @@ class Trainer:
             scale,
             self.recipe.max_steps,
             self.recipe.cooldown_steps,
+            self.time_budget,
+            self.segment_seconds,
         )
         self.grad_scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         self.sampler = TokenBatchSampler(
@@ -215,6 +239,51 @@ class Trainer:
         self._last_valid: tuple[float, float] | None = None
         self._last_valid_step = -1
         self._last_checkpoint: tuple[int, Path | None] | None = None
+
+    def _tune_defaults(self) -> ModelTuning:
+        """Resolve the automatic defaults on rank 0 and give every rank the same answer."""
+        threads = self.recipe.threads
+        if threads is None and self.context.is_distributed and self.device.type == "cpu":
+            # Several processes share this machine's CPUs: split them instead of timing one process alone.
+            threads = max(1, usable_cpus() // self.context.world_size)
+        tuning = ModelTuning()
+        if self.context.is_main:
+            tuning = tune_model(
+                self.experiment.model,
+                self.device,
+                self.recipe.max_tokens,
+                self.recipe.precision,
+                threads,
+                training=True,
+            )
+        tuning = broadcast_from_main(tuning, self.context)
+        torch.set_num_threads(threads or tuning.threads or torch.get_num_threads())
+        return tuning
+
+    def _time_budget(self) -> TimeBudget | None:
+        """Return the cool-down's time limit: ``max_minutes``, when the recipe has a cool-down to fit into it."""
+        if self.recipe.max_minutes is None or self.recipe.cooldown_steps == 0:
+            return None
+        share = min(1.0, self.recipe.cooldown_steps / self.recipe.max_steps)
+        return TimeBudget(60.0 * self.recipe.max_minutes, share)
+
+    def segment_seconds(self) -> float:
+        """Wall-clock seconds this process has trained (0 before the first step).
+
+        Returns
+        -------
+        float
+            Time since :meth:`train` began its loop; earlier segments of a resumed run are not counted.
+
+        Notes
+        -----
+        ``max_minutes`` limits each invocation: ``--resume`` of a run that stopped on its time limit trains
+        for another ``max_minutes`` rather than stopping at once. The learning-rate schedule reads this clock
+        to end its cool-down at the limit.
+        """
+        if self._segment_started is None:
+            return 0.0
+        return time.perf_counter() - self._segment_started
 
     def train(self, resume: bool = False) -> TrainResult:
         """Run until ``max_steps``, ``max_epochs`` or ``max_minutes``.
@@ -244,6 +313,10 @@ class Trainer:
             if self.context.is_main
             else None
         )
+        if metrics is not None and metrics.drop_after(self.state.step):
+            self.reporter.message(
+                f"metrics.jsonl: dropped the records after step {self.state.step} (redone now)"
+            )
         self.reporter.start(self.recipe.max_steps, self.state.step)
         try:
             stop_reason = self._train_loop(metrics)
@@ -258,6 +331,9 @@ class Trainer:
             self.reporter.close()
             if metrics is not None:
                 metrics.close()
+        schedule_note = self._schedule_note() if stop_reason == "max_minutes" else ""
+        if schedule_note:
+            self.reporter.message(schedule_note)
         return TrainResult(
             step=self.state.step,
             tokens_seen=self.state.tokens_seen,
@@ -267,6 +343,18 @@ class Trainer:
             best_valid_loss=self.state.best_valid_loss,
             checkpoint=checkpoint,
             stop_reason=stop_reason,
+            schedule_note=schedule_note,
+        )
+
+    def _schedule_note(self) -> str:
+        """Say how much of the schedule a run stopped by its time limit did, and whether it cooled down."""
+        share = self.state.step / self.recipe.max_steps
+        done = f"stopped by max_minutes={self.recipe.max_minutes} at step {self.state.step} of {self.recipe.max_steps} ({share:.0%} of the schedule)"
+        if self.time_budget is not None:
+            return f"{done}; the learning rate was annealed to zero within the time limit"
+        return (
+            f"warning: {done} without a cool-down (train.cooldown_steps is 0), at learning rate "
+            f"{self.scheduler.get_last_lr()[0]:.2e}; --resume continues it"
         )
 
     def _load_or_refuse_existing(self, resume: bool) -> None:
@@ -282,9 +370,23 @@ class Trainer:
                 f"{self.run_dir} already holds checkpoints ({latest.name}); pass --resume to continue it "
                 "or choose another --output-dir"
             )
-        self.restore(load_checkpoint(latest))
-        self._last_checkpoint = (self.state.step, latest)
-        self.reporter.message(f"resumed from {latest} at step {self.state.step}")
+        checkpoint = self._newest_readable_checkpoint()
+        self.restore(checkpoint)
+        self._last_checkpoint = (self.state.step, checkpoint.path)
+        self.reporter.message(f"resumed from {checkpoint.path} at step {self.state.step}")
+
+    def _newest_readable_checkpoint(self) -> Checkpoint:
+        """Load the newest checkpoint that reads back whole, warning about each damaged one skipped."""
+        failures = []
+        for path in self.checkpoints.newest_first():
+            try:
+                return load_checkpoint(path)
+            except CheckpointError as error:
+                failures.append(str(error))
+                self.reporter.message(f"warning: skipping a damaged checkpoint: {error}")
+        raise CheckpointError(
+            f"{self.checkpoints.checkpoint_dir}: no readable checkpoint to resume from ({'; '.join(failures)})"
+        )
 
     def restore(self, checkpoint: Checkpoint) -> None:
         """Load weights, optimizer, schedule, data position and random state from a checkpoint.
@@ -329,33 +431,48 @@ class Trainer:
         reason = self._stop_reason()
         if reason:  # a resumed run that had already finished
             return reason
-        interval = IntervalStats()
-        started = time.perf_counter() - self.state.elapsed_seconds
-        for group in self._batch_groups():
-            loss_sum, nll_sum, tokens = self.train_step(group)
-            self.state.step += 1
-            self.state.tokens_seen += tokens
-            self.state.elapsed_seconds = time.perf_counter() - started
-            interval.add(loss_sum, nll_sum, tokens, sum(batch.padding_ratio for batch in group) / len(group))
-            if self.state.step % self.recipe.log_every == 0:
-                self._log_train(interval, metrics)
-                interval = IntervalStats()
-            if self.recipe.validate_every and self.state.step % self.recipe.validate_every == 0:
-                valid = self._validate_and_log(metrics)
-                if self.recipe.checkpoint_every and self.state.step % self.recipe.checkpoint_every == 0:
-                    self._save_checkpoint(valid[0] if valid else None)
-            elif self.recipe.checkpoint_every and self.state.step % self.recipe.checkpoint_every == 0:
-                self._save_checkpoint(None)
-            reason = self._stop_reason()
-            if reason:
-                return reason
-        return "max_epochs"
+        interval = IntervalStats(self.device)
+        self._segment_start_elapsed = self.state.elapsed_seconds
+        self._segment_started = time.perf_counter()
+        try:
+            for group in self._batch_groups():
+                losses, tokens = self._accumulate_and_step(group)
+                self.state.step += 1
+                self.state.tokens_seen += tokens
+                self.state.elapsed_seconds = self._segment_start_elapsed + self.segment_seconds()
+                interval.add(losses, tokens, sum(batch.padding_ratio for batch in group) / len(group))
+                validate = (
+                    bool(self.recipe.validate_every) and self.state.step % self.recipe.validate_every == 0
+                )
+                save = (
+                    bool(self.recipe.checkpoint_every) and self.state.step % self.recipe.checkpoint_every == 0
+                )
+                reason = self._stop_reason()
+                log = self.state.step % self.recipe.log_every == 0
+                if log or validate or save or reason:
+                    # Losses stay on the device between these points: reading them back is a host sync.
+                    self._settle_losses(interval)
+                if log:
+                    self._log_train(interval, metrics)
+                    interval = IntervalStats(self.device)
+                if validate:
+                    valid = self._validate_and_log(metrics)
+                    if save:
+                        self._save_checkpoint(valid[0] if valid else None)
+                elif save:
+                    self._save_checkpoint(None)
+                if reason:
+                    return reason
+            self._settle_losses(interval)
+            return "max_epochs"
+        finally:
+            self._segment_started = None
 
     def _stop_reason(self) -> str:
         if self.state.step >= self.recipe.max_steps:
             return "max_steps"
         minutes = self.recipe.max_minutes
-        if minutes is not None and self.state.elapsed_seconds >= 60 * minutes:
+        if minutes is not None and self.segment_seconds() >= 60 * minutes:
             return "max_minutes"
         return ""
 
@@ -392,19 +509,23 @@ class Trainer:
 
         Notes
         -----
-        Raises :class:`TrainingDivergedError` before the update if the loss is not finite. Benchmarks call
-        this directly to time exactly what training runs.
+        Raises :class:`TrainingDivergedError` if the loss is not finite (after the update, which is then
+        never saved). Benchmarks call this to time exactly what training runs; the training loop itself
+        leaves the losses on the device and reads them back only at log, validation and checkpoint steps.
         """
+        losses, tokens = self._accumulate_and_step(group)
+        totals = all_reduce_sum(losses, self.context).cpu()
+        self._raise_if_diverged(totals[None, :], self.state.step + 1)
+        return float(totals[0]), float(totals[1]), tokens
+
+    def _accumulate_and_step(self, group: list[Batch]) -> tuple[Tensor, int]:
+        """Forward, backward and update; return this rank's (loss, nll) sums, shape (2,), still on the device."""
         self.training_model.train()
-        local_tokens = sum(batch.num_target_tokens for batch in group)
-        global_tokens = int(
-            all_reduce_sum(torch.tensor([local_tokens], dtype=torch.float64), self.context).item()
-        )
+        global_tokens = self._global_target_tokens(group)
         # DDP averages gradients over ranks; scaling by world_size / global_tokens makes the update the
         # gradient of (sum of token losses over all ranks) / (all target tokens), as in one big batch.
         normaliser = self.context.world_size / global_tokens
-        loss_total = torch.zeros((), dtype=torch.float64)
-        nll_total = torch.zeros((), dtype=torch.float64)
+        losses = torch.zeros(2, dtype=torch.float64, device=self.device)
         for index, batch in enumerate(group):
             sync = index == len(group) - 1
             with self._maybe_no_sync(sync), autocast(self.precision, self.device):
@@ -414,16 +535,39 @@ class Trainer:
             )
             with self._maybe_no_sync(sync):
                 self._backward(loss * normaliser)
-            loss_total += loss.detach().double().cpu()
-            nll_total += nll.double().cpu()
-        sums = all_reduce_sum(torch.stack([loss_total, nll_total]), self.context)
-        if not math.isfinite(float(sums[0])):
-            raise TrainingDivergedError(
-                f"loss became {float(sums[0])} at step {self.state.step + 1}; the last good checkpoint is "
-                f"{self.checkpoints.latest() or 'none'} (try a lower learning rate or train.clip_norm)"
-            )
+            losses += torch.stack([loss.detach(), nll.detach()]).double()
         self._optimizer_step()
-        return float(sums[0]), float(sums[1]), global_tokens
+        return losses, global_tokens
+
+    def _global_target_tokens(self, group: list[Batch]) -> int:
+        """Target tokens of the step over all processes (counted on the host: no device sync alone)."""
+        local_tokens = sum(batch.num_target_tokens for batch in group)
+        if not self.context.is_distributed:
+            return local_tokens
+        counts = torch.tensor([local_tokens], dtype=torch.float64, device=self.device)
+        return int(all_reduce_sum(counts, self.context).item())
+
+    def _settle_losses(self, interval: "IntervalStats") -> None:
+        """Read the interval's pending step losses back (one sync), summed over ranks, and check them."""
+        pending = interval.take_pending()
+        if pending is None:
+            return
+        per_step = all_reduce_sum(pending, self.context).cpu()  # (steps, 2): loss and nll sums
+        first_step = self.state.step - per_step.size(0) + 1
+        self._raise_if_diverged(per_step, first_step)
+        interval.loss_sum += float(per_step[:, 0].sum())
+        interval.nll_sum += float(per_step[:, 1].sum())
+
+    def _raise_if_diverged(self, per_step: Tensor, first_step: int) -> None:
+        """Raise :class:`TrainingDivergedError` naming the first step whose loss is not finite."""
+        finite = torch.isfinite(per_step[:, 0])
+        if bool(finite.all()):
+            return
+        bad = int((~finite).nonzero()[0, 0])
+        raise TrainingDivergedError(
+            f"loss became {float(per_step[bad, 0])} at step {first_step + bad}; the last good checkpoint is "
+            f"{self.checkpoints.latest() or 'none'} (try a lower learning rate or train.clip_norm)"
+        )
 
     def _maybe_no_sync(self, sync: bool) -> "contextlib.AbstractContextManager[None]":
         if sync or self.distributed_model is None:
@@ -556,26 +700,40 @@ class Trainer:
 class IntervalStats:
     """Sums of losses, tokens and padding between two training log records.
 
+    Parameters
+    ----------
+    device : torch.device
+        Where the step losses are computed (and left until they are read back).
+
     Notes
     -----
-    Internal to the trainer.
+    Internal to the trainer. Step losses are kept as device tensors until :meth:`take_pending` collects
+    them, so training on a GPU does not wait for each step's loss to reach the host.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
         self.loss_sum = 0.0
         self.nll_sum = 0.0
         self.tokens = 0
         self.steps = 0
+        self._pending: list[Tensor] = []
         self._padding_sum = 0.0
         self._started = time.perf_counter()
 
-    def add(self, loss_sum: float, nll_sum: float, tokens: int, padding_ratio: float) -> None:
-        """Account for one optimizer step."""
-        self.loss_sum += loss_sum
-        self.nll_sum += nll_sum
+    def add(self, losses: Tensor, tokens: int, padding_ratio: float) -> None:
+        """Account for one optimizer step; ``losses`` (loss and nll sums, shape (2,)) stays on the device."""
+        self._pending.append(losses)
         self.tokens += tokens
         self.steps += 1
         self._padding_sum += padding_ratio
+
+    def take_pending(self) -> Tensor | None:
+        """Return the step losses not yet read back, shape (steps, 2), and forget them (None if none)."""
+        if not self._pending:
+            return None
+        pending, self._pending = torch.stack(self._pending), []
+        return pending
 
     def seconds(self) -> float:
         """Wall-clock time since the interval began."""

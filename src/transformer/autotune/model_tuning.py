@@ -1,0 +1,139 @@
+"""Resolve every automatic default of a model on a device: precision, thread count, attention threshold."""
+
+from dataclasses import dataclass, field
+
+import torch
+
+from transformer.autotune.attention_probe import decide_explicit_max_length
+from transformer.autotune.cache import CACHE_FILE, ProbeCache
+from transformer.autotune.decision import TuningDecision
+from transformer.autotune.machine import default_cache_dir
+from transformer.autotune.precision_probe import decide_precision
+from transformer.autotune.thread_probe import decide_threads
+from transformer.autotune.workload import ProbeShape
+from transformer.config import TransformerConfig
+
+
+@dataclass
+class ModelTuning:
+    """The automatic defaults a run resolved, with one log line each.
+
+    Parameters
+    ----------
+    precision : str or None
+        The precision ``auto`` resolved to; None if it was not asked for.
+    explicit_max_length : int or None
+        The ``attention_implementation: auto`` threshold; None if the model does not use "auto".
+    threads : int or None
+        The thread count ``threads: null`` resolved to; None if it was not asked for (or on a GPU).
+    notes : list of str
+        One line per decision, naming what was measured (or read from the cache).
+
+    Notes
+    -----
+    Built by :func:`tune_model`; the trainer and the translator apply it and log ``notes``.
+    """
+
+    precision: str | None = None
+    explicit_max_length: int | None = None
+    threads: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def default_probe_cache() -> ProbeCache:
+    """Open the probe cache in the user's cache directory.
+
+    Returns
+    -------
+    ProbeCache
+        ``<cache dir>/autotune.json`` (see :func:`transformer.autotune.machine.default_cache_dir`).
+
+    Notes
+    -----
+    Delete the file to measure again.
+    """
+    return ProbeCache(default_cache_dir() / CACHE_FILE)
+
+
+def head_dim_of(config: TransformerConfig) -> int:
+    """Return the per-head query/key width of a model.
+
+    Parameters
+    ----------
+    config : TransformerConfig
+        The model.
+
+    Returns
+    -------
+    int
+        ``d_k`` if set, else ``d_model // num_heads``.
+
+    Notes
+    -----
+    Table 2 rows (A) and (B) set ``d_k`` apart from ``d_model / h``.
+    """
+    return config.d_k if config.d_k is not None else config.d_model // config.num_heads
+
+
+def tune_model(
+    config: TransformerConfig,
+    device: torch.device,
+    batch_tokens: int,
+    precision: str,
+    threads: int | None,
+    training: bool,
+    cache: ProbeCache | None = None,
+) -> ModelTuning:
+    """Measure (or read from the cache) every automatic default of a model on a device.
+
+    Parameters
+    ----------
+    config : TransformerConfig
+        The model.
+    device : torch.device
+        Where it runs.
+    batch_tokens : int
+        Tokens per batch (``train.max_tokens``), which sets the probe's product size.
+    precision : str
+        The requested precision; only "auto" is measured, any other value is kept.
+    threads : int or None
+        The requested thread count; None on the CPU is measured, a number is applied as given.
+    training : bool
+        Tune for training (forward + backward) or for translation (forward only).
+    cache : ProbeCache or None
+        Where answers are kept (default: the user's cache directory).
+
+    Returns
+    -------
+    ModelTuning
+        The resolved values and their log lines. The thread count is already applied to PyTorch.
+
+    Notes
+    -----
+    Order matters: threads first (the other probes run with them), then precision, then the attention
+    threshold in that precision.
+    """
+    cache = cache or default_probe_cache()
+    shape = ProbeShape.for_model(config.d_model, config.d_ff, batch_tokens)
+    tuning = ModelTuning()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    elif device.type == "cpu":
+        tuning.threads = int(_noted(tuning, decide_threads(shape, cache), "threads").value)
+        torch.set_num_threads(tuning.threads)
+    resolved = precision
+    if precision == "auto":
+        resolved = tuning.precision = _noted(
+            tuning, decide_precision(shape, device, cache), "precision"
+        ).value
+    if config.attention_implementation == "auto" and config.attention_scoring == "dot_product":
+        decision = decide_explicit_max_length(
+            config.num_heads, head_dim_of(config), resolved, device, cache, backward=training
+        )
+        tuning.explicit_max_length = int(_noted(tuning, decision, "attention").value)
+    return tuning
+
+
+def _noted(tuning: ModelTuning, decision: TuningDecision, what: str) -> TuningDecision:
+    tuning.notes.append(f"auto {what}: {decision.reason}")
+    return decision

@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 from safetensors.torch import save_file
 
 from transformer.cli import build_parser, main, read_input_lines, translator_from_args
@@ -275,3 +276,86 @@ def test_standard_input_lines_keep_their_spaces_and_lose_their_line_ends(monkeyp
     stdin = io.TextIOWrapper(io.BytesIO(b"\xef\xbb\xbf one \r\n\n two\n last"), "utf-8", "surrogateescape")
     monkeypatch.setattr("sys.stdin", stdin)
     assert read_input_lines("-") == [" one ", "", " two", " last"]
+
+
+def one_error_line(capsys) -> str:
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1, error
+    return error
+
+
+def test_a_bad_set_value_names_the_set_flag(tmp_path: Path, write_config, capsys) -> None:
+    config = write_config(tmp_path)
+    arguments = ["train", "--config", str(config), "--output-dir", str(tmp_path / "run")]
+    assert main([*arguments, "--set", "train.max_steps=abc"]) == 2
+    error = one_error_line(capsys)
+    assert error.startswith("transformer train: error: --set train.max_steps=abc: [train] ")
+    assert "max_steps='abc'" in error and "tiny.yaml" not in error
+    # Each override is valid alone; the second makes the config invalid (d_model 32, 5 heads).
+    assert main([*arguments, "--set", "model.d_model=40", "--set", "model.num_heads=3"]) == 2
+    assert one_error_line(capsys).startswith("transformer train: error: --set model.num_heads=3: [model] ")
+    # A fault in the file itself still names the file.
+    config.write_text(config.read_text(encoding="utf-8") + "extra: {}\n", encoding="utf-8")
+    assert main([*arguments, "--set", "train.max_steps=3"]) == 2
+    assert one_error_line(capsys).startswith(f"transformer train: error: {config}: unknown section(s)")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_translate_device_errors_name_the_device_flag(trained_run: Path, capsys) -> None:
+    arguments = ["translate", "--checkpoint", str(trained_run)]
+    assert main([*arguments, "--device", "cuda"]) == 2
+    assert one_error_line(capsys) == (
+        "transformer translate: error: --device cuda: CUDA is not available on this machine; "
+        "use --device cpu\n"
+    )
+    assert main([*arguments, "--engine", "ctranslate2", "--device", "cuda:1"]) == 2
+    assert "error: --device cuda:1: CUDA is not available" in one_error_line(capsys)
+    assert main([*arguments, "--device", "gpu"]) == 2
+    assert one_error_line(capsys) == (
+        "transformer translate: error: --device gpu: expected auto, cpu, cuda or cuda:N\n"
+    )
+
+
+def test_an_output_of_the_wrong_kind_is_named_with_its_option(
+    trained_run: Path, tmp_path: Path, write_config, capsys
+) -> None:
+    a_file, a_directory = tmp_path / "a-file", tmp_path / "a-directory"
+    a_file.write_text("keep\n", encoding="utf-8")
+    a_directory.mkdir()
+    config = str(write_config(tmp_path))
+    for command in (["train", "--config", config], ["prepare", "--config", config], ["quickstart"]):
+        assert main([*command, "--output-dir", str(a_file)]) == 2
+        assert one_error_line(capsys) == (
+            f"transformer {command[0]}: error: --output-dir {a_file}: is a file; expected a directory\n"
+        )
+    attention = ["attention", "--checkpoint", str(trained_run), "--text", "a b", "--output-dir", str(a_file)]
+    assert main(attention) == 2
+    assert f"error: --output-dir {a_file}: is a file; expected a directory" in one_error_line(capsys)
+    translate = ["translate", "--checkpoint", str(trained_run), "--input", str(a_file)]
+    assert main([*translate, "--output", str(a_directory)]) == 2
+    assert one_error_line(capsys) == (
+        f"transformer translate: error: --output {a_directory}: is a directory; expected a file\n"
+    )
+    assert main(["plot", "--run", str(trained_run), "--output", str(a_directory)]) == 2
+    assert f"error: --output {a_directory}: is a directory; expected a file" in one_error_line(capsys)
+    assert a_file.read_text(encoding="utf-8") == "keep\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a-directory", "a-file", "tiny.yaml"]
+    assert not list(a_directory.iterdir())
+
+
+def help_text(command: str, monkeypatch, capsys) -> str:
+    monkeypatch.setenv("COLUMNS", "300")  # no wrapping inside a help text
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    return capsys.readouterr().out
+
+
+def test_help_names_the_data_files_and_the_precision(monkeypatch, capsys) -> None:
+    train_help = help_text("train", monkeypatch, capsys)
+    assert "{train,valid,test}.{en,de}[.gz]" in train_help and "{src,tgt}" not in train_help
+    for command in ("translate", "evaluate"):
+        words = " ".join(help_text(command, monkeypatch, capsys).split())
+        assert (
+            "--precision {fp32,bf16} precision of translation: fp32 (default), or bf16 with weights" in words
+        )

@@ -7,6 +7,7 @@ messages (exit status 2) instead of tracebacks.
 import argparse
 import dataclasses
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -127,12 +128,60 @@ def load_experiment(args: argparse.Namespace) -> ExperimentConfig:
 
     Notes
     -----
-    See :func:`transformer.config.load_config`.
+    See :func:`transformer.config.load_config`. An error that an override causes names its flag
+    (``--set KEY=VALUE`` or ``--data-dir DIR``) rather than the file; see :func:`blame_override`.
     """
-    overrides = list(args.overrides)
+    path = resolve_config_path(args.config)
+    flagged_overrides = [(f"--set {override}", override) for override in args.overrides]
     if getattr(args, "data_dir", None):
-        overrides += ["data.corpus=directory", f"data.data_dir={args.data_dir}"]
-    return load_config(resolve_config_path(args.config), overrides)
+        data_dir_flag = f"--data-dir {args.data_dir}"
+        flagged_overrides += [
+            (data_dir_flag, "data.corpus=directory"),
+            (data_dir_flag, f"data.data_dir={args.data_dir}"),
+        ]
+    try:
+        return load_config(path, [override for _, override in flagged_overrides])
+    except ValueError as error:
+        raise blame_override(path, flagged_overrides, error) from None
+
+
+def blame_override(path: Path, flagged_overrides: Sequence[tuple[str, str]], error: ValueError) -> ValueError:
+    """Name the flag whose override made a config invalid, instead of the config file.
+
+    Parameters
+    ----------
+    path : Path
+        The config file.
+    flagged_overrides : sequence of (str, str)
+        Each override with the command-line flag that gave it, e.g. ``("--set train.max_steps=x",
+        "train.max_steps=x")``, in the order applied.
+    error : ValueError
+        The error of loading ``path`` with every override.
+
+    Returns
+    -------
+    ValueError
+        The error of the first prefix of overrides that fails, its message starting with the flag of the
+        last override in that prefix; ``error`` itself when the file alone fails or no prefix does.
+
+    Notes
+    -----
+    :func:`load_config` names the file in every validation error, since it cannot tell the file's values
+    from the overrides'. Loading again with more and more overrides finds the one that breaks the config;
+    that happens only on the way to an error message, so the extra loads cost nothing in a good run.
+    """
+    for count in range(len(flagged_overrides) + 1):
+        try:
+            load_config(path, [override for _, override in flagged_overrides[:count]])
+        except ValueError as prefix_error:
+            if count == 0:
+                return error
+            message = str(prefix_error)
+            if message.startswith("--set "):  # a malformed override, already named by load_config
+                return prefix_error
+            flag = flagged_overrides[count - 1][0]
+            return ValueError(f"{flag}: {message.removeprefix(f'{path}: ')}")
+    return error
 
 
 def default_output_dir(args: argparse.Namespace) -> Path:
@@ -146,15 +195,61 @@ def default_output_dir(args: argparse.Namespace) -> Path:
     Returns
     -------
     Path
-        The run directory.
+        The run directory (not necessarily existing yet).
 
     Notes
     -----
-    A run directory holds the data it generated, the vocabulary, checkpoints and metrics.
+    A run directory holds the data it generated, the vocabulary, checkpoints and metrics. Raises
+    ValueError naming ``--output-dir`` when the path is a file.
     """
-    if args.output_dir:
-        return Path(args.output_dir)
-    return Path("runs") / Path(args.config).stem
+    run_dir = Path(args.output_dir) if args.output_dir else Path("runs") / Path(args.config).stem
+    check_output_directory(run_dir, "--output-dir")
+    return run_dir
+
+
+def check_output_directory(path: Path, option: str) -> None:
+    """Refuse an output directory that is an existing file, naming the option.
+
+    Parameters
+    ----------
+    path : Path
+        The directory the command will create or write into.
+    option : str
+        The flag that gave it (or whose default it is), e.g. ``"--output-dir"``.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Without this check the first ``mkdir`` fails with "[Errno 17] File exists", which names neither the
+    option nor the problem.
+    """
+    if path.is_file():
+        raise ValueError(f"{option} {path}: is a file; expected a directory")
+
+
+def check_output_file(path: Path, option: str) -> None:
+    """Refuse an output file that is an existing directory, naming the option.
+
+    Parameters
+    ----------
+    path : Path
+        The file the command will write.
+    option : str
+        The flag that gave it, e.g. ``"--output"``.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Without this check the final rename fails with "[Errno 21] Is a directory" and names the temporary file.
+    """
+    if path.is_dir():
+        raise ValueError(f"{option} {path}: is a directory; expected a file")
 
 
 def run_prepare(args: argparse.Namespace) -> int:
@@ -333,9 +428,36 @@ def translator_from_args(args: argparse.Namespace) -> Translator:
     :meth:`Translator.from_checkpoint` already takes the checkpoint's settings (else the paper's); see
     :func:`decode_config_from_args` for how flags combine with them.
     """
+    check_device_flag(args.device)
     translator = Translator.from_checkpoint(args.checkpoint, None, args.device, args.precision)
     translator.decode_config = decode_config_from_args(args, translator.decode_config)
     return translator
+
+
+def check_device_flag(device: str) -> None:
+    """Refuse a ``--device`` this machine cannot give, naming the flag.
+
+    Parameters
+    ----------
+    device : str
+        The ``--device`` value: "auto", "cpu", "cuda" or "cuda:N".
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    The library's own check (:func:`transformer.training.distributed.resolve_device`) speaks of the
+    ``train.device`` setting, which ``translate`` and ``evaluate`` do not have.
+    """
+    if not re.fullmatch(r"auto|cpu|cuda(:[0-9]+)?", device):
+        raise ValueError(f"--device {device}: expected auto, cpu, cuda or cuda:N")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: CUDA is not available on this machine; use --device cpu")
+    gpu_index = int(device.partition(":")[2] or 0)
+    if device.startswith("cuda") and gpu_index >= torch.cuda.device_count():
+        raise ValueError(f"--device {device}: this machine has {torch.cuda.device_count()} GPU(s)")
 
 
 def read_input_lines(path: str | None) -> list[str]:
@@ -429,15 +551,20 @@ def write_output_lines(lines: Sequence[str], path: str | None) -> None:
     Notes
     -----
     A file is written to a temporary sibling and renamed, so an interrupted run leaves no partial output.
+    A destination that is a directory raises ValueError naming ``--output``.
     """
     text = "".join(line + "\n" for line in lines)
     if path is None or path == "-":
         sys.stdout.write(text)
         return
     destination = Path(path)
+    check_output_file(destination, "--output")
     temporary = destination.parent / f".{destination.name}.tmp-{os.getpid()}"
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, destination)
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, destination)
+    finally:
+        temporary.unlink(missing_ok=True)  # gone after a successful rename; removed after a failed one
 
 
 def run_translate(args: argparse.Namespace) -> int:
@@ -484,6 +611,7 @@ def translate_with_ctranslate2(args: argparse.Namespace) -> list[str]:
     CTranslate2 has only the ``power`` length penalty (score / |Y|^alpha); ``--length-penalty-form gnmt``
     is refused rather than silently changed.
     """
+    check_device_flag(args.device)
     settings = decode_config_from_args(args)  # an export keeps no run config: the paper's, then the flags
     if settings.length_penalty_form != "power" and settings.length_penalty != 0:
         raise ValueError(
@@ -636,6 +764,7 @@ def holds_earlier_average(directory: Path) -> bool:
 
 def run_attention(args: argparse.Namespace) -> int:
     """Plot attention maps of one sentence (PNG per kind for one layer, and an HTML page of all)."""
+    check_output_directory(Path(args.output_dir), "--output-dir")
     translator = Translator.from_checkpoint(args.checkpoint, device="cpu")  # the run's search settings
     if args.beam is not None:
         translator.decode_config = dataclasses.replace(translator.decode_config, beam_size=args.beam)
@@ -668,6 +797,7 @@ def run_plot(args: argparse.Namespace) -> int:
     """Draw loss and learning-rate curves of a run."""
     metrics = Path(args.run) / "metrics.jsonl"
     output = Path(args.output) if args.output else Path(args.run) / "training_curves.png"
+    check_output_file(output, "--output")
     print(f"wrote {plot_training_curves(metrics, output)}")
     return 0
 
@@ -686,7 +816,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, required: bool = True)
     parser.add_argument("--output-dir", help="run directory (default: runs/<config name>)")
     parser.add_argument(
         "--data-dir",
-        help="train on the files in this folder ({train,valid,test}.{src,tgt}[.gz]) instead of the config's corpus",
+        help="train on the files {train,valid,test}.{en,de}[.gz] in this folder instead of the config's corpus "
+        "(the suffixes are data.source_lang and data.target_lang: en and de unless the config says otherwise)",
     )
 
 
@@ -721,7 +852,13 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-cache", action="store_true", help="recompute the prefix every step (slow)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    parser.add_argument(
+        "--precision",
+        choices=["fp32", "bf16"],
+        default="fp32",
+        help="precision of translation: fp32 (default), or bf16 with weights and activations in bfloat16 "
+        "(faster on GPUs and on CPUs with AMX; scores may move slightly)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

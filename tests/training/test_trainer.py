@@ -230,3 +230,63 @@ def test_compiled_training_takes_the_eager_steps(tmp_path: Path, write_config) -
             # turns rounding noise into full-size steps: no two computations agree on it.
             continue
         torch.testing.assert_close(final[name], tensor, rtol=1e-3, atol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize(("bf16_seconds", "expected"), [(0.002, "bf16"), (0.030, "fp32")])
+def test_auto_precision_follows_the_probe(
+    tmp_path: Path, write_config, monkeypatch, bf16_seconds: float, expected: str
+) -> None:
+    from transformer.autotune import cache as cache_module
+    from transformer.autotune import precision_probe
+
+    monkeypatch.setattr(precision_probe, "reduced_precision_candidate", lambda device: "bf16")
+    monkeypatch.setattr(
+        precision_probe,
+        "measure_precision_seconds",
+        lambda shape, device, candidates: {"fp32": 0.010, "bf16": bf16_seconds},
+    )
+    monkeypatch.setattr(cache_module.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setenv("TRANSFORMER_CACHE_DIR", str(tmp_path / "cache"))
+    experiment = load_config(write_config(tmp_path, train={"precision": "auto"}))
+    data = prepare_data(experiment.data, experiment.model.vocab_size, tmp_path / "run")
+    messages: list[str] = []
+    reporter = trainer_module.SilentReporter()
+    reporter.message = messages.append  # type: ignore[method-assign]
+    trainer = Trainer(experiment, tmp_path / "run", data, reporter=reporter)
+    assert trainer.precision == expected
+    (line,) = [message for message in messages if message.startswith("auto precision:")]
+    assert line.startswith(f"auto precision: {expected}: a bf16 training product at d_model 32 x d_ff 64")
+    assert (tmp_path / "cache" / "autotune.json").exists()
+
+
+def test_resume_falls_back_past_a_damaged_checkpoint_and_drops_redone_metrics(
+    tmp_path: Path, write_config, capsys
+) -> None:
+    config = write_config(tmp_path, train={"max_steps": 8, "checkpoint_every": 4, "validate_every": 0})
+    run_dir = tmp_path / "run"
+    assert main(["train", "--config", str(config), "--output-dir", str(run_dir)]) == 0
+    reference = read_metrics(run_dir)
+    # A copy cut short: the latest checkpoint's weights lose their second half.
+    weights = run_dir / "checkpoints" / "step-00000008" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    capsys.readouterr()
+    assert main(["train", "--config", str(config), "--output-dir", str(run_dir), "--resume"]) == 0
+    output = capsys.readouterr().err  # the trainer's messages go to standard error
+    assert "warning: skipping a damaged checkpoint" in output and "step-00000008" in output
+    assert "resumed from" in output and "step-00000004 at step 4" in output
+    steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(steps) and len(steps) == len(set(steps)) == 8  # no step logged twice
+    resumed = read_metrics(run_dir)
+    for step in range(5, 9):  # redone from the step-4 checkpoint: the same losses
+        assert resumed[step]["train_loss"] == pytest.approx(reference[step]["train_loss"], rel=1e-5)
+    assert load_checkpoint(run_dir / "checkpoints" / "step-00000008").state.step == 8
+
+
+def test_resume_with_every_checkpoint_damaged_names_them(tmp_path: Path, write_config, capsys) -> None:
+    config = write_config(tmp_path, train={"max_steps": 4, "checkpoint_every": 4, "validate_every": 0})
+    run_dir = tmp_path / "run"
+    assert main(["train", "--config", str(config), "--output-dir", str(run_dir)]) == 0
+    (run_dir / "checkpoints" / "step-00000004" / "trainer_state.json").write_text("{")
+    assert main(["train", "--config", str(config), "--output-dir", str(run_dir), "--resume"]) != 0
+    error = capsys.readouterr().err
+    assert "no readable checkpoint to resume from" in error and "unreadable training state" in error

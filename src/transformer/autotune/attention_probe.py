@@ -143,7 +143,7 @@ def decide_explicit_max_length(
     device: torch.device,
     cache: ProbeCache,
     backward: bool = True,
-    measure: Callable[..., dict[str, dict[str, float]]] = measure_attention_seconds,
+    measure: Callable[..., dict[str, dict[str, float]]] | None = None,
 ) -> TuningDecision:
     """Resolve the length threshold of ``attention_implementation: auto`` for this machine and model.
 
@@ -159,8 +159,8 @@ def decide_explicit_max_length(
         Answers from earlier runs on this machine.
     backward : bool
         True for training (forward + backward), False for translation (forward only).
-    measure : callable
-        The probe (tests pass a fake one).
+    measure : callable or None
+        The probe; None runs :func:`measure_attention_seconds` (tests pass a fake one).
 
     Returns
     -------
@@ -178,7 +178,7 @@ def decide_explicit_max_length(
     key = fingerprint_key(machine, "attention", shape)
 
     def probe() -> dict[str, object]:
-        seconds = measure(num_heads, head_dim, precision, device, backward)
+        seconds = (measure or measure_attention_seconds)(num_heads, head_dim, precision, device, backward)
         return {"explicit_max_length": choose_explicit_max_length(seconds), "seconds": seconds}
 
     stored, provenance = cache.lookup_or_measure(key, machine, probe)

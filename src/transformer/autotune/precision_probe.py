@@ -112,9 +112,7 @@ def decide_precision(
     shape: ProbeShape,
     device: torch.device,
     cache: ProbeCache,
-    measure: Callable[
-        [ProbeShape, torch.device, tuple[str, ...]], dict[str, float]
-    ] = measure_precision_seconds,
+    measure: Callable[[ProbeShape, torch.device, tuple[str, ...]], dict[str, float]] | None = None,
 ) -> TuningDecision:
     """Resolve ``precision: auto`` for this machine and model shape.
 
@@ -126,8 +124,8 @@ def decide_precision(
         The training device.
     cache : ProbeCache
         Answers from earlier runs on this machine.
-    measure : callable
-        The probe (tests pass a fake one).
+    measure : callable or None
+        The probe; None runs :func:`measure_precision_seconds` (tests pass a fake one).
 
     Returns
     -------
@@ -145,7 +143,7 @@ def decide_precision(
     key = fingerprint_key(machine, "precision", shape.as_dict())
 
     def probe() -> dict[str, object]:
-        seconds = measure(shape, device, ("fp32", reduced))
+        seconds = (measure or measure_precision_seconds)(shape, device, ("fp32", reduced))
         return {"precision": choose_precision(seconds, reduced), "seconds": seconds}
 
     stored, provenance = cache.lookup_or_measure(key, machine, probe)

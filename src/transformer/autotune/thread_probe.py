@@ -135,7 +135,7 @@ def choose_thread_count(seconds: dict[str, float]) -> int:
 def decide_threads(
     shape: ProbeShape,
     cache: ProbeCache,
-    measure: Callable[[ProbeShape, tuple[int, ...]], dict[str, float]] = measure_thread_seconds,
+    measure: Callable[[ProbeShape, tuple[int, ...]], dict[str, float]] | None = None,
     usable: int | None = None,
 ) -> TuningDecision:
     """Resolve ``threads: null`` (automatic) for this machine and model shape.
@@ -146,8 +146,8 @@ def decide_threads(
         The model's widths and the probe's rows.
     cache : ProbeCache
         Answers from earlier runs on this machine.
-    measure : callable
-        The probe (tests pass a fake one).
+    measure : callable or None
+        The probe; None runs :func:`measure_thread_seconds` (tests pass a fake one).
     usable : int or None
         CPUs available (default :func:`usable_cpus`).
 
@@ -168,7 +168,7 @@ def decide_threads(
     key = fingerprint_key(machine, "threads", shape.as_dict())
 
     def probe() -> dict[str, object]:
-        seconds = measure(shape, counts)
+        seconds = (measure or measure_thread_seconds)(shape, counts)
         return {"threads": choose_thread_count(seconds), "seconds": seconds}
 
     stored, provenance = cache.lookup_or_measure(key, machine, probe)

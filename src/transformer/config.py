@@ -69,8 +69,12 @@ class TransformerConfig:
     attention_window : int or None
         Restrict self-attention to r neighbours on each side (Table 1, last row); None is full attention.
     attention_implementation : str
-        "auto" (explicit matrix products for sequences up to 256 positions, where they are faster on CPUs,
-        the fused kernel beyond, where it is faster and keeps memory linear), "fused" or "explicit".
+        "auto" (explicit matrix products up to a length measured on the machine at hand, the fused kernel
+        beyond, where it is faster and keeps memory linear), "fused" or "explicit". Training and translation
+        time both paths at 16, 32, ... positions once per machine, precision and head shape (cached like
+        ``train.precision``); the explicit formula won up to a few hundred positions in bf16 on the CPUs
+        measured, while in fp32 on a CPU without AMX, and on GPUs, the fused kernel wins from the start.
+        Without a measurement (a model built directly) the threshold is 256.
     pad_id, bos_id, eos_id, unk_id : int
         Ids of the special tokens, fixed by the tokenizer.
     decoder_start_id : int or None
@@ -521,8 +525,11 @@ class TrainConfig:
     max_epochs : int or None
         Stop after this many passes over the data, if earlier.
     max_minutes : float or None
-        Stop after this much wall-clock training time, if earlier (then the schedule's cool-down, if any,
-        follows ``max_steps``).
+        Stop after this much wall-clock training time per invocation, if earlier than ``max_steps`` (a
+        ``--resume`` trains for another ``max_minutes``). With a cool-down, the learning rate also anneals to
+        zero by this limit: over the same share of the time as ``cooldown_steps`` is of ``max_steps``, so a
+        slow machine still finishes the recipe (see ``transformer.training.schedule.TimeBudget``); without
+        one, a run stopped by the limit ends with a warning naming the share of the schedule done.
     warmup_steps : int
         Linear warm-up steps of Eq. (3) (4,000).
     learning_rate_scale : float
@@ -538,12 +545,17 @@ class TrainConfig:
     clip_norm : float or None
         Clip the gradient norm to this (not in the paper); None disables clipping.
     precision : str
-        "auto" (bf16 on CPUs with native bf16 and on CUDA GPUs with bf16, else fp32), "fp32", "bf16" or
-        "fp16" (CUDA only, with a gradient scaler).
+        "auto", "fp32", "bf16" or "fp16" (CUDA only, with a gradient scaler). "auto" times a training
+        product at the model's shape in fp32 and in bf16 (fp16 on GPUs without bf16) and takes the reduced
+        precision only if it is at least 1.1x faster: bf16 on CPUs with AMX (about 7x) and on GPUs, fp32 on
+        CPUs whose bf16 is merely native (AVX-512 BF16 alone: about 0.55x) or absent. Measured once per
+        machine and model shape, cached in ``~/.cache/transformer/autotune.json``, and logged.
     device : str
         "auto" (CUDA if available, else CPU), "cpu", "cuda" or "cuda:N".
     threads : int or None
-        CPU threads for PyTorch; None keeps PyTorch's default (the number of cores).
+        CPU threads for PyTorch. None measures: the model's products are timed with 1, 2, 4, ... threads up
+        to the CPUs this process may use (its affinity mask and container quota, which PyTorch's own default
+        ignores), and the largest count within 5% of the fastest is kept; cached like ``precision``.
     seed : int
         Seed of parameter initialisation, data order and dropout.
     log_every : int

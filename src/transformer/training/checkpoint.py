@@ -139,6 +139,9 @@ class TrainerState:
         ``ExperimentConfig.to_dict()``.
     tokenizer_fingerprint : str
         SHA-256 of the SentencePiece model the run uses.
+    stop_reason : str or None
+        Why training ended ("max_steps", "max_epochs", "max_minutes") in the checkpoint written at its end;
+        None in checkpoints written along the way.
 
     Notes
     -----
@@ -157,6 +160,7 @@ class TrainerState:
     grad_scaler: dict[str, Any] | None = None
     experiment: dict[str, Any] = field(default_factory=dict)
     tokenizer_fingerprint: str = ""
+    stop_reason: str | None = None
 
 
 @dataclass

@@ -285,7 +285,7 @@ class Trainer:
             return 0.0
         return time.perf_counter() - self._segment_started
 
-    def train(self, resume: bool = False) -> TrainResult:
+    def train(self, resume: bool = False, reuse_finished: bool = False) -> TrainResult:
         """Run until ``max_steps``, ``max_epochs`` or ``max_minutes``.
 
         Parameters
@@ -293,6 +293,10 @@ class Trainer:
         resume : bool
             Continue from the run directory's latest checkpoint (weights, optimizer, schedule, data position,
             random state), so the result equals an uninterrupted run's.
+        reuse_finished : bool
+            With ``resume``, return at once if the latest checkpoint ended the run, whatever stopped it (the
+            quick start run twice). Without it, a run its time limit stopped trains for another
+            ``max_minutes``.
 
         Returns
         -------
@@ -319,7 +323,8 @@ class Trainer:
             )
         self.reporter.start(self.recipe.max_steps, self.state.step)
         try:
-            stop_reason = self._train_loop(metrics)
+            finished = self.state.stop_reason if reuse_finished else None
+            stop_reason = finished or self._train_loop(metrics)
             if self._last_checkpoint is not None and self._last_checkpoint[0] == self.state.step:
                 # Saved at this very step (or resumed a finished run): nothing new to write.
                 valid, checkpoint = self._last_valid or self.validate(), self._last_checkpoint[1]
@@ -432,6 +437,7 @@ class Trainer:
         if reason:  # a resumed run that had already finished
             return reason
         interval = IntervalStats(self.device)
+        self.state.stop_reason = None
         self._segment_start_elapsed = self.state.elapsed_seconds
         self._segment_started = time.perf_counter()
         try:
@@ -448,6 +454,7 @@ class Trainer:
                     bool(self.recipe.checkpoint_every) and self.state.step % self.recipe.checkpoint_every == 0
                 )
                 reason = self._stop_reason()
+                self.state.stop_reason = reason or None  # saved with a checkpoint of this step
                 log = self.state.step % self.recipe.log_every == 0
                 if log or validate or save or reason:
                     # Losses stay on the device between these points: reading them back is a host sync.
@@ -464,6 +471,7 @@ class Trainer:
                 if reason:
                     return reason
             self._settle_losses(interval)
+            self.state.stop_reason = "max_epochs"
             return "max_epochs"
         finally:
             self._segment_started = None

@@ -2,14 +2,24 @@ import dataclasses
 import gzip
 import io
 import json
+import os
 import shutil
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import save_file
 
-from transformer.cli import build_parser, main, read_input_lines, translator_from_args
+from transformer.cli import (
+    build_parser,
+    claim_run_dir_if_main,
+    main,
+    read_input_lines,
+    translator_from_args,
+)
 from transformer.config import DecodeConfig
 from transformer.data.dataset import read_parallel_files
 from transformer.training.checkpoint import (
@@ -359,3 +369,78 @@ def test_help_names_the_data_files_and_the_precision(monkeypatch, capsys) -> Non
         assert (
             "--precision {fp32,bf16} precision of translation: fp32 (default), or bf16 with weights" in words
         )
+
+
+def write_lock_file(run_dir: Path, pid: int) -> None:
+    holder = {"pid": pid, "host": socket.gethostname(), "started": "2025-01-31T09:00:00+00:00"}
+    (run_dir / "run.lock").write_text(json.dumps(holder), encoding="utf-8")
+
+
+def test_train_and_quickstart_refuse_a_run_directory_a_running_process_holds(
+    tmp_path: Path, write_config, capsys
+) -> None:
+    config = write_config(tmp_path)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    write_lock_file(run_dir, os.getpid())  # this test's own process: certainly running
+    for command in ("train", "quickstart"):
+        assert main([command, "--config", str(config), "--output-dir", str(run_dir)]) == 2
+        assert one_error_line(capsys).startswith(
+            f"transformer {command}: error: {run_dir} is in use by process {os.getpid()} on host "
+        )
+    assert [path.name for path in run_dir.iterdir()] == ["run.lock"]  # nothing prepared, nothing trained
+
+
+def test_train_takes_over_the_lock_of_a_process_that_has_ended(tmp_path: Path, write_config, capsys) -> None:
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    dead_pid = int(finished.stdout)
+    config = write_config(tmp_path, train={"max_steps": 2, "validate_every": 0, "checkpoint_every": 0})
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    write_lock_file(run_dir, dead_pid)
+    assert main(["train", "--config", str(config), "--output-dir", str(run_dir)]) == 0
+    assert (
+        f"note: took over {run_dir / 'run.lock'} from process {dead_pid} on host " in capsys.readouterr().err
+    )
+    assert not (run_dir / "run.lock").exists()
+    assert read_index(run_dir / "checkpoints")["checkpoints"] == ["step-00000002"]
+
+
+FAILING_AT_ONCE = {
+    "diverges at step 2": ({"train": {"peak_learning_rate": 1e30}}, "loss became nan at step 2"),
+    "vocabulary too small": ({"model": {"vocab_size": 10}}, "Vocabulary size is smaller than required_chars"),
+}
+
+
+@pytest.mark.parametrize("failure", sorted(FAILING_AT_ONCE))
+def test_a_run_that_fails_before_its_first_checkpoint_removes_the_directory_it_created(
+    tmp_path: Path, write_config, capsys, failure: str
+) -> None:
+    sections, message = FAILING_AT_ONCE[failure]
+    config = write_config(tmp_path, **sections)
+    run_dir = tmp_path / "runs" / "new"
+    assert main(["train", "--config", str(config), "--output-dir", str(run_dir)]) == 2
+    assert message in capsys.readouterr().err.splitlines()[-1]  # after the data preparation's messages
+    assert [path.name for path in tmp_path.iterdir()] == ["tiny.yaml"]  # runs/ was created by the run too
+
+
+def test_a_failed_run_keeps_a_directory_that_existed_before(tmp_path: Path, write_config, capsys) -> None:
+    config = write_config(tmp_path, train={"peak_learning_rate": 1e30})
+    run_dir = tmp_path / "mine"
+    run_dir.mkdir()
+    (run_dir / "notes.txt").write_text("keep\n", encoding="utf-8")
+    assert main(["train", "--config", str(config), "--output-dir", str(run_dir)]) == 2
+    assert "loss became nan" in capsys.readouterr().err.splitlines()[-1]
+    assert (run_dir / "notes.txt").read_text(encoding="utf-8") == "keep\n"
+    assert (run_dir / "data" / "train.en").exists() and not (run_dir / "run.lock").exists()
+
+
+def test_only_the_main_rank_claims_the_run_directory(tmp_path: Path, monkeypatch) -> None:
+    run_dir = tmp_path / "run"
+    monkeypatch.setenv("RANK", "1")
+    with claim_run_dir_if_main(run_dir):
+        assert not run_dir.exists()
+    monkeypatch.setenv("RANK", "0")
+    with claim_run_dir_if_main(run_dir):
+        assert json.loads((run_dir / "run.lock").read_text())["pid"] == os.getpid()
+    assert not (run_dir / "run.lock").exists()

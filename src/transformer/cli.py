@@ -5,11 +5,12 @@ messages (exit status 2) instead of tracebacks.
 """
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from transformer.training.checkpoint import (
     write_weights_checkpoint,
 )
 from transformer.training.distributed import barrier, init_distributed, shutdown_distributed
+from transformer.training.run_directory import LOCK_FILE, claim_run_directory
 from transformer.training.trainer import Trainer, TrainingDivergedError, TrainResult
 from transformer.translator import Translator
 from transformer.visualization.attention_html import write_attention_html
@@ -312,11 +314,61 @@ def train_experiment(
         shutdown_distributed(context)
 
 
+def is_main_process() -> bool:
+    """Whether this process is rank 0 of a ``torchrun`` job, or runs alone.
+
+    Returns
+    -------
+    bool
+        True unless the ``RANK`` environment variable names another rank.
+
+    Notes
+    -----
+    ``torchrun`` sets ``RANK`` before the process starts, so this holds before the process group exists.
+    """
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+@contextlib.contextmanager
+def claim_run_dir_if_main(run_dir: Path) -> Iterator[None]:
+    """Create and lock the run directory in the main process; no-op in the other ranks.
+
+    Parameters
+    ----------
+    run_dir : Path
+        The run directory of ``train`` or ``quickstart``.
+
+    Returns
+    -------
+    Iterator[None]
+        A context manager around the training.
+
+    Notes
+    -----
+    See :func:`claim_run_directory`: a second run of one directory is refused naming the holder's pid, a
+    dead holder's lock is taken over (said on standard error), and a run that fails before its first
+    checkpoint removes the directory it created. Under ``torchrun`` only rank 0 writes the run directory,
+    so only it holds the lock.
+    """
+    if not is_main_process():
+        yield
+        return
+    with claim_run_directory(run_dir) as replaced:
+        if replaced is not None:
+            print(
+                f"note: took over {run_dir / LOCK_FILE} from {replaced.describe()}, which has ended",
+                file=sys.stderr,
+            )
+        yield
+
+
 def run_train(args: argparse.Namespace) -> int:
     """Train a model from a config."""
     experiment = load_experiment(args)
-    result, _ = train_experiment(experiment, default_output_dir(args), args.resume)
-    if int(os.environ.get("RANK", "0")) == 0:
+    run_dir = default_output_dir(args)
+    with claim_run_dir_if_main(run_dir):
+        result, _ = train_experiment(experiment, run_dir, args.resume)
+    if is_main_process():
         print(describe_result(result))
     return 0
 
@@ -353,7 +405,8 @@ def run_quickstart(args: argparse.Namespace) -> int:
     experiment = load_experiment(args)
     run_dir = default_output_dir(args)
     resume = (run_dir / "checkpoints" / "index.json").exists()
-    result, data = train_experiment(experiment, run_dir, resume=resume)
+    with claim_run_dir_if_main(run_dir):
+        result, data = train_experiment(experiment, run_dir, resume=resume)
     print(describe_result(result))
     if "test" not in data.split_files:
         return 0

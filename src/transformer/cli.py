@@ -35,7 +35,8 @@ from transformer.training.checkpoint import (
     write_weights_checkpoint,
 )
 from transformer.training.distributed import barrier, init_distributed, shutdown_distributed
-from transformer.training.run_directory import LOCK_FILE, claim_run_directory
+from transformer.training.run_directory import claim_run_directory
+from transformer.training.run_lock import LOCK_FILE
 from transformer.training.trainer import Trainer, TrainingDivergedError, TrainResult
 from transformer.translator import Translator
 from transformer.visualization.attention_html import write_attention_html

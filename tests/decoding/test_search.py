@@ -79,3 +79,23 @@ def test_build_hypotheses_strips_only_a_final_eos() -> None:
 def test_check_src_tokens_rejects_wrong_shape_or_dtype(bad: torch.Tensor) -> None:
     with pytest.raises(ValueError, match=r"int64 tensor of shape \(batch, src_len\)"):
         check_src_tokens(bad)
+
+
+@pytest.mark.parametrize(
+    ("special_ids", "always_forbidden"),
+    [
+        ([0, 1, 2], [0, 1]),
+        ([0, 0, 2], [0]),  # HuggingFace Marian starts decoding from its pad token
+        ([0, 2, 2], [0]),  # BOS is EOS: allowed as EOS once min_length tokens are out
+    ],
+)
+def test_forbid_tokens_never_forbids_eos_from_min_length_on(
+    special_ids: list[int], always_forbidden: list[int]
+) -> None:
+    step_log_probs = torch.log_softmax(torch.randn(3, 5), dim=-1)
+    config = DecodeConfig(min_length=1)
+    for step, forbidden in [(0, sorted({*always_forbidden, 2})), (1, always_forbidden)]:
+        found = forbid_tokens(step_log_probs, step, config, torch.tensor(special_ids))
+        expected = step_log_probs.clone()
+        expected[:, forbidden] = -math.inf
+        assert torch.equal(found, expected)

@@ -147,11 +147,16 @@ def forbid_tokens(step_log_probs: Tensor, step: int, config: DecodeConfig, speci
     Notes
     -----
     The remaining probabilities are not renormalised, so ``log_prob`` stays the model's own score. Padding
-    and BOS are never output tokens (as in fairseq), unless BOS is also EOS (HuggingFace Marian).
+    and BOS are never output tokens (as in fairseq), unless BOS is also EOS (HuggingFace Marian). Runs
+    every step without reading anything back to the host.
     """
-    always_forbidden = special_ids[:2][special_ids[:2] != special_ids[2]]  # never EOS, even when BOS == EOS
-    forbidden = special_ids if step < config.min_length else always_forbidden
-    return step_log_probs.index_fill(1, forbidden, float("-inf"))
+    if step < config.min_length:
+        return step_log_probs.index_fill(1, special_ids, float("-inf"))
+    forbidden = step_log_probs.index_fill(1, special_ids[:2], float("-inf"))
+    # Then put EOS back, in case it is also BOS: choosing which ids to forbid instead (a boolean index)
+    # would read the ids back to the host, a GPU synchronisation at every step.
+    eos_id = special_ids[2:]
+    return forbidden.index_copy_(1, eos_id, step_log_probs.index_select(1, eos_id))
 
 
 def check_src_tokens(src_tokens: Tensor) -> None:

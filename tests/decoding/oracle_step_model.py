@@ -1,5 +1,6 @@
 """An oracle step model: next-token probabilities from hand-set tables, so tests know every score."""
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -68,3 +69,21 @@ def log(*probabilities: float) -> float:
 
 def gnmt_penalty(num_steps: int, alpha: float) -> float:
     return ((5 + num_steps) / 6) ** alpha
+
+
+def random_tables(seed: int, num_tables: int, max_prefix_len: int) -> list[Table]:
+    """Random next-token distributions over EOS, A, B and C after every prefix of up to ``max_prefix_len``.
+
+    Longer prefixes are followed by EOS for sure (see :class:`TableStepModel`), so hypotheses end anywhere
+    from the first step to step ``max_prefix_len + 1``: sentences of a batch finish at different steps.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    tables = []
+    for _ in range(num_tables):
+        table: Table = {}
+        for prefix_len in range(max_prefix_len + 1):
+            for prefix in itertools.product((A, B, C), repeat=prefix_len):
+                weights = torch.rand(4, generator=generator) + 0.05
+                table[prefix] = dict(zip((EOS, A, B, C), (weights / weights.sum()).tolist(), strict=True))
+        tables.append(table)
+    return tables

@@ -5,8 +5,10 @@ Every sentence keeps ``beam_size`` live hypotheses; all sentences and beams are 
 ``2 * beam_size`` best extensions by summed log-probability, moves those among the first ``beam_size`` that
 end in EOS (or reach the length limit) to the sentence's finished list, and continues the ``beam_size`` best
 that do not end in EOS. A sentence is done once it has ``beam_size`` finished hypotheses, reaches its length
-limit, or has no live beam of non-zero probability left; done sentences are dropped from the batch, and the
-search stops when none is left.
+limit, or has no live beam of non-zero probability left. Done sentences add no more hypotheses; they are
+dropped from the batch at the next completion check (every step on the CPU, every few on a GPU: see
+:func:`~transformer.decoding.search.completion_check_interval`), and the search stops when none is left.
+Nothing else in the loop reads a tensor back to the host.
 """
 
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from transformer.decoding.search import (
     Hypothesis,
     build_hypotheses,
     check_src_tokens,
+    completion_check_interval,
     forbid_tokens,
     normalise_scores,
     output_length_limits,
@@ -41,6 +44,9 @@ class LiveBeams:
         Tokens generated so far by each beam.
     log_probs : torch.Tensor, shape (active, beam_size), float32
         Summed log-probabilities; ``-inf`` marks an empty beam (e.g. all but one before the first step).
+    done : torch.Tensor, shape (active,), bool
+        True for a sentence that is done but still in the batch until the next completion check; it adds
+        no more finished hypotheses.
 
     Notes
     -----
@@ -50,6 +56,7 @@ class LiveBeams:
     sentence_ids: Tensor
     tokens: Tensor
     log_probs: Tensor
+    done: Tensor
 
 
 @dataclass
@@ -89,22 +96,20 @@ class FinishedHypotheses:
     ends_with_eos : torch.Tensor, shape (batch, beam_size), bool
         False for a hypothesis stopped by the length limit.
     log_probs : torch.Tensor, shape (batch, beam_size), float32
-        Summed log-probabilities.
-    scores : torch.Tensor, shape (batch, beam_size), float32
-        Length-normalised scores; ``-inf`` in empty slots.
+        Summed log-probabilities; ``-inf`` in empty slots.
     counts : torch.Tensor, shape (batch,), int64
         Filled slots per sentence (filled in order).
 
     Notes
     -----
-    Slots are filled in the order hypotheses finish and never replaced.
+    Slots are filled in the order hypotheses finish and never replaced. Scores are computed once, when
+    the search ends (:func:`_best_hypotheses`).
     """
 
     tokens: Tensor
     num_steps: Tensor
     ends_with_eos: Tensor
     log_probs: Tensor
-    scores: Tensor
     counts: Tensor
 
 
@@ -139,8 +144,9 @@ def beam_search(
     finished hypothesis is never replaced. This makes ``beam_size=1`` take exactly greedy search's tokens
     (tested), and with ``length_penalty=0`` the best hypothesis has the largest ``log_prob`` of those found.
     At the length limit the best ``beam_size`` candidates finish as they are, without EOS. EOS is
-    forbidden before ``min_length`` tokens, padding and BOS always. The model runs in eval mode under
-    ``torch.inference_mode`` and gets its training flags back.
+    forbidden before ``min_length`` tokens, padding and BOS always. Done sentences leave the batch at the
+    next completion check (:func:`~transformer.decoding.search.completion_check_interval`). The model runs
+    in eval mode under ``torch.inference_mode`` and gets its training flags back.
     """
     config = config if config is not None else DecodeConfig()
     check_src_tokens(src_tokens)
@@ -149,7 +155,7 @@ def beam_search(
     step_model = as_step_model(model_or_step_model, config.use_cache)
     with inference_context(step_model):
         finished = _run_beam_search(step_model, src_tokens, config)
-    return _best_hypotheses(finished, config.nbest)
+    return _best_hypotheses(finished, config)
 
 
 def search(
@@ -190,26 +196,30 @@ def _run_beam_search(
     batch_size, beam_size, device = src_tokens.size(0), config.beam_size, src_tokens.device
     special_ids = torch.tensor([step_model.pad_id, step_model.bos_id, step_model.eos_id], device=device)
     max_lengths = output_length_limits(src_tokens, step_model.pad_id, config)  # (batch,)
-    finished = _empty_finished(batch_size, beam_size, int(max_lengths.max()), step_model.pad_id, device)
+    max_steps = int(max_lengths.max())  # read once, before the loop: sizes the finished table
+    check_interval = completion_check_interval(device)
+    finished = _empty_finished(batch_size, beam_size, max_steps, step_model.pad_id, device)
     live = _initial_beams(batch_size, beam_size, device)
     state = step_model.start(src_tokens)
     step_model.reorder(state, torch.arange(batch_size, device=device).repeat_interleave(beam_size))
     last_tokens = torch.full((batch_size * beam_size,), step_model.bos_id, dtype=torch.long, device=device)
-    for step in range(int(max_lengths.max())):
+    for step in range(max_steps):
         step_log_probs = forbid_tokens(step_model.log_probs(state, last_tokens), step, config, special_ids)
         candidates = _extend(live, step_log_probs.reshape(live.log_probs.size(0), beam_size, -1))
         at_length_limit = max_lengths[live.sentence_ids] == step + 1  # (active,)
-        finishing = _finishing(candidates, at_length_limit, beam_size, step_model.eos_id)
-        _add_finished(finished, live.sentence_ids, candidates, finishing, config, step_model.eos_id)
-        live, origins = _continuing(live.sentence_ids, candidates, beam_size, step_model.eos_id)
-        keep = (finished.counts[live.sentence_ids] < beam_size) & ~at_length_limit  # (active,)
-        keep &= live.log_probs.isfinite().any(dim=1)  # No live beam left with non-zero probability.
-        if not bool(keep.any()):
-            break
-        kept = keep.nonzero().squeeze(1)  # (still_active,)
+        finishing = _finishing(candidates, at_length_limit, live.done, beam_size, step_model.eos_id)
+        _add_finished(finished, live.sentence_ids, candidates, finishing, step_model.eos_id)
+        live, origins = _continuing(live, candidates, beam_size, step_model.eos_id)
+        live.done = live.done | (finished.counts[live.sentence_ids] >= beam_size) | at_length_limit
+        live.done |= ~live.log_probs.isfinite().any(dim=1)  # No live beam left with non-zero probability.
+        kept = torch.arange(live.done.size(0), device=device)  # (active,)
+        if (step + 1) % check_interval == 0:
+            kept = (~live.done).nonzero().squeeze(1)  # (still_active,): the loop's only read back to the host
+            if kept.numel() == 0:
+                break
+            live, origins = _select_sentences(live, kept), origins[kept]
         # One reorder both follows the surviving beams and drops the done sentences.
-        step_model.reorder(state, (kept[:, None] * beam_size + origins[kept]).reshape(-1))
-        live = LiveBeams(live.sentence_ids[kept], live.tokens[kept], live.log_probs[kept])
+        step_model.reorder(state, (kept[:, None] * beam_size + origins).reshape(-1))
         last_tokens = live.tokens[:, :, -1].reshape(-1)  # (still_active * beam_size,)
     return finished
 
@@ -219,7 +229,13 @@ def _initial_beams(batch_size: int, beam_size: int, device: torch.device) -> Liv
     log_probs = torch.full((batch_size, beam_size), float("-inf"), device=device)
     log_probs[:, 0] = 0.0  # Identical beams would otherwise fill the beam with copies of one hypothesis.
     tokens = torch.empty((batch_size, beam_size, 0), dtype=torch.long, device=device)
-    return LiveBeams(torch.arange(batch_size, device=device), tokens, log_probs)
+    done = torch.zeros(batch_size, dtype=torch.bool, device=device)
+    return LiveBeams(torch.arange(batch_size, device=device), tokens, log_probs, done)
+
+
+def _select_sentences(live: LiveBeams, kept: Tensor) -> LiveBeams:
+    """Keep the beams of the active sentences at positions ``kept``, shape (still_active,)."""
+    return LiveBeams(live.sentence_ids[kept], live.tokens[kept], live.log_probs[kept], live.done[kept])
 
 
 def _empty_finished(
@@ -232,7 +248,6 @@ def _empty_finished(
         num_steps=torch.zeros(shape, dtype=torch.long, device=device),
         ends_with_eos=torch.zeros(shape, dtype=torch.bool, device=device),
         log_probs=torch.full(shape, float("-inf"), device=device),
-        scores=torch.full(shape, float("-inf"), device=device),
         counts=torch.zeros(batch_size, dtype=torch.long, device=device),
     )
 
@@ -258,14 +273,17 @@ def _extend(live: LiveBeams, step_log_probs: Tensor) -> Candidates:
     return Candidates(torch.cat([prefixes, new_tokens[:, :, None]], dim=2), origins, log_probs)
 
 
-def _finishing(candidates: Candidates, at_length_limit: Tensor, beam_size: int, eos_id: int) -> Tensor:
+def _finishing(
+    candidates: Candidates, at_length_limit: Tensor, sentence_done: Tensor, beam_size: int, eos_id: int
+) -> Tensor:
     """Mark candidates that finish now: among the best ``beam_size``, ending in EOS or at the limit.
 
-    Returns a bool tensor of shape (active, num_candidates); impossible (``-inf``) candidates never finish.
+    Returns a bool tensor of shape (active, num_candidates); impossible (``-inf``) candidates never finish,
+    nor do those of sentences already done (``sentence_done``, shape (active,)).
     """
     ranks = torch.arange(candidates.log_probs.size(1), device=candidates.log_probs.device)
     ends = (candidates.tokens[:, :, -1] == eos_id) | at_length_limit[:, None]  # (active, num_candidates)
-    return ends & (ranks < beam_size) & candidates.log_probs.isfinite()
+    return ends & (ranks < beam_size) & candidates.log_probs.isfinite() & ~sentence_done[:, None]
 
 
 def _add_finished(
@@ -273,28 +291,38 @@ def _add_finished(
     sentence_ids: Tensor,
     candidates: Candidates,
     finishing: Tensor,
-    config: DecodeConfig,
     eos_id: int,
 ) -> None:
-    """Append finishing candidates, best first, to their sentences' free slots; drop those that don't fit."""
-    # The slot each finishing candidate would take: (active, num_candidates).
-    wanted_slots = finished.counts[sentence_ids, None] + finishing.cumsum(dim=1) - 1
-    accepted = finishing & (wanted_slots < config.beam_size)
-    rows, ranks = accepted.nonzero(as_tuple=True)  # (num_accepted,) each
-    sentences, slots = sentence_ids[rows], wanted_slots[rows, ranks]
-    new_tokens = candidates.tokens[rows, ranks]  # (num_accepted, step + 1)
-    num_steps = torch.full_like(rows, new_tokens.size(1))
-    log_probs = candidates.log_probs[rows, ranks]
-    finished.tokens[sentences, slots, : new_tokens.size(1)] = new_tokens
-    finished.num_steps[sentences, slots] = num_steps
-    finished.ends_with_eos[sentences, slots] = new_tokens[:, -1] == eos_id
-    finished.log_probs[sentences, slots] = log_probs
-    finished.scores[sentences, slots] = normalise_scores(log_probs, num_steps, config)
-    finished.counts[sentence_ids] += accepted.sum(dim=1)
+    """Append finishing candidates, best first, to their sentences' free slots; drop those that don't fit.
+
+    Every slot of the active sentences is rewritten, unchanged where nothing lands, because selecting just
+    the finishing candidates would need their number on the host (a GPU synchronisation every step).
+    """
+    _, num_candidates, num_steps = candidates.tokens.shape
+    beam_size = finished.num_steps.size(1)
+    ranks = torch.arange(num_candidates, device=finishing.device)
+    # Candidate positions with the finishing ones first, best first: (active, num_candidates).
+    finishing_first = torch.where(finishing, ranks, ranks + num_candidates).argsort(dim=1)
+    counts = finished.counts[sentence_ids]  # (active,)
+    # Slot s of a sentence takes its (s - counts)-th finishing candidate, if it has that many.
+    new_ranks = torch.arange(beam_size, device=finishing.device) - counts[:, None]  # (active, beam_size)
+    lands = (new_ranks >= 0) & (new_ranks < finishing.sum(dim=1, keepdim=True))  # (active, beam_size)
+    sources = finishing_first.gather(1, new_ranks.clamp(min=0))  # (active, beam_size)
+    new_tokens = candidates.tokens.gather(1, sources[:, :, None].expand(-1, -1, num_steps))
+    old_tokens = finished.tokens[sentence_ids, :, :num_steps]  # (active, beam_size, num_steps)
+    finished.tokens[sentence_ids, :, :num_steps] = torch.where(lands[:, :, None], new_tokens, old_tokens)
+    finished.num_steps[sentence_ids] = torch.where(lands, num_steps, finished.num_steps[sentence_ids])
+    ends_with_eos = new_tokens[:, :, -1] == eos_id
+    finished.ends_with_eos[sentence_ids] = torch.where(
+        lands, ends_with_eos, finished.ends_with_eos[sentence_ids]
+    )
+    log_probs = candidates.log_probs.gather(1, sources)
+    finished.log_probs[sentence_ids] = torch.where(lands, log_probs, finished.log_probs[sentence_ids])
+    finished.counts[sentence_ids] = counts + lands.sum(dim=1)
 
 
 def _continuing(
-    sentence_ids: Tensor, candidates: Candidates, beam_size: int, eos_id: int
+    live: LiveBeams, candidates: Candidates, beam_size: int, eos_id: int
 ) -> tuple[LiveBeams, Tensor]:
     """Keep the ``beam_size`` best candidates that do not end in EOS as the next live beams.
 
@@ -307,22 +335,28 @@ def _continuing(
     order = torch.where(ends_with_eos, ranks + num_candidates, ranks).argsort(dim=1)[:, :beam_size]
     step = candidates.tokens.size(2)
     tokens = candidates.tokens.gather(1, order[:, :, None].expand(-1, -1, step))  # (active, beam, step)
-    live = LiveBeams(sentence_ids, tokens, candidates.log_probs.gather(1, order))
-    return live, candidates.origins.gather(1, order)
+    continuing = LiveBeams(live.sentence_ids, tokens, candidates.log_probs.gather(1, order), live.done)
+    return continuing, candidates.origins.gather(1, order)
 
 
-def _best_hypotheses(finished: FinishedHypotheses, nbest: int) -> list[list[Hypothesis]]:
-    """Sort each sentence's finished hypotheses by score and return the ``nbest`` best."""
-    batch_size, _, max_steps = finished.tokens.shape
+def _best_hypotheses(finished: FinishedHypotheses, config: DecodeConfig) -> list[list[Hypothesis]]:
+    """Score each sentence's finished hypotheses and return the ``config.nbest`` best, best first."""
+    batch_size, beam_size, max_steps = finished.tokens.shape
+    filled = torch.arange(beam_size, device=finished.counts.device) < finished.counts[:, None]
+    # Scored once, here: the same (batch, beam_size) layout whatever finished together, so a score does
+    # not depend on the step it finished in (vectorised and scalar float32 pow may round differently).
+    scores = normalise_scores(finished.log_probs, finished.num_steps, config)
+    scores = torch.where(filled, scores, float("-inf"))  # (batch, beam_size)
     # Stable, so equal scores keep the order in which hypotheses finished.
-    order = finished.scores.argsort(dim=1, descending=True, stable=True)[:, :nbest]  # (batch, nbest)
+    order = scores.argsort(dim=1, descending=True, stable=True)[:, : config.nbest]  # (batch, nbest)
     hypotheses = build_hypotheses(
         finished.tokens.gather(1, order[:, :, None].expand(-1, -1, max_steps)).view(-1, max_steps),
         finished.num_steps.gather(1, order).view(-1),
         finished.ends_with_eos.gather(1, order).view(-1),
         finished.log_probs.gather(1, order).view(-1),
-        finished.scores.gather(1, order).view(-1),
+        scores.gather(1, order).view(-1),
     )
+    nbest = order.size(1)
     available = finished.counts.clamp(max=nbest).tolist()
     return [
         hypotheses[sentence * nbest : sentence * nbest + available[sentence]]

@@ -11,6 +11,7 @@ from transformer.decoding.search import (
     Hypothesis,
     build_hypotheses,
     check_src_tokens,
+    completion_check_interval,
     forbid_tokens,
     normalise_scores,
     output_length_limits,
@@ -45,8 +46,11 @@ def greedy_search(
     Notes
     -----
     A sentence finishes when it produces EOS or reaches its length limit (then it is kept as it is,
-    without EOS); finished sentences are dropped from the batch (``StepModel.reorder``) and the loop ends
-    when none is left. EOS is forbidden before ``min_length`` tokens, padding and BOS always. The model runs in eval mode under
+    without EOS). Finished sentences keep their result and are dropped from the batch
+    (``StepModel.reorder``) at the next completion check, and the loop ends when none is left: checks come
+    every step on the CPU, every few steps on a GPU, where they are the loop's only host synchronisation
+    (:func:`~transformer.decoding.search.completion_check_interval`). EOS is forbidden before
+    ``min_length`` tokens, padding and BOS always. The model runs in eval mode under
     ``torch.inference_mode`` and gets its training flags back. Ties go to the lowest token id. Raises
     ValueError if ``config.nbest`` is not 1.
     """
@@ -67,12 +71,14 @@ def _run_greedy(step_model: StepModel[Any], src_tokens: Tensor, config: DecodeCo
     batch_size, device = src_tokens.size(0), src_tokens.device
     special_ids = torch.tensor([step_model.pad_id, step_model.bos_id, step_model.eos_id], device=device)
     max_lengths = output_length_limits(src_tokens, step_model.pad_id, config)  # (batch,)
-    max_steps = int(max_lengths.max())
+    max_steps = int(max_lengths.max())  # read once, before the loop: sizes the token table
+    check_interval = completion_check_interval(device)
     tokens = torch.full((batch_size, max_steps), step_model.pad_id, dtype=torch.long, device=device)
     log_probs = torch.zeros(batch_size, device=device)  # (batch,) running sums
     num_steps = torch.zeros(batch_size, dtype=torch.long, device=device)
     ends_with_eos = torch.zeros(batch_size, dtype=torch.bool, device=device)
-    active_ids = torch.arange(batch_size, device=device)  # (active,) sentences still decoding
+    active_ids = torch.arange(batch_size, device=device)  # (active,) sentences in the step model's batch
+    done = torch.zeros(batch_size, dtype=torch.bool, device=device)  # (active,) finished, not yet dropped
     state = step_model.start(src_tokens)
     last_tokens = torch.full((batch_size,), step_model.bos_id, dtype=torch.long, device=device)
     for step in range(max_steps):
@@ -80,18 +86,22 @@ def _run_greedy(step_model: StepModel[Any], src_tokens: Tensor, config: DecodeCo
         # Rank running sums, not step log-probs, so beam search of size 1 does the same arithmetic.
         totals = log_probs[active_ids, None] + step_log_probs  # (active, vocab)
         best_totals, next_tokens = totals.max(dim=1)  # (active,)
-        tokens[active_ids, step] = next_tokens
-        log_probs[active_ids] = best_totals
-        num_steps[active_ids] = step + 1
-        ends_with_eos[active_ids] = next_tokens == step_model.eos_id
-        done = ends_with_eos[active_ids] | (max_lengths[active_ids] == step + 1)  # (active,)
+        tokens[active_ids, step] = next_tokens  # for a done sentence past its num_steps: never read
+        # A sentence done at an earlier step stays in the batch until the next check: keep its results.
+        log_probs[active_ids] = torch.where(done, log_probs[active_ids], best_totals)
+        num_steps[active_ids] = torch.where(done, num_steps[active_ids], step + 1)
+        ends_with_eos[active_ids] = torch.where(
+            done, ends_with_eos[active_ids], next_tokens == step_model.eos_id
+        )
+        done = done | ends_with_eos[active_ids] | (max_lengths[active_ids] == step + 1)
         done |= best_totals.isinf()  # Every allowed next token has probability zero.
-        if bool(done.all()):
-            break
-        if bool(done.any()):
-            keep = (~done).nonzero().squeeze(1)  # (still_active,)
-            step_model.reorder(state, keep)
-            active_ids, next_tokens = active_ids[keep], next_tokens[keep]
+        if (step + 1) % check_interval == 0:
+            keep = (~done).nonzero().squeeze(1)  # (still_active,): the loop's only read back to the host
+            if keep.numel() == 0:
+                break
+            if keep.numel() < done.numel():
+                step_model.reorder(state, keep)
+                active_ids, next_tokens, done = active_ids[keep], next_tokens[keep], done[keep]
         last_tokens = next_tokens
     scores = normalise_scores(log_probs, num_steps, config)
     return build_hypotheses(tokens, num_steps, ends_with_eos, log_probs, scores)

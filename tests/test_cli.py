@@ -150,6 +150,20 @@ def test_quickstart_reports_bleu_and_examples(tmp_path: Path, write_config, caps
     assert "test set (30 sentences, beam 2):" in out and "BLEU " in out and out.count("source:") == 2
 
 
+def test_quickstart_run_again_reuses_a_run_its_time_limit_ended(tmp_path: Path, write_config, capsys) -> None:
+    train = {"max_steps": 100_000, "max_minutes": 0.02, "cooldown_steps": 25_000, "validate_every": 0}
+    config = write_config(tmp_path, train={**train, "checkpoint_every": 0, "log_every": 10})
+    arguments = ["quickstart", "--config", str(config), "--output-dir", str(tmp_path / "qs"), "--examples", "0"]
+    assert main(arguments) == 0
+    first = capsys.readouterr()
+    assert "stopped by max_minutes" in first.out and "annealed to zero within the time limit" in first.err
+    trained = first.out.split("trained ")[1].split(" steps")[0]
+    assert main(arguments) == 0  # a second call reports the same run instead of training another budget
+    second = capsys.readouterr().out
+    assert f"trained {trained} steps" in second and "stopped by max_minutes" in second
+    assert "BLEU " in second
+
+
 def test_data_dir_trains_on_any_folder_of_files(trained_run: Path, tmp_path: Path, write_config) -> None:
     data_dir = tmp_path / "corpus"
     data_dir.mkdir()

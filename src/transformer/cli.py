@@ -265,7 +265,7 @@ def run_prepare(args: argparse.Namespace) -> int:
 
 
 def train_experiment(
-    experiment: ExperimentConfig, run_dir: Path, resume: bool
+    experiment: ExperimentConfig, run_dir: Path, resume: bool, reuse_finished: bool = False
 ) -> tuple[TrainResult, TrainingData]:
     """Prepare data and train, as one process or one rank of a ``torchrun`` job.
 
@@ -277,6 +277,8 @@ def train_experiment(
         Where to write.
     resume : bool
         Continue the latest checkpoint in ``run_dir``.
+    reuse_finished : bool
+        With ``resume``, return a run that already ended as it is (see :meth:`Trainer.train`).
 
     Returns
     -------
@@ -287,10 +289,9 @@ def train_experiment(
 
     Notes
     -----
-    Rank 0 prepares data and vocabulary first; the other ranks then load what it wrote.
+    Rank 0 prepares data and vocabulary first; the other ranks then load what it wrote. The trainer sets the
+    thread count (``train.threads``, or a measured one when it is null) before building the model.
     """
-    if experiment.train.threads is not None:
-        torch.set_num_threads(experiment.train.threads)
     context = init_distributed(experiment.train.device)
     progress = ProgressBar()
     try:
@@ -310,7 +311,7 @@ def train_experiment(
                 f"model: {trainer.model.num_parameters():,} parameters; device {context.device}, "
                 f"{context.world_size} process(es), precision {trainer.precision}, {torch.get_num_threads()} threads"
             )
-        return trainer.train(resume=resume), data
+        return trainer.train(resume=resume, reuse_finished=reuse_finished), data
     finally:
         shutdown_distributed(context)
 
@@ -407,7 +408,8 @@ def run_quickstart(args: argparse.Namespace) -> int:
     run_dir = default_output_dir(args)
     resume = (run_dir / "checkpoints" / "index.json").exists()
     with claim_run_dir_if_main(run_dir):
-        result, data = train_experiment(experiment, run_dir, resume=resume)
+        # Running the quick start again reuses its finished run, even one its time limit ended.
+        result, data = train_experiment(experiment, run_dir, resume=resume, reuse_finished=True)
     print(describe_result(result))
     if "test" not in data.split_files:
         return 0

@@ -10,11 +10,14 @@ from transformer.config import DecodeConfig
 from transformer.data.text_tokenizer import TextTokenizer
 from transformer.data.tokenizer import Tokenizer
 from transformer.decoding.beam_search import search
+from transformer.model.quantization import quantize_for_inference
 from transformer.model.transformer import Transformer
 from transformer.training.checkpoint import TOKENIZER_FILE, load_checkpoint
 from transformer.training.distributed import resolve_device
 
 DEFAULT_MAX_INPUT_TOKENS = 1024
+#: The ``precision`` values of :class:`Translator` (and of ``transformer translate --precision``).
+TRANSLATION_PRECISIONS = ("fp32", "bf16", "int8")
 
 
 @dataclass(frozen=True)
@@ -56,8 +59,10 @@ class Translator:
         Search settings; the paper's (beam 4, alpha 0.6, input length + 50) by default.
     device : str
         "auto", "cpu", "cuda" or "cuda:N".
-    precision : str
-        "fp32" or "bf16" (weights cast to bf16: faster on CPUs with AMX and on GPUs).
+    precision : {"fp32", "bf16", "int8"}
+        "fp32"; "bf16" (weights cast to bf16: faster on CPUs with AMX and on GPUs, slower on CPUs without);
+        or "int8" (CPU only: linear layers, the output projection included, with int8 weights and
+        activations, see :func:`transformer.model.quantization.quantize_for_inference`).
     max_tokens : int
         Source-token budget per batch (times the beam size in rows decoded together).
     max_input_tokens : int or None
@@ -67,7 +72,9 @@ class Translator:
     Notes
     -----
     Inputs are sorted by length for batching and the outputs put back in input order. An empty or
-    whitespace-only line translates to an empty line without running the model.
+    whitespace-only line translates to an empty line without running the model. ``model`` itself is cast
+    (bf16) or has its linear layers replaced (int8); pass a copy to keep the original. Raises ValueError for
+    an unknown precision, or "int8" on a GPU.
     """
 
     def __init__(
@@ -80,15 +87,23 @@ class Translator:
         max_tokens: int = 4096,
         max_input_tokens: int | None = None,
     ) -> None:
-        if precision not in ("fp32", "bf16"):
-            raise ValueError(f"precision={precision!r} must be 'fp32' or 'bf16'")
+        if precision not in TRANSLATION_PRECISIONS:
+            raise ValueError(f"precision={precision!r} is not one of {TRANSLATION_PRECISIONS}")
         if tokenizer.vocab_size != model.config.tgt_vocab_size:
             raise ValueError(
                 f"tokenizer has {tokenizer.vocab_size} pieces, the model {model.config.tgt_vocab_size} outputs"
             )
         self.device = resolve_device(device)
+        if precision == "int8" and self.device.type != "cpu":
+            raise ValueError(
+                f"precision='int8' runs on the CPU only (PyTorch's int8 linear kernels, FBGEMM and oneDNN, have "
+                f"no {self.device.type} implementation); on {self.device} use precision='bf16'"
+            )
         dtype = torch.bfloat16 if precision == "bf16" else torch.float32
         self.model = model.to(device=self.device, dtype=dtype).eval()
+        if precision == "int8":
+            self.model = quantize_for_inference(self.model)
+        self.precision = precision
         self.tokenizer = tokenizer
         self.decode_config = decode_config or DecodeConfig()
         self.max_tokens = max_tokens
@@ -114,8 +129,8 @@ class Translator:
             Search settings; None takes the checkpoint's (its run's ``decode`` section), else the paper's.
         device : str
             Device setting.
-        precision : str
-            "fp32" or "bf16".
+        precision : {"fp32", "bf16", "int8"}
+            See :class:`Translator`; "int8" quantises the loaded float32 weights.
 
         Returns
         -------

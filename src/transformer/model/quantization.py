@@ -1,0 +1,240 @@
+"""Int8 weights for CPU inference: linear layers with per-channel int8 weights and int8 activations per call.
+
+Decoding a batch streams every decoder weight and the vocabulary-sized output projection once per step, so
+on a CPU its speed is bound by bytes of weights, not by arithmetic. Storing the weights of the linear layers as
+int8 (a quarter of float32) and multiplying in int8 (AVX-512 VNNI) is how CTranslate2 decodes fast on CPUs;
+this module does the same with PyTorch's own kernel, ``torch.ops.quantized.linear_dynamic`` of the active
+quantized engine (``x86`` by default on Intel and AMD CPUs: FBGEMM). Embeddings, layer norms, attention and
+the softmax stay float32.
+"""
+
+import warnings
+
+import torch
+from torch import Tensor, nn
+
+from transformer.model.multihead_attention import MultiHeadAttention, split_heads
+from transformer.model.transformer import Transformer
+
+#: Largest magnitude of a symmetric int8 weight (-127..127: no -128, so negation never overflows).
+INT8_WEIGHT_MAX = 127
+
+
+def quantize_weight_per_channel(weight: Tensor) -> tuple[Tensor, Tensor]:
+    """Quantise a weight matrix to int8 with one symmetric scale per output channel (row).
+
+    Parameters
+    ----------
+    weight : torch.Tensor, shape (out_features, in_features), float
+        Weight of a linear layer.
+
+    Returns
+    -------
+    int8_weight : torch.Tensor, shape (out_features, in_features), int8
+        ``round(weight / scale)`` clamped to [-127, 127].
+    scales : torch.Tensor, shape (out_features,), float32
+        ``max |weight|`` of each row / 127; ``weight ~= int8_weight * scales[:, None]``.
+
+    Notes
+    -----
+    Per-channel scales keep a row of small weights (a rare token's output embedding) from being rounded to
+    zero by the largest row. An all-zero row (the padding token's embedding) gets the smallest normal scale
+    instead of 0, so nothing divides by zero; its int8 values are all 0 either way.
+    """
+    weight = weight.detach().float()
+    scales = weight.abs().amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny) / INT8_WEIGHT_MAX
+    int8_weight = torch.round(weight / scales[:, None]).clamp(-INT8_WEIGHT_MAX, INT8_WEIGHT_MAX)
+    return int8_weight.to(torch.int8), scales
+
+
+class Int8Linear(nn.Module):
+    """A linear layer ``y = x W^T + b`` computed in int8: per-channel int8 weights, int8 activations per call.
+
+    Parameters
+    ----------
+    weight : torch.Tensor, shape (out_features, in_features), float
+        The float weight to quantise (copied; the original is not kept).
+    bias : torch.Tensor or None, shape (out_features,), float
+        Added in float32 after the product.
+
+    Notes
+    -----
+    The weight is quantised once with :func:`quantize_weight_per_channel` and packed for the CPU kernel; at
+    each call the kernel quantises the input to uint8 with one scale and zero point over the whole tensor
+    (its minimum and maximum: "dynamic" quantisation), multiplies in int8 with int32 accumulation and
+    rescales to float32. Inputs are float32 of any leading shape; the output is float32. CPU only: the
+    kernel has no CUDA implementation. The packed weight is not a parameter, so ``state_dict`` holds nothing;
+    quantise a float model after loading it. Activations use 7 of their 8 bits (``reduce_range``) on CPUs
+    without VNNI, whose int8 multiply-add saturates 16-bit sums of two full-range products.
+    """
+
+    def __init__(self, weight: Tensor, bias: Tensor | None) -> None:
+        super().__init__()
+        self.out_features, self.in_features = weight.shape
+        int8_weight, scales = quantize_weight_per_channel(weight)
+        zero_points = torch.zeros(self.out_features, dtype=torch.long)
+        # The kernel takes its weight as a quantized tensor, whose constructors torch deprecates in favour of
+        # torchao; torch has no other packed int8 CPU linear as fast at decoding's batch sizes (measured in
+        # BENCHMARKS.md), so the warning is silenced here, where the one such tensor is built.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
+            quantized_weight = torch.quantize_per_channel(  # of int8 * scale, which rounds back exactly
+                int8_weight.float() * scales[:, None], scales.double(), zero_points, axis=0, dtype=torch.qint8
+            )
+        float_bias = None if bias is None else bias.detach().float().clone()
+        self.packed_weight = torch.ops.quantized.linear_prepack(quantized_weight, float_bias)
+        self.reduce_range = not torch.cpu._is_vnni_supported()
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear) -> "Int8Linear":
+        """Quantise an ``nn.Linear``.
+
+        Parameters
+        ----------
+        linear : nn.Linear
+            The float layer.
+
+        Returns
+        -------
+        Int8Linear
+            The same map with int8 weights.
+
+        Notes
+        -----
+        The float layer is left as it was.
+        """
+        return cls(linear.weight, linear.bias)
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        """Apply the layer.
+
+        Parameters
+        ----------
+        hidden : torch.Tensor, shape (..., in_features), float32
+            Inputs.
+
+        Returns
+        -------
+        torch.Tensor, shape (..., out_features), float32
+            ``hidden W^T + b`` up to the rounding of weights and inputs to int8.
+
+        Notes
+        -----
+        Raises RuntimeError from the kernel for a non-float32 or non-CPU input.
+        """
+        return torch.ops.quantized.linear_dynamic(hidden, self.packed_weight, self.reduce_range)
+
+    def extra_repr(self) -> str:
+        """Describe the layer's shape for ``print(model)``."""
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8 per-channel"
+
+
+class Int8MultiHeadAttention(MultiHeadAttention):
+    """Multi-head attention whose four projections (and their q/k/v stack) are :class:`Int8Linear`.
+
+    Parameters
+    ----------
+    attention : MultiHeadAttention
+        The float module to copy settings and weights from (left unchanged).
+
+    Notes
+    -----
+    Self-attention's :meth:`project_self` multiplies by the stacked q/k/v weight in one product; the float
+    module stacks ``q_proj.weight`` and the others at run time, so this subclass quantises the stack once
+    instead (per-channel scales make it exactly the three quantised projections side by side). Everything
+    else, the attention itself included, is inherited.
+    """
+
+    def __init__(self, attention: MultiHeadAttention) -> None:
+        super().__init__(
+            attention.q_proj.in_features,
+            attention.num_heads,
+            d_k=attention.d_k,
+            d_v=attention.d_v,
+            dropout=attention.dropout,
+            bias=attention.q_proj.bias is not None,
+            scoring="dot_product" if attention.additive_score is None else "additive",
+            implementation=attention.implementation,
+        )
+        self.explicit_max_length = attention.explicit_max_length
+        self.additive_score = attention.additive_score
+        self.q_proj = Int8Linear.from_linear(attention.q_proj)  # type: ignore[assignment]
+        self.k_proj = Int8Linear.from_linear(attention.k_proj)  # type: ignore[assignment]
+        self.v_proj = Int8Linear.from_linear(attention.v_proj)  # type: ignore[assignment]
+        self.out_proj = Int8Linear.from_linear(attention.out_proj)  # type: ignore[assignment]
+        projections = (attention.q_proj, attention.k_proj, attention.v_proj)
+        biases = [projection.bias for projection in projections]
+        stacked_bias = (
+            torch.cat([bias for bias in biases if bias is not None]) if None not in biases else None
+        )
+        self.qkv_proj = Int8Linear(torch.cat([projection.weight for projection in projections]), stacked_bias)
+
+    def project_self(self, hidden: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Project one input into queries, keys and values with a single int8 product.
+
+        Parameters
+        ----------
+        hidden : torch.Tensor, shape (batch, seq_len, d_model), float32
+            Input of self-attention.
+
+        Returns
+        -------
+        query, key, value : torch.Tensor, each shape (batch, num_heads, seq_len, head_dim)
+            Projected and split into heads.
+
+        Notes
+        -----
+        With ``d_k != d_v`` the three projections run separately, as in the float module.
+        """
+        if self.d_k != self.d_v:
+            return super().project_self(hidden)
+        projected = self.qkv_proj(hidden)  # (batch, seq_len, 3 * num_heads * head_dim)
+        query, key, value = projected.chunk(3, dim=-1)
+        return (
+            split_heads(query, self.num_heads),
+            split_heads(key, self.num_heads),
+            split_heads(value, self.num_heads),
+        )
+
+
+def quantize_for_inference(model: Transformer) -> Transformer:
+    """Replace every linear layer of a float32 CPU model, the output projection included, by an int8 one.
+
+    Parameters
+    ----------
+    model : Transformer
+        A float32 model on the CPU; converted in place and put in eval mode.
+
+    Returns
+    -------
+    Transformer
+        ``model`` itself, for inference only (no gradients flow through the int8 layers).
+
+    Notes
+    -----
+    Attention modules become :class:`Int8MultiHeadAttention`, the feed-forward layers :class:`Int8Linear`.
+    With tied weights (section 3.4) the output projection gets its own int8 copy of the target embedding,
+    which itself stays float32: it is read one row per token, and the source side shares it. Raises
+    ValueError for a model that is not float32 on the CPU, the kernel's only case.
+    """
+    first_parameter = next(model.parameters())
+    if first_parameter.device.type != "cpu" or first_parameter.dtype != torch.float32:
+        raise ValueError(
+            f"int8 quantisation needs a float32 model on the CPU, got {first_parameter.dtype} on "
+            f"{first_parameter.device}: PyTorch's int8 linear kernels (FBGEMM/oneDNN) run on CPUs only"
+        )
+    _replace_linear_layers(model.eval())
+    if model.output_projection is None:  # tied: the projection reads the target embedding
+        model.output_projection = Int8Linear(model.tgt_embedding.weight, None)  # type: ignore[assignment]
+    return model
+
+
+def _replace_linear_layers(module: nn.Module) -> None:
+    """Swap attention modules and ``nn.Linear`` children for int8 ones, recursing into everything else."""
+    for name, child in list(module.named_children()):
+        if isinstance(child, MultiHeadAttention):
+            setattr(module, name, Int8MultiHeadAttention(child))
+        elif isinstance(child, nn.Linear):
+            setattr(module, name, Int8Linear.from_linear(child))
+        else:
+            _replace_linear_layers(child)

@@ -1,0 +1,58 @@
+"""Translator precisions: validation, int8 loaded from a checkpoint, and its refusal on GPUs."""
+
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+
+from transformer.config import DecodeConfig
+from transformer.model.quantization import Int8Linear, quantize_for_inference
+from transformer.training.checkpoint import load_checkpoint
+from transformer.translator import TRANSLATION_PRECISIONS, Translator, load_checkpoint_tokenizer
+
+SENTENCES = ["the cat sees the dog", "a small house", "", "the dog runs to the small cat"]
+
+
+def test_precisions_are_the_three_paths() -> None:
+    assert TRANSLATION_PRECISIONS == ("fp32", "bf16", "int8")
+
+
+def test_int8_from_checkpoint_quantises_the_loaded_weights(trained_run: Path) -> None:
+    greedy = DecodeConfig(beam_size=1, max_length_offset=5)
+    translator = Translator.from_checkpoint(trained_run, greedy, "cpu", "int8")
+    assert translator.precision == "int8"
+    assert isinstance(translator.model.output_projection, Int8Linear)
+    # The same as quantising the float32 checkpoint by hand: nothing else happens on the way.
+    expected_model = quantize_for_inference(load_checkpoint(trained_run).build_model())
+    src_tokens = torch.tensor([[5, 9, 12, 2], [7, 8, 2, 0]])
+    with torch.inference_mode():
+        assert torch.equal(translator.model.encode(src_tokens), expected_model.encode(src_tokens))
+    fp32_texts = Translator.from_checkpoint(trained_run, greedy, "cpu", "fp32").translate(SENTENCES)
+    int8_texts = translator.translate(SENTENCES)
+    assert int8_texts[2] == "" and len(int8_texts) == len(SENTENCES)
+    assert sum(ours == theirs for ours, theirs in zip(int8_texts, fp32_texts, strict=True)) >= 3
+
+
+def test_int8_is_refused_on_a_gpu_with_the_reason(trained_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No GPU needed: the check looks at the resolved device before anything moves to it.
+    monkeypatch.setattr("transformer.translator.resolve_device", lambda requested: torch.device("cuda"))
+    checkpoint = load_checkpoint(trained_run)
+    tokenizer = load_checkpoint_tokenizer(checkpoint.path)
+    with pytest.raises(ValueError, match=r"'int8' runs on the CPU only.*use precision='bf16'"):
+        Translator(checkpoint.build_model(), tokenizer, device="cuda", precision="int8")
+
+
+def test_unknown_precision_names_the_choices(trained_run: Path) -> None:
+    with pytest.raises(ValueError, match=r"precision='fp16' is not one of \('fp32', 'bf16', 'int8'\)"):
+        Translator.from_checkpoint(trained_run, device="cpu", precision="fp16")
+
+
+def test_bf16_casts_and_fp32_keeps_the_model(trained_run: Path) -> None:
+    checkpoint = load_checkpoint(trained_run)
+    tokenizer = load_checkpoint_tokenizer(checkpoint.path)
+    model = checkpoint.build_model()
+    bf16 = Translator(copy.deepcopy(model), tokenizer, device="cpu", precision="bf16")
+    assert next(bf16.model.parameters()).dtype == torch.bfloat16
+    fp32 = Translator(model, tokenizer, device="cpu", precision="fp32")
+    assert fp32.model is model and next(model.parameters()).dtype == torch.float32

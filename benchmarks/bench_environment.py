@@ -16,35 +16,28 @@ from typing import Any
 import torch
 
 from bench_allocator import allocator_description, typed_command
+from transformer.autotune.machine import cpu_model_and_flags, describe_cpu
 from transformer.autotune.precision_probe import cpu_has_native_bf16
-
-ISA_FLAG_PREFIXES = ("avx512", "amx", "avx2", "fma")
 
 
 def cpu_description() -> dict[str, Any]:
-    """Read the CPU model and its vector extensions from /proc/cpuinfo.
+    """Read the CPU model and its vector and matrix extensions from /proc/cpuinfo.
 
     Returns
     -------
     dict
-        ``model`` (str), ``isa_flags`` (AVX-512, AMX, AVX2, FMA flags) and ``logical_cpus`` (int).
+        ``model`` (str), ``isa_flags`` (the AMX, AVX-512, AVX2, AVX-VNNI, FMA and F16C flags),
+        ``summary`` (one line such as "Intel(R) Xeon(R) Processor (avx2 avx512_bf16 avx512_vnni avx512f,
+        no AMX)", the label this project puts on every speed figure) and ``logical_cpus`` (int).
 
     Notes
     -----
-    Falls back to ``platform.processor()`` where /proc/cpuinfo does not exist.
+    The same reading as the automatic defaults' machine fingerprint
+    (``transformer.autotune.machine``): two machines with one model string can differ in flags (a
+    hypervisor may hide AMX), and on a CPU without AMX bf16 products are slower than fp32.
     """
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return {"model": platform.processor() or "unknown", "isa_flags": [], "logical_cpus": os.cpu_count()}
-    models = re.findall(r"^model name\s*:\s*(.*)$", text, re.MULTILINE)
-    flags_line = re.search(r"^flags\s*:\s*(.*)$", text, re.MULTILINE)
-    flags = flags_line.group(1).split() if flags_line else []
-    return {
-        "model": models[0].strip() if models else platform.processor() or "unknown",
-        "isa_flags": sorted(flag for flag in flags if flag.startswith(ISA_FLAG_PREFIXES)),
-        "logical_cpus": len(models) or os.cpu_count(),
-    }
+    model, flags = cpu_model_and_flags()
+    return {"model": model, "isa_flags": flags, "summary": describe_cpu(), "logical_cpus": os.cpu_count()}
 
 
 def memory_gib() -> float | None:

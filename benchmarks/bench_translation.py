@@ -2,7 +2,7 @@
 
 Every system translates the same batches of random source ids (the base shape, random weights) and is made
 to produce exactly the same number of tokens (minimum = maximum output length), so the figures compare the
-same work: greedy and beam search, with and without our key/value cache, fp32 and bf16. HF and CTranslate2
+same work: greedy and beam search, with and without our key/value cache, fp32, bf16 and int8. HF and CTranslate2
 run the very weights of our model, exported by ``transformer.interop``; where that module or the toolkit is
 missing, the comparison is skipped with the reason recorded. CTranslate2 runs in a worker process of its own
 (``bench_ctranslate2``): in the same process its OpenMP runtime slows PyTorch down.
@@ -27,6 +27,7 @@ from bench_settings import Settings, model_config
 from transformer.config import DecodeConfig
 from transformer.data.tokenizer import EOS_ID, Tokenizer
 from transformer.decoding.beam_search import search
+from transformer.model.quantization import quantize_for_inference
 from transformer.model.transformer import Transformer
 from transformer.training.checkpoint import TOKENIZER_FILE, save_checkpoint
 
@@ -35,8 +36,11 @@ METHOD = (
     "{model} shape with random weights; every system is forced to emit exactly {output_length} tokens per "
     "sentence (minimum = maximum output length), and the tokens actually produced are counted. Ours: "
     "`transformer.decoding.beam_search.search(model, src_tokens, DecodeConfig(beam_size, min_length, "
-    "max_length, use_cache))`, bf16 = weights cast to bf16 as `Translator(precision='bf16')` does; rows "
-    "without the key/value cache translate the first {uncached_sentences} sentences. HF: `MarianMTModel.generate("
+    "max_length, use_cache))`, bf16 = weights cast to bf16 as `Translator(precision='bf16')` does, int8 = "
+    "`transformer.model.quantization.quantize_for_inference` (per-channel int8 weights of every linear layer "
+    "and of the output projection, int8 activations quantised per call) as `Translator(precision='int8')` "
+    "does; rows without the key/value cache translate the first {uncached_sentences} sentences. HF: "
+    "`MarianMTModel.generate("
     "num_beams, min_new_tokens, max_new_tokens)` on our weights exported by "
     "`transformer.interop.marian.export_marian`. CTranslate2: `Translator.translate_batch(beam_size, "
     "min_decoding_length, max_decoding_length)` on the export of `transformer.interop.ctranslate2`, in a worker "
@@ -44,12 +48,12 @@ METHOD = (
     "decoding about 1.8x through its second OpenMP runtime). After an "
     "untimed pass over the first batch ({warmup_length} output tokens), all systems run in interleaved rounds; "
     "the figure is the median over {repeats} rounds. Ratios compare ours with the same beam, cache on, in the "
-    "matching precision (fp32 with fp32; bf16 with HF bf16, CTranslate2 bfloat16 or int8)."
+    "matching precision (fp32 with fp32, bf16 with bf16, int8 with int8)."
 )
 HF_NAME = "HF MarianMTModel.generate()"
 CT2_NAME = "CTranslate2"
 #: CTranslate2 compute type -> our precision it is compared with.
-CT2_COMPUTE_TYPES = {"float32": "fp32", "bfloat16": "bf16", "int8": "bf16"}
+CT2_COMPUTE_TYPES = {"float32": "fp32", "bfloat16": "bf16", "int8": "int8"}
 
 
 @dataclass
@@ -61,7 +65,7 @@ class TranslationSystem:
     system : str
         "ours", HF or CTranslate2.
     precision : str
-        "fp32", "bf16" or a CTranslate2 compute type.
+        "fp32", "bf16", "int8" or a CTranslate2 compute type.
     beam_size : int
         1 for greedy.
     use_cache : bool
@@ -149,7 +153,7 @@ def measure_translation(section: Section, settings: Settings, threads: int) -> N
         tempfile.TemporaryDirectory(prefix="transformer-bench-translate-") as scratch,
         contextlib.ExitStack() as stack,
     ):
-        systems = _our_systems(model, settings, batches, uncached_batches)
+        systems = _our_systems(section, model, settings, batches, uncached_batches)
         exported = _export_checkpoint(model, Path(scratch))
         systems += _hf_systems(section, settings, exported, batches)
         systems += _ct2_systems(section, settings, exported, batches, threads, stack)
@@ -157,9 +161,17 @@ def measure_translation(section: Section, settings: Settings, threads: int) -> N
 
 
 def _our_systems(
-    model: Transformer, settings: Settings, batches: list[Tensor], uncached_batches: list[Tensor]
+    section: Section,
+    model: Transformer,
+    settings: Settings,
+    batches: list[Tensor],
+    uncached_batches: list[Tensor],
 ) -> list[TranslationSystem]:
     models = {"fp32": model, "bf16": copy.deepcopy(model).to(torch.bfloat16)}
+    try:
+        models["int8"] = quantize_for_inference(copy.deepcopy(model))
+    except RuntimeError as error:  # no quantized engine in this torch build or on this CPU
+        section.skip("ours int8", f"quantisation failed: {type(error).__name__}: {error}")
     systems = []
     variants = [(precision, beam, True) for precision in models for beam in settings.translation_beams]
     variants += [(precision, beam, False) for precision, beam in settings.translation_uncached]

@@ -52,6 +52,7 @@ def test_smoke_suite_writes_json_and_markdown_reports(tmp_path: Path, trained_ru
     environment = record["environment"]
     for key in ("cpu", "python", "torch", "allocator", "threads", "date_utc", "command"):
         assert environment[key], key
+    assert environment["cpu"]["model"] in environment["cpu"]["summary"]  # model and flags label the figures
     assert "--smoke" in environment["command"]
     assert record["settings"]["mode"] == "smoke"
 
@@ -76,12 +77,15 @@ def test_smoke_suite_writes_json_and_markdown_reports(tmp_path: Path, trained_ru
     ours = [row for row in translation if row["system"] == "ours"]
     assert {(row["beam_size"], row["use_cache"]) for row in ours} >= {(1, True), (4, True), (1, False)}
     assert all(row["forced_length_ok"] for row in ours)
+    assert {row["precision"] for row in ours if row["use_cache"]} == {"fp32", "bf16", "int8"}
     # The peers run the same forced work; CTranslate2 answers from its worker process (bench_ctranslate2).
     peers = [row for row in translation if row["system"] != "ours"]
     expected_peers = {"HF MarianMTModel.generate()"}
     if importlib.util.find_spec("ctranslate2") is not None:  # an interop extra, installed in CI
         expected_peers.add("CTranslate2")
         assert {row["precision"] for row in peers if row["system"] == "CTranslate2"} >= {"float32", "int8"}
+        ct2_int8 = [row for row in peers if row["system"] == "CTranslate2" and row["precision"] == "int8"]
+        assert all(row["compared_with"] == "ours int8 (cache)" for row in ct2_int8)
     assert {row["system"] for row in peers} == expected_peers
     assert all(row["forced_length_ok"] and row["ours_over_this"] > 0 for row in peers)
     attention = record["sections"]["attention"]["rows"]
@@ -109,7 +113,7 @@ def test_smoke_suite_writes_json_and_markdown_reports(tmp_path: Path, trained_ru
         "## Time to quality",
     ):
         assert heading in markdown
-    for text in ("ours / this", "MFU", "allocator", environment["command"]):
+    for text in ("ours / this", "MFU", "allocator", environment["command"], environment["cpu"]["summary"]):
         assert text in markdown
     assert len(list(output_dir.glob("2*.json"))) == 1
     assert len(list(output_dir.glob("2*.md"))) == 1

@@ -3,13 +3,13 @@
     python benchmarks/evaluate_run.py --run runs/multi30k --source VALID.en --reference VALID.de \
         --average-last 5 --output experiments/multi30k/evaluation.json
 
-Writes JSON and prints a Markdown report:
+Writes JSON and prints a Markdown report, labelled with the CPU model and its flags:
 - validation BLEU (sacreBLEU 13a, cased and lowercased) and chrF of the best checkpoint (by validation loss),
   the latest one and the average of the last N, with beam 4 (the paper's search: GNMT length penalty 0.6),
   with the run's own decode settings where they differ from that, and greedy;
 - translation speed of the averaged model on the validation sources: greedy and beam 4, key/value cache on
-  and off (off on the first --uncached-sentences sentences: it is slow), fp32 and bf16, with the BLEU change of
-  bf16; and CTranslate2 int8 on the same weights when it is installed (its only length penalty is the power
+  and off (off on the first --uncached-sentences sentences: it is slow), fp32, bf16 and int8, with the BLEU
+  change of bf16 and int8; and CTranslate2 int8 on the same weights when it is installed (its only length penalty is the power
   form: it runs with the run's alpha where the run uses that form, else with 0.6).
 """
 
@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from transformer.autotune.machine import describe_cpu
 from transformer.config import DecodeConfig
 from transformer.data.dataset import read_parallel_files
 from transformer.evaluation.bleu import score_translations
@@ -32,7 +33,7 @@ from transformer.training.checkpoint import (
     read_index,
     write_weights_checkpoint,
 )
-from transformer.translator import Translator
+from transformer.translator import TRANSLATION_PRECISIONS, Translator
 
 
 def describe_search(config: DecodeConfig) -> str:
@@ -178,8 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     quality += [bleu_row(name, path, greedy, sources, references) for name, path in candidates.items()]
     quality.append(bleu_row("average, bf16 weights", averaged_dir, paper, sources, references, "bf16"))
     quality.append(bleu_row("average, bf16 weights", averaged_dir, greedy, sources, references, "bf16"))
+    quality.append(bleu_row("average, int8 weights", averaged_dir, paper, sources, references, "int8"))
+    quality.append(bleu_row("average, int8 weights", averaged_dir, greedy, sources, references, "int8"))
     speed = []
-    for precision in ("fp32", "bf16"):
+    for precision in TRANSLATION_PRECISIONS:
         for config in (greedy, paper):
             speed.append(speed_row(averaged_dir, config, sources, precision, args.repeats))
     for config in (DecodeConfig(beam_size=1, use_cache=False), DecodeConfig(use_cache=False)):
@@ -194,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join(["python", *sys.argv]),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "threads": args.threads,
+        "cpu": describe_cpu(),
         "training": {
             "steps": state.step if state else None,
             "minutes": round(state.elapsed_seconds / 60, 1) if state else None,
@@ -211,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def render_markdown(report: dict) -> str:
-    lines = [f"Command: `{report['command']}` ({report['date']}, {report['threads']} threads)", ""]
+    cpu = report.get("cpu", "CPU not recorded")  # records written before the CPU was recorded lack it
+    lines = [f"Command: `{report['command']}` ({report['date']}, {report['threads']} threads, {cpu})", ""]
     lines += [
         "| checkpoint | search | precision | BLEU | BLEU (lowercased) | chrF2 | seconds |",
         "|---|---|---|---|---|---|---|",

@@ -207,6 +207,9 @@ def test_evaluate_run_scores_the_runs_own_search_beside_the_papers(
     assert searches.count(("beam 4, GNMT 0.6", "fp32")) == 3
     assert searches.count(("beam 2, GNMT 0.6", "fp32")) == 3
     assert searches.count(("greedy", "fp32")) == 3
+    assert searches.count(("beam 4, GNMT 0.6", "int8")) == searches.count(("greedy", "int8")) == 1
+    assert {row["precision"] for row in report["speed"]} == {"fp32", "bf16", "int8"}
+    assert report["cpu"] == evaluate_run.describe_cpu()  # the label of its speed figures
     assert all(0.0 <= row["bleu"] <= 100.0 for row in report["quality"])
     assert report["training"]["steps"] == 24
     for row in report["ctranslate2"]:

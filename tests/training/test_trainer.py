@@ -274,8 +274,9 @@ def test_resume_falls_back_past_a_damaged_checkpoint_and_drops_redone_metrics(
     output = capsys.readouterr().err  # the trainer's messages go to standard error
     assert "warning: skipping a damaged checkpoint" in output and "step-00000008" in output
     assert "resumed from" in output and "step-00000004 at step 4" in output
-    steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert steps == sorted(steps) and len(steps) == len(set(steps)) == 8  # no step logged twice
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [record["step"] for record in records if record["kind"] == "train"]
+    assert steps == list(range(1, 9))  # no step logged twice
     resumed = read_metrics(run_dir)
     for step in range(5, 9):  # redone from the step-4 checkpoint: the same losses
         assert resumed[step]["train_loss"] == pytest.approx(reference[step]["train_loss"], rel=1e-5)
@@ -290,3 +291,18 @@ def test_resume_with_every_checkpoint_damaged_names_them(tmp_path: Path, write_c
     assert main(["train", "--config", str(config), "--output-dir", str(run_dir), "--resume"]) != 0
     error = capsys.readouterr().err
     assert "no readable checkpoint to resume from" in error and "unreadable training state" in error
+
+
+def test_the_last_step_is_validated_even_between_validation_steps(tmp_path: Path, write_config) -> None:
+    # Checkpoints every 2 steps, validation every 4: step 6 ends the run on a checkpoint step only.
+    config = write_config(tmp_path, train={"max_steps": 6, "checkpoint_every": 2, "validate_every": 4})
+    experiment = load_config(config)
+    run_dir = tmp_path / "run"
+    data = prepare_data(experiment.data, experiment.model.vocab_size, run_dir)
+    result = Trainer(experiment, run_dir, data).train()
+    valid = read_metrics(run_dir, "valid")
+    assert sorted(valid) == [4, 6]
+    assert result.valid_loss == pytest.approx(valid[6]["valid_loss"])  # not step 4's, reported as final
+    final = load_checkpoint(run_dir / "checkpoints" / "step-00000006")
+    assert final.state.valid_loss == pytest.approx(valid[6]["valid_loss"])
+    assert final.state.stop_reason == "max_steps"

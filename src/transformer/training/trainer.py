@@ -447,14 +447,16 @@ class Trainer:
                 self.state.tokens_seen += tokens
                 self.state.elapsed_seconds = self._segment_start_elapsed + self.segment_seconds()
                 interval.add(losses, tokens, sum(batch.padding_ratio for batch in group) / len(group))
-                validate = (
-                    bool(self.recipe.validate_every) and self.state.step % self.recipe.validate_every == 0
-                )
-                save = (
-                    bool(self.recipe.checkpoint_every) and self.state.step % self.recipe.checkpoint_every == 0
-                )
                 reason = self._stop_reason()
                 self.state.stop_reason = reason or None  # saved with a checkpoint of this step
+                # The last step is always validated and saved: a checkpoint written there without a
+                # validation loss could not become the best, and the run would report an older loss.
+                validate = bool(reason) or (
+                    bool(self.recipe.validate_every) and self.state.step % self.recipe.validate_every == 0
+                )
+                save = bool(reason) or (
+                    bool(self.recipe.checkpoint_every) and self.state.step % self.recipe.checkpoint_every == 0
+                )
                 log = self.state.step % self.recipe.log_every == 0
                 if log or validate or save or reason:
                     # Losses stay on the device between these points: reading them back is a host sync.

@@ -1,4 +1,4 @@
-"""Completion checks every few steps: the same results as checking every step, and no host read between them.
+"""Completion checks every few steps: the results of checking every step, and no host read in between.
 
 A search learns which sentences are done (to drop them from the batch and to end the loop) by reading a
 tensor back to the host, which on a GPU makes the host wait for the queued kernels. It does so every
@@ -68,7 +68,7 @@ def test_oracle_results_equal_those_of_the_implementation_that_checked_every_ste
         )
 
 
-# Two of the tables of test_greedy.py and test_beam_search.py: EOS at once, or only at the length limit.
+# Two tables of test_greedy.py: EOS at once, or only at the length limit.
 EARLY_EOS = {(): {EOS: 0.6, A: 0.4}, (A,): {EOS: 0.7, B: 0.3}}
 NEVER_ENDS = {(A,) * k: {A: 0.5, EOS: 0.4} for k in range(60)}
 # One path only: at a length limit of 2 a beam of 2 gets one hypothesis, [A, A]. A search that let the

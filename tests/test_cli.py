@@ -75,6 +75,17 @@ def test_translate_command_file_and_stdin(
     assert scores[0] >= scores[1]
 
 
+def test_translate_in_int8_is_offered_and_close_to_fp32(trained_run: Path, tmp_path: Path, capsys) -> None:
+    source = trained_run / "data" / "valid.en"
+    arguments = ["translate", "--checkpoint", str(trained_run), "--beam", "1", "--input", str(source)]
+    assert main(arguments) == 0
+    fp32 = capsys.readouterr().out.splitlines()
+    assert main([*arguments, "--precision", "int8"]) == 0
+    int8 = capsys.readouterr().out.splitlines()
+    assert len(int8) == len(fp32) == 30
+    assert sum(a == b for a, b in zip(int8, fp32, strict=True)) >= 24  # int8 changes a few sentences at most
+
+
 def test_evaluate_command(trained_run: Path, tmp_path: Path, capsys) -> None:
     references = trained_run / "data" / "valid.de"
     assert main(["evaluate", "--hypotheses", str(references), "--reference", str(references)]) == 0

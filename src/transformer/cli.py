@@ -38,7 +38,7 @@ from transformer.training.distributed import barrier, init_distributed, shutdown
 from transformer.training.run_directory import claim_run_directory
 from transformer.training.run_lock import LOCK_FILE
 from transformer.training.trainer import Trainer, TrainingDivergedError, TrainResult
-from transformer.translator import Translator
+from transformer.translator import TRANSLATION_PRECISIONS, Translator
 from transformer.visualization.attention_html import write_attention_html
 from transformer.visualization.attention_plot import plot_attention_maps
 from transformer.visualization.training_curves import plot_training_curves
@@ -910,10 +910,11 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     parser.add_argument(
         "--precision",
-        choices=["fp32", "bf16"],
+        choices=TRANSLATION_PRECISIONS,
         default="fp32",
-        help="precision of translation: fp32 (default), or bf16 with weights and activations in bfloat16 "
-        "(faster on GPUs and on CPUs with AMX; scores may move slightly)",
+        help="precision of translation: fp32 (default); bf16, weights and activations in bfloat16 (faster on "
+        "GPUs and on CPUs with AMX); or int8, linear layers with int8 weights and dynamic int8 activations "
+        "(CPU only; scores may move slightly)",
     )
 
 

@@ -449,27 +449,7 @@ class Trainer:
                 interval.add(losses, tokens, sum(batch.padding_ratio for batch in group) / len(group))
                 reason = self._stop_reason()
                 self.state.stop_reason = reason or None  # saved with a checkpoint of this step
-                # The last step is always validated and saved: a checkpoint written there without a
-                # validation loss could not become the best, and the run would report an older loss.
-                validate = bool(reason) or (
-                    bool(self.recipe.validate_every) and self.state.step % self.recipe.validate_every == 0
-                )
-                save = bool(reason) or (
-                    bool(self.recipe.checkpoint_every) and self.state.step % self.recipe.checkpoint_every == 0
-                )
-                log = self.state.step % self.recipe.log_every == 0
-                if log or validate or save or reason:
-                    # Losses stay on the device between these points: reading them back is a host sync.
-                    self._settle_losses(interval)
-                if log:
-                    self._log_train(interval, metrics)
-                    interval = IntervalStats(self.device)
-                if validate:
-                    valid = self._validate_and_log(metrics)
-                    if save:
-                        self._save_checkpoint(valid[0] if valid else None)
-                elif save:
-                    self._save_checkpoint(None)
+                interval = self._end_step(interval, metrics, final=bool(reason))
                 if reason:
                     return reason
             self._settle_losses(interval)
@@ -477,6 +457,27 @@ class Trainer:
             return "max_epochs"
         finally:
             self._segment_started = None
+
+    def _end_step(
+        self, interval: "IntervalStats", metrics: MetricsLog | None, final: bool
+    ) -> "IntervalStats":
+        """Log, validate and save as the step number says; return the interval the next step adds to."""
+        step = self.state.step
+        # The last step is always validated and saved: a checkpoint written there without a validation loss
+        # could not become the best, and the run would report an older loss as its final one.
+        validate = final or (bool(self.recipe.validate_every) and step % self.recipe.validate_every == 0)
+        save = final or (bool(self.recipe.checkpoint_every) and step % self.recipe.checkpoint_every == 0)
+        log = step % self.recipe.log_every == 0
+        if log or validate or save:
+            # Losses stay on the device between these points: reading them back is a host sync.
+            self._settle_losses(interval)
+        if log:
+            self._log_train(interval, metrics)
+            interval = IntervalStats(self.device)
+        valid = self._validate_and_log(metrics) if validate else None
+        if save:
+            self._save_checkpoint(valid[0] if valid else None)
+        return interval
 
     def _stop_reason(self) -> str:
         if self.state.step >= self.recipe.max_steps:

@@ -254,7 +254,6 @@ class Trainer:
                 self.recipe.max_tokens,
                 self.recipe.precision,
                 threads,
-                training=True,
             )
         tuning = broadcast_from_main(tuning, self.context)
         torch.set_num_threads(threads or tuning.threads or torch.get_num_threads())

@@ -70,11 +70,11 @@ class TransformerConfig:
         Restrict self-attention to r neighbours on each side (Table 1, last row); None is full attention.
     attention_implementation : str
         "auto" (explicit matrix products up to a length measured on the machine at hand, the fused kernel
-        beyond, where it is faster and keeps memory linear), "fused" or "explicit". Training and translation
-        time both paths at 16, 32, ... positions once per machine, precision and head shape (cached like
-        ``train.precision``); the explicit formula won up to a few hundred positions in bf16 on the CPUs
+        beyond, where it is faster and keeps memory linear), "fused" or "explicit". Training times both
+        paths at 16, 32, ... positions once per machine, precision and head shape (cached like
+        ``train.precision``): the explicit formula won up to a few hundred positions in bf16 on the CPUs
         measured, while in fp32 on a CPU without AMX, and on GPUs, the fused kernel wins from the start.
-        Without a measurement (a model built directly) the threshold is 256.
+        Translation (one new query per step) and a model built directly use 256.
     pad_id, bos_id, eos_id, unk_id : int
         Ids of the special tokens, fixed by the tokenizer.
     decoder_start_id : int or None

@@ -164,7 +164,15 @@ def test_quickstart_reports_bleu_and_examples(tmp_path: Path, write_config, caps
 def test_quickstart_run_again_reuses_a_run_its_time_limit_ended(tmp_path: Path, write_config, capsys) -> None:
     train = {"max_steps": 100_000, "max_minutes": 0.02, "cooldown_steps": 25_000, "validate_every": 0}
     config = write_config(tmp_path, train={**train, "checkpoint_every": 0, "log_every": 10})
-    arguments = ["quickstart", "--config", str(config), "--output-dir", str(tmp_path / "qs"), "--examples", "0"]
+    arguments = [
+        "quickstart",
+        "--config",
+        str(config),
+        "--output-dir",
+        str(tmp_path / "qs"),
+        "--examples",
+        "0",
+    ]
     assert main(arguments) == 0
     first = capsys.readouterr()
     assert "stopped by max_minutes" in first.out and "annealed to zero within the time limit" in first.err

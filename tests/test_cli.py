@@ -399,9 +399,8 @@ def test_help_names_the_data_files_and_the_precision(monkeypatch, capsys) -> Non
     assert "{train,valid,test}.{en,de}[.gz]" in train_help and "{src,tgt}" not in train_help
     for command in ("translate", "evaluate"):
         words = " ".join(help_text(command, monkeypatch, capsys).split())
-        assert (
-            "--precision {fp32,bf16} precision of translation: fp32 (default), or bf16 with weights" in words
-        )
+        assert "--precision {fp32,bf16,int8} precision of translation: fp32 (default); bf16," in words
+        assert "or int8, linear layers with int8 weights and dynamic int8 activations (CPU only;" in words
 
 
 def write_lock_file(run_dir: Path, pid: int) -> None:

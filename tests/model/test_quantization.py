@@ -14,6 +14,7 @@ from transformer.model.multihead_attention import MultiHeadAttention
 from transformer.model.quantization import (
     Int8Linear,
     Int8MultiHeadAttention,
+    packing_engine,
     quantize_for_inference,
     quantize_weight_per_channel,
 )
@@ -103,3 +104,13 @@ def test_greedy_translations_mostly_agree_with_float32(tiny_config: TransformerC
 def test_non_float32_model_is_refused(tiny_config: TransformerConfig) -> None:
     with pytest.raises(ValueError, match="float32 model on the CPU"):
         quantize_for_inference(Transformer(tiny_config).to(torch.bfloat16))
+
+
+def test_packing_engine_is_restored_after_packing() -> None:
+    before = torch.backends.quantized.engine
+    with packing_engine("onednn") as inside:
+        assert inside in torch.backends.quantized.supported_engines
+    with packing_engine("no-such-engine") as inside:
+        assert inside == before  # unsupported: packing keeps the engine in use
+    Int8Linear.from_linear(nn.Linear(8, 4))
+    assert torch.backends.quantized.engine == before

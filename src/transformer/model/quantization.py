@@ -3,12 +3,14 @@
 Decoding a batch streams every decoder weight and the vocabulary-sized output projection once per step, so
 on a CPU its speed is bound by bytes of weights, not by arithmetic. Storing the weights of the linear layers as
 int8 (a quarter of float32) and multiplying in int8 (AVX-512 VNNI) is how CTranslate2 decodes fast on CPUs;
-this module does the same with PyTorch's own kernel, ``torch.ops.quantized.linear_dynamic`` of the active
-quantized engine (``x86`` by default on Intel and AMD CPUs: FBGEMM). Embeddings, layer norms, attention and
-the softmax stay float32.
+this module does the same with PyTorch's own kernel, ``torch.ops.quantized.linear_dynamic``, on weights
+packed for oneDNN (faster than the default FBGEMM packing at decoding's shapes). Embeddings, layer norms,
+attention and the softmax stay float32.
 """
 
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import Tensor, nn
@@ -18,6 +20,37 @@ from transformer.model.transformer import Transformer
 
 #: Largest magnitude of a symmetric int8 weight (-127..127: no -128, so negation never overflows).
 INT8_WEIGHT_MAX = 127
+#: Quantized engine whose packed weights decode fastest: oneDNN's products ran 1.0-1.7x as fast as the default
+#: x86 engine's (FBGEMM) at decoding's shapes on an AVX-512 VNNI CPU (BENCHMARKS.md, section 1b).
+PACKING_ENGINE = "onednn"
+
+
+@contextmanager
+def packing_engine(name: str) -> Iterator[str]:
+    """Make ``name`` PyTorch's quantized engine for the block, if this build has it; restore the old one after.
+
+    Parameters
+    ----------
+    name : str
+        An engine of ``torch.backends.quantized.supported_engines``, e.g. "onednn".
+
+    Returns
+    -------
+    Iterator of str
+        Yields the engine in use inside the block (the previous one where ``name`` is not supported).
+
+    Notes
+    -----
+    The engine is process-wide state read when weights are packed; the kernel then follows the packed
+    weight's own type, so only packing needs the engine and nothing else sees the change once the block ends.
+    """
+    previous = torch.backends.quantized.engine
+    if name in torch.backends.quantized.supported_engines:
+        torch.backends.quantized.engine = name
+    try:
+        yield torch.backends.quantized.engine
+    finally:
+        torch.backends.quantized.engine = previous
 
 
 def quantize_weight_per_channel(weight: Tensor) -> tuple[Tensor, Tensor]:
@@ -82,7 +115,8 @@ class Int8Linear(nn.Module):
                 int8_weight.float() * scales[:, None], scales.double(), zero_points, axis=0, dtype=torch.qint8
             )
         float_bias = None if bias is None else bias.detach().float().clone()
-        self.packed_weight = torch.ops.quantized.linear_prepack(quantized_weight, float_bias)
+        with packing_engine(PACKING_ENGINE):
+            self.packed_weight = torch.ops.quantized.linear_prepack(quantized_weight, float_bias)
         self.reduce_range = not torch.cpu._is_vnni_supported()
 
     @classmethod

@@ -435,7 +435,7 @@ class Trainer:
         reason = self._stop_reason()
         if reason:  # a resumed run that had already finished
             return reason
-        interval = IntervalStats(self.device)
+        interval = IntervalStats()
         self.state.stop_reason = None
         self._segment_start_elapsed = self.state.elapsed_seconds
         self._segment_started = time.perf_counter()
@@ -472,7 +472,7 @@ class Trainer:
             self._settle_losses(interval)
         if log:
             self._log_train(interval, metrics)
-            interval = IntervalStats(self.device)
+            interval = IntervalStats()
         valid = self._validate_and_log(metrics) if validate else None
         if save:
             self._save_checkpoint(valid[0] if valid else None)
@@ -710,19 +710,13 @@ class Trainer:
 class IntervalStats:
     """Sums of losses, tokens and padding between two training log records.
 
-    Parameters
-    ----------
-    device : torch.device
-        Where the step losses are computed (and left until they are read back).
-
     Notes
     -----
     Internal to the trainer. Step losses are kept as device tensors until :meth:`take_pending` collects
     them, so training on a GPU does not wait for each step's loss to reach the host.
     """
 
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
+    def __init__(self) -> None:
         self.loss_sum = 0.0
         self.nll_sum = 0.0
         self.tokens = 0

@@ -1,13 +1,20 @@
 """Known corpora: checksummed, atomic caching from a mirror or downloader, and local directories."""
 
+import hashlib
+import os
 import shutil
+import stat
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
 from transformer.data.corpora import (
     KNOWN_CORPORA,
     ChecksumMismatchError,
+    CorpusSpec,
+    Downloader,
     RemoteFile,
     download_url,
     fetch_corpus,
@@ -73,7 +80,7 @@ def test_a_second_fetch_uses_the_cache(tmp_path: Path, mirror: Path) -> None:
     first = fetch_corpus("multi30k", cache_dir, mirror=str(mirror))
     stamps = {path: path.stat().st_mtime_ns for pair in first.values() for path in pair}
 
-    def refuse(url: str, destination: Path) -> None:
+    def refuse(url: str, destination: IO[bytes]) -> None:
         raise AssertionError(f"downloaded {url} although it is cached")
 
     shutil.rmtree(mirror)  # the mirror is gone: only the cache can answer
@@ -86,9 +93,9 @@ def test_a_second_fetch_uses_the_cache(tmp_path: Path, mirror: Path) -> None:
 def test_fetch_downloads_the_registered_urls(tmp_path: Path) -> None:
     requested: list[str] = []
 
-    def from_shared_copy(url: str, destination: Path) -> None:
+    def from_shared_copy(url: str, destination: IO[bytes]) -> None:
         requested.append(url)
-        shutil.copyfile(SHARED_MULTI30K / url.rsplit("/", 1)[1], destination)
+        destination.write((SHARED_MULTI30K / url.rsplit("/", 1)[1]).read_bytes())
 
     cache_dir = tmp_path / "cache"
     (cache_dir / "multi30k").mkdir(parents=True)
@@ -135,10 +142,97 @@ def test_a_mirror_without_the_file_is_an_error(tmp_path: Path) -> None:
 def test_default_downloader_reads_urls_and_reports_failures(tmp_path: Path) -> None:
     source = tmp_path / "source.txt"
     source.write_bytes(b"payload")
-    download_url(source.as_uri(), tmp_path / "copy.txt")
+    with (tmp_path / "copy.txt").open("wb") as handle:
+        download_url(source.as_uri(), handle)
     assert (tmp_path / "copy.txt").read_bytes() == b"payload"
-    with pytest.raises(CorpusError, match=r"cannot download file://.*absent\.txt"):
-        download_url((tmp_path / "absent.txt").as_uri(), tmp_path / "copy2.txt")
+    with (
+        pytest.raises(CorpusError, match=r"cannot download file://.*absent\.txt"),
+        (tmp_path / "copy2.txt").open("wb") as handle,
+    ):
+        download_url((tmp_path / "absent.txt").as_uri(), handle)
+
+
+# --------------------------------------------------------------------------- cache writes (no network, no Multi30k)
+
+TINY_SOURCE, TINY_TARGET = b"A dog.\nA cat.\n", b"Ein Hund.\nEine Katze.\n"
+
+
+@pytest.fixture
+def tiny_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Register a two-file corpus whose checksums are those of TINY_SOURCE and TINY_TARGET."""
+
+    def remote(name: str, content: bytes) -> RemoteFile:
+        digest = hashlib.sha256(content).hexdigest()
+        return RemoteFile(url=f"https://example.org/{name}", sha256=digest, filename=name)
+
+    spec = CorpusSpec(
+        name="tiny",
+        source_lang="en",
+        target_lang="de",
+        splits={"train": (remote("train.en", TINY_SOURCE), remote("train.de", TINY_TARGET))},
+        description="two lines",
+        citation="none",
+    )
+    monkeypatch.setitem(KNOWN_CORPORA, "tiny", spec)
+
+
+@pytest.fixture
+def umask_022() -> Iterator[None]:
+    previous = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def serve(contents: dict[str, bytes]) -> Downloader:
+    def downloader(url: str, destination: IO[bytes]) -> None:
+        destination.write(contents[url.rsplit("/", 1)[1]])
+
+    return downloader
+
+
+@pytest.mark.usefixtures("tiny_corpus", "umask_022")
+def test_cached_files_are_verified_and_readable_by_others(tmp_path: Path) -> None:
+    files = fetch_corpus(
+        "tiny", tmp_path, downloader=serve({"train.en": TINY_SOURCE, "train.de": TINY_TARGET})
+    )
+    source, target = files["train"]
+    assert (source.read_bytes(), target.read_bytes()) == (TINY_SOURCE, TINY_TARGET)
+    for path in (source, target):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644  # 0666 less the umask, not mkstemp's 0600
+    assert sorted(path.name for path in (tmp_path / "tiny").iterdir()) == ["train.de", "train.en"]
+
+
+@pytest.mark.usefixtures("tiny_corpus")
+def test_a_failed_checksum_leaves_no_file_and_no_temporary_file(tmp_path: Path) -> None:
+    wrong = serve({"train.en": b"A dog.\nA bird.\n", "train.de": TINY_TARGET})
+    with pytest.raises(
+        ChecksumMismatchError, match=r"train\.en from https://example\.org/train\.en has sha256"
+    ):
+        fetch_corpus("tiny", tmp_path, downloader=wrong)
+    assert list((tmp_path / "tiny").iterdir()) == []
+
+
+@pytest.mark.usefixtures("tiny_corpus")
+def test_a_failed_checksum_keeps_the_previous_cache_entry(tmp_path: Path) -> None:
+    (tmp_path / "tiny").mkdir()
+    (tmp_path / "tiny" / "train.en").write_bytes(b"partial")
+    with pytest.raises(ChecksumMismatchError):
+        fetch_corpus("tiny", tmp_path, downloader=serve({"train.en": b"also wrong", "train.de": TINY_TARGET}))
+    assert [path.name for path in (tmp_path / "tiny").iterdir()] == ["train.en"]
+    assert (tmp_path / "tiny" / "train.en").read_bytes() == b"partial"
+
+
+@pytest.mark.usefixtures("tiny_corpus")
+def test_an_interrupted_download_leaves_no_temporary_file(tmp_path: Path) -> None:
+    def cut_off(url: str, destination: IO[bytes]) -> None:
+        destination.write(TINY_SOURCE[:5])
+        raise CorpusError(f"cannot download {url}: connection reset")
+
+    with pytest.raises(CorpusError, match="connection reset"):
+        fetch_corpus("tiny", tmp_path, downloader=cut_off)
+    assert list((tmp_path / "tiny").iterdir()) == []
 
 
 def test_remote_file_is_validated() -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import collections
+import copy
+import hashlib
+import json
 import os
 import random
 import re
@@ -11,26 +14,21 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sacrebleu
 
 from transformer.data import synthetic
 from transformer.data.synthetic import (
-    ADJECTIVES,
-    CONJUNCTIONS,
     COPULA,
+    LEXICON_FILE,
     MAX_PAIRS,
-    MODALS,
-    NOUNS,
-    PREPOSITIONS,
-    PROPER_NAMES,
     THAT,
-    TIME_ADVERBS,
-    VERBS,
     Adjective,
     Adverb,
     Clause,
+    LexiconError,
     Modal,
     Noun,
     NounPhrase,
@@ -41,8 +39,16 @@ from transformer.data.synthetic import (
     generate_pairs,
     generate_splits,
     german_noun_phrase,
+    load_lexicon,
+    parse_lexicon,
     write_corpus,
 )
+
+LEXICON = load_lexicon()
+NOUNS, PROPER_NAMES, VERBS, MODALS = LEXICON.nouns, LEXICON.proper_names, LEXICON.verbs, LEXICON.modals
+ADJECTIVES, TIME_ADVERBS, PREPOSITIONS = LEXICON.adjectives, LEXICON.time_adverbs, LEXICON.prepositions
+CONJUNCTIONS = LEXICON.conjunctions
+LEXICON_PATH = Path(synthetic.__file__).with_name(LEXICON_FILE)
 
 SUBORDINATORS = {conjunction.german for conjunction in CONJUNCTIONS} | {THAT.german}
 FINITE_VERBS = (
@@ -110,18 +116,10 @@ def test_does_not_touch_global_random_state() -> None:
 
 
 def test_independent_of_hash_randomisation() -> None:
-    # Load the module file alone: importing the package would import torch, which is slow.
-    code = (
-        "import importlib.util, sys\n"
-        "spec = importlib.util.spec_from_file_location('synthetic_copy', sys.argv[1])\n"
-        "module = importlib.util.module_from_spec(spec)\n"
-        "sys.modules['synthetic_copy'] = module\n"
-        "spec.loader.exec_module(module)\n"
-        "print(module.generate_pairs(300, 3))\n"
-    )
+    code = "from transformer.data.synthetic import generate_pairs\nprint(generate_pairs(300, 3))\n"
     outputs = [
         subprocess.run(
-            [sys.executable, "-c", code, synthetic.__file__],
+            [sys.executable, "-c", code],
             env=dict(os.environ, PYTHONHASHSEED=hash_seed),
             capture_output=True,
             text=True,
@@ -130,6 +128,24 @@ def test_independent_of_hash_randomisation() -> None:
         for hash_seed in ("0", "1")
     ]
     assert outputs[0] == outputs[1] == repr(generate_pairs(300, 3)) + "\n"
+
+
+# sha256 of "english<TAB>german\n" for the first 2,000 pairs, computed before the lexicon moved to JSON.
+# Seed 1234 is the default (configs/quickstart.yaml): these pairs are its test and validation splits.
+PINNED_CORPUS_SHA256 = {
+    1234: "b4ac6007316ca9e950a04f0bcf4840333a45b2e4e95cf4cc32c3a462fe007d4b",
+    0: "385ed542feaa49e0e3abd0550e73d6689a8ced2bb63125686a7b622b688853c9",
+}
+
+
+@pytest.mark.parametrize("seed", sorted(PINNED_CORPUS_SHA256))
+def test_corpus_is_pinned(seed: int) -> None:
+    # A failure means the corpus of every seed changed: a lexicon edit (order counts), a grammar change or
+    # a new `random` algorithm. If intended, update the hash, and know that results measured on the old
+    # corpus (BENCHMARKS.md, existing run directories) no longer compare.
+    pairs = generate_pairs(2000, seed)
+    digest = hashlib.sha256("".join(f"{en}\t{de}\n" for en, de in pairs).encode("utf-8")).hexdigest()
+    assert digest == PINNED_CORPUS_SHA256[seed]
 
 
 def test_pairs_are_distinct_and_counted() -> None:
@@ -184,6 +200,85 @@ def test_gives_up_when_the_grammar_runs_out_of_distinct_pairs() -> None:
     assert len(synthetic._distinct_pairs(3, random.Random(0), draw_from_three, 1000)) == 3
     with pytest.raises(ValueError, match=r"num_pairs=4 .* 1000 attempts"):
         synthetic._distinct_pairs(4, random.Random(0), draw_from_three, 1000)
+
+
+# --------------------------------------------------------------------------- lexicon file
+
+
+def lexicon_document() -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(LEXICON_PATH.read_text(encoding="utf-8"))
+    return document
+
+
+def test_lexicon_loads_once_and_matches_the_documented_sizes() -> None:
+    assert load_lexicon() is LEXICON
+    assert parse_lexicon(lexicon_document(), "copy.json") == LEXICON
+    assert len({noun.category for noun in LEXICON.nouns}) == 6
+    assert (len(LEXICON.nouns), len(LEXICON.verbs), len(LEXICON.adjectives)) == (98, 58, 35)
+    assert collections.Counter(name.category for name in LEXICON.proper_names) == {"name": 12, "city": 8}
+    assert all(isinstance(verb.object_categories, tuple) for verb in LEXICON.verbs)
+
+
+def test_lexicon_is_declared_as_package_data() -> None:
+    tomllib = pytest.importorskip("tomllib")
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    assert LEXICON_FILE in pyproject["tool"]["setuptools"]["package-data"]["transformer.data"]
+
+
+def edited(edit: str) -> dict[str, Any]:
+    document = copy.deepcopy(lexicon_document())
+    nouns, verbs = document["nouns"], document["verbs"]
+    if edit == "no gender":
+        del nouns[3]["gender"]
+    elif edit == "no verbs":
+        del document["verbs"]
+    elif edit == "typo":
+        nouns[0]["german_plurall"] = "Männer"
+    elif edit == "gender x":
+        nouns[0]["gender"] = "x"
+    elif edit == "animate yes":
+        document["adjectives"][0]["animate_only"] = "y"
+    elif edit == "spaces":
+        nouns[0]["german_singular"] = "Mann "
+    elif edit == "copula":
+        verbs[0]["kind"] = "copula"
+    elif edit == "no dative verbs":
+        document["verbs"] = [verb for verb in verbs if verb["kind"] != "dative"]
+    elif edit == "unknown category":
+        verbs[21]["object_categories"] = ["person", "persons"]
+    elif edit == "objectless accusative":
+        verbs[20]["object_categories"] = []
+    return document
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ("no gender", r"^lex\.json: nouns\[3\]: missing key 'gender'$"),
+        ("no verbs", r"^lex\.json: missing key 'verbs'"),
+        ("typo", r"^lex\.json: nouns\[0\]: unknown key 'german_plurall'"),
+        ("gender x", r"nouns\[0\]: key 'gender' must be one of m, f, n, got 'x'"),
+        ("animate yes", r"adjectives\[0\]: key 'animate_only' must be true or false"),
+        ("spaces", r"nouns\[0\]: key 'german_singular' has stray spaces"),
+        ("copula", r"verbs\[0\]: key 'kind' must be one of intransitive, .*, clausal, got 'copula'"),
+        ("no dative verbs", r"^lex\.json: the grammar cannot use this lexicon: no verb of kind 'dative'"),
+        ("unknown category", r"verb 'find': unknown object categories persons$"),
+        ("objectless accusative", r"verb 'see' of kind 'accusative' must list object_categories"),
+    ],
+)
+def test_lexicon_errors_name_the_file_and_the_key(edit: str, message: str) -> None:
+    with pytest.raises(LexiconError, match=message):
+        parse_lexicon(edited(edit), "lex.json")
+
+
+def test_a_missing_lexicon_file_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(synthetic, "LEXICON_FILE", "absent.json")
+    load_lexicon.cache_clear()
+    try:
+        with pytest.raises(LexiconError, match=r"data/absent\.json: lexicon file missing"):
+            load_lexicon()
+    finally:
+        load_lexicon.cache_clear()  # the next call reads the real file again
 
 
 # --------------------------------------------------------------------------- German morphology
@@ -453,7 +548,11 @@ def test_surface_conventions(splits: SyntheticSplits) -> None:
 def test_write_corpus_writes_aligned_files_atomically(tmp_path: Path) -> None:
     small = generate_splits(num_train=30, num_valid=5, num_test=7, seed=2)
     directory = tmp_path / "corpus"
-    paths = write_corpus(directory, small)
+    previous_umask = os.umask(0o022)
+    try:
+        paths = write_corpus(directory, small)
+    finally:
+        os.umask(previous_umask)
     assert paths == {
         name: (directory / f"{name}.en", directory / f"{name}.de") for name in ("train", "valid", "test")
     }
@@ -463,7 +562,8 @@ def test_write_corpus_writes_aligned_files_atomically(tmp_path: Path) -> None:
         targets = target_path.read_text(encoding="utf-8").split("\n")
         assert sources[-1] == "" and targets[-1] == ""
         assert list(zip(sources[:-1], targets[:-1], strict=True)) == expected
-        assert stat.S_IMODE(source_path.stat().st_mode) == 0o644
+        for path in (source_path, target_path):
+            assert stat.S_IMODE(path.stat().st_mode) == 0o644  # 0666 less umask 022, not mkstemp's 0600
     assert sorted(path.name for path in directory.iterdir()) == sorted(
         f"{name}.{lang}" for name in ("train", "valid", "test") for lang in ("en", "de")
     )

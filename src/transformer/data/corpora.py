@@ -8,16 +8,16 @@ network access. ``local_directory_corpus`` finds the files of a corpus you alrea
 """
 
 import hashlib
-import os
 import shutil
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
+from transformer.atomic_files import atomic_write
 from transformer.data.dataset import CorpusError
 
 DOWNLOAD_TIMEOUT_SECONDS = 60.0
@@ -122,8 +122,8 @@ MULTI30K = CorpusSpec(
 
 KNOWN_CORPORA: dict[str, CorpusSpec] = {MULTI30K.name: MULTI30K}
 
-Downloader = Callable[[str, Path], None]
-"""Writes the content at a URL (first argument) to a file (second argument)."""
+Downloader = Callable[[str, IO[bytes]], None]
+"""Writes the content at a URL (first argument) into a binary file open for writing (second argument)."""
 
 
 def sha256_of_file(path: Path) -> str:
@@ -150,15 +150,15 @@ def sha256_of_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def download_url(url: str, destination: Path) -> None:
-    """Download a URL to a file with ``urllib``, giving up after a timeout.
+def download_url(url: str, destination: IO[bytes]) -> None:
+    """Stream the content at a URL into an open binary file with ``urllib``, giving up after a timeout.
 
     Parameters
     ----------
     url : str
         http(s) or file URL; redirects are followed.
-    destination : pathlib.Path
-        File to write (overwritten).
+    destination : IO[bytes]
+        A binary file open for writing; left open.
 
     Returns
     -------
@@ -166,23 +166,23 @@ def download_url(url: str, destination: Path) -> None:
 
     Notes
     -----
-    The default downloader of :func:`fetch_corpus`. Raises CorpusError naming the URL when the
-    server cannot be reached, answers with an error, or stalls for ``DOWNLOAD_TIMEOUT_SECONDS``.
+    The default downloader of :func:`fetch_corpus`, which hands it the temporary file of
+    :func:`transformer.atomic_files.atomic_write`: the bytes are copied 1 MiB at a time, never held
+    whole in memory. Raises CorpusError naming the URL when the server cannot be reached, answers
+    with an error, or stalls for ``DOWNLOAD_TIMEOUT_SECONDS``; the caller then discards the partial
+    file.
     """
     request = urllib.request.Request(url, headers={"User-Agent": "transformer-reference/0.1"})
     try:
-        with (
-            urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response,
-            Path(destination).open("wb") as file,
-        ):
-            shutil.copyfileobj(response, file, _CHUNK_BYTES)
+        with urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response:
+            shutil.copyfileobj(response, destination, _CHUNK_BYTES)
     except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
         reason = getattr(error, "reason", error)
         raise CorpusError(f"cannot download {url}: {reason}") from None
 
 
-def _retrieve(remote: RemoteFile, mirror: str | None, downloader: Downloader, destination: Path) -> str:
-    """Write one corpus file to ``destination`` from its URL or from a mirror.
+def _retrieve(remote: RemoteFile, mirror: str | None, downloader: Downloader, destination: IO[bytes]) -> str:
+    """Write one corpus file into ``destination`` from its URL or from a mirror.
 
     Parameters
     ----------
@@ -192,8 +192,8 @@ def _retrieve(remote: RemoteFile, mirror: str | None, downloader: Downloader, de
         A directory, ``file://`` URL or http(s) URL holding ``remote.filename``; None for ``remote.url``.
     downloader : Downloader
         Fetches URLs.
-    destination : pathlib.Path
-        Where to write the bytes.
+    destination : IO[bytes]
+        The open binary file to write the bytes into.
 
     Returns
     -------
@@ -216,7 +216,8 @@ def _retrieve(remote: RemoteFile, mirror: str | None, downloader: Downloader, de
     source = Path(mirror).expanduser() / remote.filename
     if not source.is_file():
         raise CorpusError(f"mirror {mirror} has no file {remote.filename}")
-    shutil.copyfile(source, destination)
+    with source.open("rb") as file:
+        shutil.copyfileobj(file, destination, _CHUNK_BYTES)
     return str(source)
 
 
@@ -241,28 +242,24 @@ def _fetch_file(remote: RemoteFile, corpus_dir: Path, mirror: str | None, downlo
 
     Notes
     -----
-    The bytes go to a temporary file in ``corpus_dir``, which is hashed, then renamed over the
-    cache entry with ``os.replace``; on any failure the temporary file is deleted and the cache
-    entry left as it was.
+    The bytes stream into the temporary file of :func:`transformer.atomic_files.atomic_write`, and
+    the checksum is verified inside its block, on the bytes as written: a mismatch raises there, so
+    the temporary file is removed and the cache entry (a stale or partial file included) is left as
+    it was; only a verified file is renamed into place, with the mode a plain ``open`` gives (0644
+    under umask 022; ``mkstemp``'s 0600 would hide a shared cache from other users).
     """
     cached = corpus_dir / remote.filename
     if cached.is_file() and sha256_of_file(cached) == remote.sha256:
         return cached
-    descriptor, temp_name = tempfile.mkstemp(dir=corpus_dir, prefix=f".{remote.filename}.", suffix=".tmp")
-    os.close(descriptor)
-    temp_path = Path(temp_name)
-    try:
-        origin = _retrieve(remote, mirror, downloader, temp_path)
-        actual = sha256_of_file(temp_path)
+    with atomic_write(cached, "wb") as handle:
+        origin = _retrieve(remote, mirror, downloader, handle)
+        handle.flush()
+        actual = sha256_of_file(Path(handle.name))
         if actual != remote.sha256:
             raise ChecksumMismatchError(
                 f"{remote.filename} from {origin} has sha256 {actual}, expected {remote.sha256}; "
                 "the file is corrupt or a different version, so it was not cached"
             )
-        os.replace(temp_path, cached)
-    except BaseException:
-        temp_path.unlink(missing_ok=True)
-        raise
     return cached
 
 
@@ -281,7 +278,8 @@ def fetch_corpus(
         A local directory or ``file://`` URL (copied from) or an http(s) URL (downloaded from)
         that holds the corpus files under their usual names; None downloads from the publisher.
     downloader : Downloader or None
-        Replaces :func:`download_url`, e.g. in tests; it receives the URL and a file to write.
+        Replaces :func:`download_url`, e.g. in tests; it receives the URL and a binary file open for
+        writing, which it must write the bytes into and leave open.
 
     Returns
     -------

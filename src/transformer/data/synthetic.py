@@ -14,7 +14,8 @@ uniquely, so a perfect model can reach BLEU 100.
   with an optional adjective and an optional modifier (``with``, ``without``, ``for``,
   ``from`` + noun phrase), or a first name, or a city. 98 nouns in six categories
   (people, animals, things, texts, food, places) carry German gender and plural;
-  58 verbs, 35 adjectives, 12 first names and 8 cities complete the lexicon.
+  58 verbs, 35 adjectives, 12 first names and 8 cities complete the lexicon, which lives
+  in ``synthetic_lexicon.json`` beside this module (see :func:`load_lexicon`).
 * **Agreement**: German articles agree with the noun in gender (masculine, feminine,
   neuter), number and case; adjectives take weak endings after ``der``, mixed endings after
   ``ein``/``kein`` and strong endings with no article; dative plural nouns gain ``-n``.
@@ -54,13 +55,19 @@ English puts a comma only after a fronted subordinate clause.
 from __future__ import annotations
 
 import functools
+import importlib.resources
+import json
 import os
 import random
-import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import MISSING, Field, dataclass, fields, replace
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
+
+from transformer.atomic_files import atomic_write
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 Gender = Literal["m", "f", "n"]
 AgreementKey = Literal["m", "f", "n", "pl"]
@@ -191,351 +198,269 @@ class Conjunction:
     german: str
 
 
-# --------------------------------------------------------------------------- lexicon tables
+# --------------------------------------------------------------------------- lexicon
 
-
-def _rows(table: str) -> list[list[str]]:
-    """Split a ``|``-separated table into rows of stripped cells, ignoring blank lines."""
-    return [[cell.strip() for cell in line.split("|")] for line in table.strip().splitlines()]
-
-
-_NOUN_TABLE = """
-person | m | man | men | Mann | Männer
-person | f | woman | women | Frau | Frauen
-person | n | child | children | Kind | Kinder
-person | m | teacher | teachers | Lehrer | Lehrer
-person | m | doctor | doctors | Arzt | Ärzte
-person | m | cook | cooks | Koch | Köche
-person | m | baker | bakers | Bäcker | Bäcker
-person | m | driver | drivers | Fahrer | Fahrer
-person | m | father | fathers | Vater | Väter
-person | f | mother | mothers | Mutter | Mütter
-person | m | brother | brothers | Bruder | Brüder
-person | f | sister | sisters | Schwester | Schwestern
-person | m | friend | friends | Freund | Freunde
-person | m | king | kings | König | Könige
-person | f | queen | queens | Königin | Königinnen
-person | m | uncle | uncles | Onkel | Onkel
-person | f | aunt | aunts | Tante | Tanten
-person | m | son | sons | Sohn | Söhne
-person | f | daughter | daughters | Tochter | Töchter
-person | n | girl | girls | Mädchen | Mädchen
-person | m | singer | singers | Sänger | Sänger
-person | m | painter | painters | Maler | Maler
-person | m | pupil | pupils | Schüler | Schüler
-person | m | thief | thieves | Dieb | Diebe
-person | m | guest | guests | Gast | Gäste
-animal | m | dog | dogs | Hund | Hunde
-animal | f | cat | cats | Katze | Katzen
-animal | n | horse | horses | Pferd | Pferde
-animal | m | bird | birds | Vogel | Vögel
-animal | f | mouse | mice | Maus | Mäuse
-animal | f | cow | cows | Kuh | Kühe
-animal | n | pig | pigs | Schwein | Schweine
-animal | m | wolf | wolves | Wolf | Wölfe
-animal | m | fox | foxes | Fuchs | Füchse
-animal | f | duck | ducks | Ente | Enten
-animal | f | goat | goats | Ziege | Ziegen
-animal | n | rabbit | rabbits | Kaninchen | Kaninchen
-animal | m | frog | frogs | Frosch | Frösche
-animal | f | snake | snakes | Schlange | Schlangen
-animal | n | chicken | chickens | Huhn | Hühner
-animal | m | donkey | donkeys | Esel | Esel
-animal | f | owl | owls | Eule | Eulen
-thing | m | table | tables | Tisch | Tische
-thing | m | chair | chairs | Stuhl | Stühle
-thing | m | ball | balls | Ball | Bälle
-thing | n | car | cars | Auto | Autos
-thing | f | door | doors | Tür | Türen
-thing | n | window | windows | Fenster | Fenster
-thing | m | key | keys | Schlüssel | Schlüssel
-thing | f | cup | cups | Tasse | Tassen
-thing | f | bottle | bottles | Flasche | Flaschen
-thing | n | glass | glasses | Glas | Gläser
-thing | m | hat | hats | Hut | Hüte
-thing | m | coat | coats | Mantel | Mäntel
-thing | m | shoe | shoes | Schuh | Schuhe
-thing | m | plate | plates | Teller | Teller
-thing | f | lamp | lamps | Lampe | Lampen
-thing | f | bag | bags | Tasche | Taschen
-thing | n | picture | pictures | Bild | Bilder
-thing | f | flower | flowers | Blume | Blumen
-thing | m | stone | stones | Stein | Steine
-thing | f | box | boxes | Kiste | Kisten
-thing | f | clock | clocks | Uhr | Uhren
-thing | n | boat | boats | Boot | Boote
-thing | n | bicycle | bicycles | Fahrrad | Fahrräder
-thing | m | ring | rings | Ring | Ringe
-text | n | book | books | Buch | Bücher
-text | m | letter | letters | Brief | Briefe
-text | f | newspaper | newspapers | Zeitung | Zeitungen
-text | f | map | maps | Karte | Karten
-text | f | story | stories | Geschichte | Geschichten
-text | n | poem | poems | Gedicht | Gedichte
-text | n | song | songs | Lied | Lieder
-food | m | apple | apples | Apfel | Äpfel
-food | m | cake | cakes | Kuchen | Kuchen
-food | n | egg | eggs | Ei | Eier
-food | f | banana | bananas | Banane | Bananen
-food | f | pear | pears | Birne | Birnen
-food | f | sausage | sausages | Wurst | Würste
-food | f | tomato | tomatoes | Tomate | Tomaten
-food | f | potato | potatoes | Kartoffel | Kartoffeln
-food | m | cookie | cookies | Keks | Kekse
-place | m | garden | gardens | Garten | Gärten
-place | m | park | parks | Park | Parks
-place | m | forest | forests | Wald | Wälder
-place | f | kitchen | kitchens | Küche | Küchen
-place | f | school | schools | Schule | Schulen
-place | f | city | cities | Stadt | Städte
-place | n | village | villages | Dorf | Dörfer
-place | n | room | rooms | Zimmer | Zimmer
-place | f | street | streets | Straße | Straßen
-place | f | church | churches | Kirche | Kirchen
-place | m | station | stations | Bahnhof | Bahnhöfe
-place | f | library | libraries | Bibliothek | Bibliotheken
-place | n | hotel | hotels | Hotel | Hotels
-place | n | house | houses | Haus | Häuser
-place | n | field | fields | Feld | Felder
-place | m | market | markets | Markt | Märkte
-"""
-
-_PROPER_NAME_TABLE = """
-name | Anna | Anna
-name | Maria | Maria
-name | Peter | Peter
-name | Thomas | Thomas
-name | Paul | Paul
-name | Lisa | Lisa
-name | Julia | Julia
-name | Max | Max
-name | Sophie | Sophie
-name | Lukas | Lukas
-name | Emma | Emma
-name | Felix | Felix
-city | Berlin | Berlin
-city | Paris | Paris
-city | London | London
-city | Rome | Rom
-city | Vienna | Wien
-city | Munich | München
-city | Cologne | Köln
-city | Prague | Prag
-"""
-
-# kind | English base | English 3rd singular | German infinitive | German 3rd singular | objects
-_VERB_TABLE = """
-intransitive | sleep | sleeps | schlafen | schläft |
-intransitive | laugh | laughs | lachen | lacht |
-intransitive | sing | sings | singen | singt |
-intransitive | dance | dances | tanzen | tanzt |
-intransitive | wait | waits | warten | wartet |
-intransitive | work | works | arbeiten | arbeitet |
-intransitive | play | plays | spielen | spielt |
-intransitive | cry | cries | weinen | weint |
-intransitive | sit | sits | sitzen | sitzt |
-intransitive | stand | stands | stehen | steht |
-intransitive | smile | smiles | lächeln | lächelt |
-intransitive | live | lives | wohnen | wohnt |
-intransitive | learn | learns | lernen | lernt |
-intransitive | talk | talks | reden | redet |
-motion | run | runs | rennen | rennt |
-motion | walk | walks | laufen | läuft |
-motion | swim | swims | schwimmen | schwimmt |
-motion | fly | flies | fliegen | fliegt |
-motion | travel | travels | reisen | reist |
-motion | jump | jumps | springen | springt |
-accusative | see | sees | sehen | sieht | person animal thing text food place
-accusative | find | finds | finden | findet | person animal thing text food
-accusative | like | likes | mögen | mag | person animal thing text food place
-accusative | hold | holds | halten | hält | animal thing text food
-accusative | carry | carries | tragen | trägt | animal thing text food
-accusative | read | reads | lesen | liest | text
-accusative | eat | eats | essen | isst | food
-accusative | buy | buys | kaufen | kauft | animal thing text food
-accusative | sell | sells | verkaufen | verkauft | animal thing text food
-accusative | take | takes | nehmen | nimmt | thing text food
-accusative | need | needs | brauchen | braucht | thing text food
-accusative | visit | visits | besuchen | besucht | person place city
-accusative | love | loves | lieben | liebt | person animal
-accusative | look for | looks for | suchen | sucht | person animal thing text food
-accusative | paint | paints | malen | malt | person animal thing food place
-accusative | write | writes | schreiben | schreibt | text
-accusative | open | opens | öffnen | öffnet | thing text
-accusative | build | builds | bauen | baut | thing place
-accusative | call | calls | rufen | ruft | person animal
-accusative | know | knows | kennen | kennt | person animal place city
-accusative | ask | asks | fragen | fragt | person
-accusative | meet | meets | treffen | trifft | person animal
-accusative | catch | catches | fangen | fängt | animal thing
-accusative | hear | hears | hören | hört | person animal
-dative | help | helps | helfen | hilft | person animal
-dative | follow | follows | folgen | folgt | person animal
-dative | thank | thanks | danken | dankt | person
-dative | answer | answers | antworten | antwortet | person
-ditransitive | give | gives | geben | gibt | thing text food
-ditransitive | show | shows | zeigen | zeigt | thing text food
-ditransitive | bring | brings | bringen | bringt | thing text food
-ditransitive | send | sends | schicken | schickt | thing text food
-ditransitive | tell | tells | erzählen | erzählt | text
-clausal | know | knows | wissen | weiß |
-clausal | say | says | sagen | sagt |
-clausal | think | thinks | denken | denkt |
-clausal | believe | believes | glauben | glaubt |
-clausal | hope | hopes | hoffen | hofft |
-"""
+LEXICON_FILE = "synthetic_lexicon.json"
+"""File name of the lexicon inside the ``transformer.data`` package (shipped as package data)."""
 
 COPULA = Verb("copula", "be", "is", "sein", "ist", english_plural="are", german_plural="sind")
-
-# English third, plural, negated third, negated plural | German third, plural
-_MODAL_TABLE = """
-can | can | cannot | cannot | kann | können
-must | must | | | muss | müssen
-should | should | should not | should not | soll | sollen
-wants to | want to | does not want to | do not want to | will | wollen
-"""
-
-# English | German stem | animate only (y/n)
-_ADJECTIVE_TABLE = """
-big | groß | n
-small | klein | n
-old | alt | n
-new | neu | n
-red | rot | n
-blue | blau | n
-green | grün | n
-black | schwarz | n
-white | weiß | n
-yellow | gelb | n
-beautiful | schön | n
-ugly | hässlich | n
-heavy | schwer | n
-dirty | schmutzig | n
-clean | sauber | n
-wet | nass | n
-dry | trocken | n
-young | jung | y
-happy | glücklich | y
-sad | traurig | y
-tired | müde | y
-hungry | hungrig | y
-friendly | freundlich | y
-clever | klug | y
-strong | stark | y
-brave | mutig | y
-lazy | faul | y
-funny | lustig | y
-angry | wütend | y
-curious | neugierig | y
-proud | stolz | y
-shy | schüchtern | y
-sick | krank | y
-rich | reich | y
-poor | arm | y
-"""
-
-_TIME_ADVERB_TABLE = """
-today | heute
-tomorrow | morgen
-now | jetzt
-tonight | heute Abend
-soon | bald
-every day | jeden Tag
-"""
-
-_MANNER_ADVERB_TABLE = """
-quickly | schnell
-slowly | langsam
-quietly | leise
-loudly | laut
-carefully | vorsichtig
-happily | fröhlich
-together | zusammen
-alone | allein
-"""
-
-# role | English | German | German before a city | case | object categories
-_PREPOSITION_TABLE = """
-place | in | in | in | dative | place city
-place | on | auf | | dative | place
-place | behind | hinter | | dative | place thing
-place | in front of | vor | | dative | place thing person
-place | next to | neben | | dative | place thing person animal
-place | under | unter | | dative | thing
-place | near | bei | | dative | person place
-companion | with | mit | | dative | person animal thing
-companion | without | ohne | | accusative | person animal thing
-companion | for | für | | accusative | person animal
-source | from | von | aus | dative | person city
-direction | to | zu | nach | dative | person place city
-direction | out of | aus | | dative | place
-direction | through | durch | durch | accusative | place city
-"""
-
-_CONJUNCTION_TABLE = """
-because | weil
-although | obwohl
-when | wenn
-while | während
-before | bevor
-"""
+"""``be``/``sein``: in code, not in the lexicon: it takes a predicative adjective and negates without *do*."""
 
 THAT = Conjunction("that", "dass")
+"""The complementiser of clause-taking verbs; never drawn as an adverbial conjunction."""
 
 
-def _parse_case(name: str) -> Case:
-    """Return ``name`` as a :data:`Case`."""
-    cases: dict[str, Case] = {"nominative": "nominative", "accusative": "accusative", "dative": "dative"}
-    return cases[name]
+class LexiconError(ValueError):
+    """The lexicon file is missing, not JSON, or lacks a section or key; the message names the file.
+
+    Notes
+    -----
+    Raised by :func:`load_lexicon` and :func:`parse_lexicon` before any sentence is drawn, in place of the
+    ``KeyError`` or ``IndexError`` a bad entry would otherwise cause deep inside generation. A ``ValueError``
+    subclass, so callers that catch bad arguments catch it too.
+    """
 
 
-def _parse_nouns() -> tuple[Noun, ...]:
-    """Build the noun lexicon from its table."""
-    genders: dict[str, Gender] = {"m": "m", "f": "f", "n": "n"}
-    return tuple(Noun(row[0], genders[row[1]], *row[2:6]) for row in _rows(_NOUN_TABLE))
+@dataclass(frozen=True)
+class Lexicon:
+    """The open-class words of the grammar, in the order the generator draws them.
+
+    Parameters
+    ----------
+    nouns : tuple[Noun, ...]
+        Common nouns with German gender and plural.
+    proper_names : tuple[ProperName, ...]
+        First names (category ``"name"``) and cities (``"city"``).
+    verbs : tuple[Verb, ...]
+        Every verb but the copula (:data:`COPULA`).
+    modals : tuple[Modal, ...]
+        Modal verbs.
+    adjectives : tuple[Adjective, ...]
+        Adjectives with their German stems.
+    time_adverbs, manner_adverbs : tuple[Adverb, ...]
+        Time adverbs (which German may front) and manner adverbs.
+    prepositions : tuple[Preposition, ...]
+        Prepositions with the case they govern.
+    conjunctions : tuple[Conjunction, ...]
+        Adverbial subordinating conjunctions (not :data:`THAT`).
+
+    Returns
+    -------
+    Lexicon
+        An immutable record of the nine tuples.
+
+    Notes
+    -----
+    Made by :func:`load_lexicon` from :data:`LEXICON_FILE`. The order of every tuple is part of the corpus:
+    the generator draws with ``rng.choice`` over these tuples (or filtered copies), so reordering, adding or
+    removing one entry changes the corpus of every seed. Tuples of frozen dataclasses keep the cached
+    instance from being changed by a caller.
+    """
+
+    nouns: tuple[Noun, ...]
+    proper_names: tuple[ProperName, ...]
+    verbs: tuple[Verb, ...]
+    modals: tuple[Modal, ...]
+    adjectives: tuple[Adjective, ...]
+    time_adverbs: tuple[Adverb, ...]
+    manner_adverbs: tuple[Adverb, ...]
+    prepositions: tuple[Preposition, ...]
+    conjunctions: tuple[Conjunction, ...]
 
 
-def _parse_verbs() -> tuple[Verb, ...]:
-    """Build the verb lexicon (without the copula) from its table."""
-    kinds: dict[str, VerbKind] = {
-        "intransitive": "intransitive",
-        "motion": "motion",
-        "accusative": "accusative",
-        "dative": "dative",
-        "ditransitive": "ditransitive",
-        "clausal": "clausal",
-    }
-    return tuple(
-        Verb(kinds[row[0]], row[1], row[2], row[3], row[4], tuple(row[5].split()))
-        for row in _rows(_VERB_TABLE)
-    )
-
-
-def _parse_prepositions() -> tuple[Preposition, ...]:
-    """Build the preposition lexicon from its table."""
-    roles: dict[str, PrepositionRole] = {
-        "place": "place",
-        "companion": "companion",
-        "direction": "direction",
-        "source": "source",
-    }
-    return tuple(
-        Preposition(roles[row[0]], row[1], row[2], _parse_case(row[4]), tuple(row[5].split()), row[3])
-        for row in _rows(_PREPOSITION_TABLE)
-    )
-
-
-NOUNS: tuple[Noun, ...] = _parse_nouns()
-PROPER_NAMES: tuple[ProperName, ...] = tuple(ProperName(*row) for row in _rows(_PROPER_NAME_TABLE))
-VERBS: tuple[Verb, ...] = _parse_verbs()
-MODALS: tuple[Modal, ...] = tuple(Modal(*row) for row in _rows(_MODAL_TABLE))
-ADJECTIVES: tuple[Adjective, ...] = tuple(
-    Adjective(row[0], row[1], row[2] == "y") for row in _rows(_ADJECTIVE_TABLE)
+# Each section of the lexicon file and the dataclass its entries become; keys are the dataclass's fields.
+_LEXICON_SECTIONS: tuple[tuple[str, type[DataclassInstance]], ...] = (
+    ("nouns", Noun),
+    ("proper_names", ProperName),
+    ("verbs", Verb),
+    ("modals", Modal),
+    ("adjectives", Adjective),
+    ("time_adverbs", Adverb),
+    ("manner_adverbs", Adverb),
+    ("prepositions", Preposition),
+    ("conjunctions", Conjunction),
 )
-TIME_ADVERBS: tuple[Adverb, ...] = tuple(Adverb(*row) for row in _rows(_TIME_ADVERB_TABLE))
-MANNER_ADVERBS: tuple[Adverb, ...] = tuple(Adverb(*row) for row in _rows(_MANNER_ADVERB_TABLE))
-PREPOSITIONS: tuple[Preposition, ...] = _parse_prepositions()
-CONJUNCTIONS: tuple[Conjunction, ...] = tuple(Conjunction(*row) for row in _rows(_CONJUNCTION_TABLE))
+# The values a field may take, by its annotation (a string, under ``from __future__ import annotations``).
+_FIELD_CHOICES: dict[str, tuple[str, ...]] = {
+    "Gender": get_args(Gender),
+    "Case": get_args(Case),
+    "VerbKind": tuple(kind for kind in get_args(VerbKind) if kind != "copula"),  # the copula is COPULA
+    "PrepositionRole": get_args(PrepositionRole),
+}
+# Required fields that may be empty: the English negations of a modal that is never negated ("must").
+_MAY_BE_EMPTY = frozenset({("Modal", "english_negated_third"), ("Modal", "english_negated_plural")})
+_OBJECT_VERB_KINDS = ("accusative", "dative", "ditransitive")
+
+
+def _parse_value(entry_type: type[DataclassInstance], field: Field[Any], value: object, where: str) -> object:
+    """Check one value of a lexicon entry against its dataclass field; a list becomes a tuple."""
+    annotation = str(field.type)  # a string: the module has ``from __future__ import annotations``
+    key = f"{where}: key {field.name!r}"
+    required = field.default is MISSING and (entry_type.__name__, field.name) not in _MAY_BE_EMPTY
+    if annotation == "bool":
+        if not isinstance(value, bool):
+            raise LexiconError(f"{key} must be true or false, got {value!r}")
+        return value
+    if annotation == "tuple[str, ...]":
+        if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+            raise LexiconError(f"{key} must be a list of non-empty strings, got {value!r}")
+        if required and not value:
+            raise LexiconError(f"{key} must not be empty")
+        return tuple(value)
+    if annotation != "str" and annotation not in _FIELD_CHOICES:
+        raise TypeError(f"no lexicon parser for {entry_type.__name__}.{field.name}: {annotation}")
+    if not isinstance(value, str):
+        raise LexiconError(f"{key} must be a string, got {value!r}")
+    if value != value.strip() or "  " in value:
+        raise LexiconError(f"{key} has stray spaces: {value!r}")
+    choices = _FIELD_CHOICES.get(annotation)
+    if choices is not None and value not in choices:
+        raise LexiconError(f"{key} must be one of {', '.join(choices)}, got {value!r}")
+    if required and not value:
+        raise LexiconError(f"{key} must not be empty")
+    return value
+
+
+def _parse_entry(entry_type: type[DataclassInstance], entry: object, where: str) -> Any:
+    """Build one lexicon entry, naming ``where`` and the key at fault when it does not fit."""
+    if not isinstance(entry, dict):
+        raise LexiconError(
+            f"{where}: expected an object with the keys of {entry_type.__name__}, got {entry!r}"
+        )
+    field_by_name = {field.name: field for field in fields(entry_type)}
+    unknown = [name for name in entry if name not in field_by_name]
+    if unknown:
+        raise LexiconError(
+            f"{where}: unknown key {unknown[0]!r}; {entry_type.__name__} has {', '.join(field_by_name)}"
+        )
+    values: dict[str, object] = {}
+    for name, field in field_by_name.items():
+        if name in entry:
+            values[name] = _parse_value(entry_type, field, entry[name], where)
+        elif field.default is MISSING:
+            raise LexiconError(f"{where}: missing key {name!r}")
+    build: Callable[..., Any] = entry_type
+    return build(**values)
+
+
+def _coverage_problems(lexicon: Lexicon) -> list[str]:
+    """List what the grammar draws from but the lexicon lacks; each gap would crash or skew generation."""
+    noun_categories = {noun.category for noun in lexicon.nouns}
+    proper_categories = {proper.category for proper in lexicon.proper_names}
+    subject_categories = {category for categories in _SUBJECT_CATEGORIES.values() for category in categories}
+    verb_kinds = {verb.kind for verb in lexicon.verbs}
+    roles = {preposition.role for preposition in lexicon.prepositions}
+    unknown_proper = sorted(proper_categories - {"name", "city"})
+    problems = [f"proper name category {c!r} is neither 'name' nor 'city'" for c in unknown_proper]
+    problems += [f"no proper name of category {c!r}" for c in ("name", "city") if c not in proper_categories]
+    problems += [
+        f"no noun of category {c!r}, which subjects need"
+        for c in sorted(subject_categories - noun_categories)
+    ]
+    problems += [f"no verb of kind {kind!r}" for kind in _FIELD_CHOICES["VerbKind"] if kind not in verb_kinds]
+    problems += [
+        f"no preposition of role {role!r}" for role in get_args(PrepositionRole) if role not in roles
+    ]
+    if {adjective.animate_only for adjective in lexicon.adjectives} != {False, True}:
+        problems.append("adjectives need entries with animate_only both true and false")
+    for verb in lexicon.verbs:
+        if (verb.kind in _OBJECT_VERB_KINDS) != bool(verb.object_categories):
+            must = "must" if verb.kind in _OBJECT_VERB_KINDS else "must not"
+            problems.append(f"verb {verb.english_base!r} of kind {verb.kind!r} {must} list object_categories")
+    takers = [(f"verb {verb.english_base!r}", verb.object_categories) for verb in lexicon.verbs]
+    takers += [(f"preposition {p.english!r}", p.object_categories) for p in lexicon.prepositions]
+    for name, categories in takers:
+        unknown = sorted(set(categories) - noun_categories - proper_categories)
+        if unknown:
+            problems.append(f"{name}: unknown object categories {', '.join(unknown)}")
+        elif categories and not set(categories) & noun_categories:
+            problems.append(f"{name}: object_categories name no noun category")
+    for modal in lexicon.modals:
+        if bool(modal.english_negated_third) != bool(modal.english_negated_plural):
+            problems.append(f"modal {modal.english_third!r}: give both English negated forms or neither")
+    return problems
+
+
+def parse_lexicon(document: object, source: str) -> Lexicon:
+    """Build and check a :class:`Lexicon` from the parsed JSON of a lexicon file.
+
+    Parameters
+    ----------
+    document : object
+        The file's ``json.loads``: an object with one list per section (``nouns``, ``proper_names``,
+        ``verbs``, ``modals``, ``adjectives``, ``time_adverbs``, ``manner_adverbs``, ``prepositions``,
+        ``conjunctions``) and an optional ``about`` string.
+    source : str
+        The file's name, put at the front of every error message.
+
+    Returns
+    -------
+    Lexicon
+        The entries, in file order.
+
+    Notes
+    -----
+    Each entry is an object whose keys are the fields of its dataclass (``Noun``, ``Verb``, ...); a field
+    with a default may be left out. Raises :class:`LexiconError` naming the file, the section, the entry's
+    index and the key for a missing or unknown section or key, a value of the wrong type, an empty word or
+    one outside its closed set (gender, case, verb kind, preposition role); and naming the file when the
+    grammar would draw from an empty set (no dative verb, no city, ...), which would otherwise surface as
+    an ``IndexError`` deep inside generation. Unknown keys are errors rather than ignored, so that a
+    misspelt optional key (``german_befor_city``) cannot silently fall back to its default.
+    """
+    section_names = [name for name, _ in _LEXICON_SECTIONS]
+    if not isinstance(document, dict):
+        raise LexiconError(f"{source}: expected a JSON object with the keys {', '.join(section_names)}")
+    unknown = [name for name in document if name not in (*section_names, "about")]
+    if unknown:
+        raise LexiconError(
+            f"{source}: unknown key {unknown[0]!r}; the sections are {', '.join(section_names)}"
+        )
+    sections: dict[str, tuple[Any, ...]] = {}
+    for name, entry_type in _LEXICON_SECTIONS:
+        if name not in document:
+            raise LexiconError(f"{source}: missing key {name!r} (a list of {entry_type.__name__} entries)")
+        entries = document[name]
+        if not isinstance(entries, list) or not entries:
+            raise LexiconError(f"{source}: key {name!r} must be a non-empty list, got {entries!r}")
+        sections[name] = tuple(
+            _parse_entry(entry_type, entry, f"{source}: {name}[{index}]")
+            for index, entry in enumerate(entries)
+        )
+    lexicon = Lexicon(**sections)
+    problems = _coverage_problems(lexicon)
+    if problems:
+        raise LexiconError(f"{source}: the grammar cannot use this lexicon: {'; '.join(problems)}")
+    return lexicon
+
+
+@functools.cache
+def load_lexicon() -> Lexicon:
+    """Read the grammar's lexicon from the package data file :data:`LEXICON_FILE`, once per process.
+
+    Returns
+    -------
+    Lexicon
+        The checked lexicon; the same immutable object on every call.
+
+    Notes
+    -----
+    Read with ``importlib.resources``, so it is found in a wheel, an editable install or a zip import alike.
+    Cached instead of loaded at import time: importing the module does no I/O, and the cache is the only
+    module state (immutable data). Raises :class:`LexiconError` naming the file when it is missing (a build
+    that left out the package data), is not UTF-8 JSON, or fails :func:`parse_lexicon`.
+    """
+    resource = importlib.resources.files("transformer.data").joinpath(LEXICON_FILE)
+    try:
+        document = json.loads(resource.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise LexiconError(
+            f"{resource}: lexicon file missing; was the package built without its data?"
+        ) from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise LexiconError(f"{resource}: not UTF-8 JSON ({error})") from None
+    return parse_lexicon(document, str(resource))
+
 
 _ANIMATE = ("person", "animal")
 _SUBJECT_CATEGORIES: dict[VerbKind, tuple[str, ...]] = {
@@ -844,13 +769,13 @@ def _pick(rng: random.Random, weighted: Sequence[tuple[_ChoiceT, float]]) -> _Ch
 @functools.cache
 def _nouns_in(categories: tuple[str, ...]) -> tuple[Noun, ...]:
     """Return the nouns of the given categories in lexicon order (never in set order)."""
-    return tuple(noun for noun in NOUNS if noun.category in categories)
+    return tuple(noun for noun in load_lexicon().nouns if noun.category in categories)
 
 
 @functools.cache
 def _proper_names_in(category: str) -> tuple[ProperName, ...]:
     """Return the first names (``"name"``) or cities (``"city"``) in lexicon order."""
-    return tuple(proper for proper in PROPER_NAMES if proper.category == category)
+    return tuple(proper for proper in load_lexicon().proper_names if proper.category == category)
 
 
 @functools.cache
@@ -860,9 +785,10 @@ def _adjectives_for(animate: bool, predicative: bool = False) -> tuple[Adjective
     Predicative adjectives of people and animals are restricted to the animate-only ones
     ("the man is tired", not "the man is red").
     """
+    adjectives = load_lexicon().adjectives
     if predicative:
-        return tuple(adjective for adjective in ADJECTIVES if adjective.animate_only == animate)
-    return tuple(adjective for adjective in ADJECTIVES if animate or not adjective.animate_only)
+        return tuple(adjective for adjective in adjectives if adjective.animate_only == animate)
+    return tuple(adjective for adjective in adjectives if animate or not adjective.animate_only)
 
 
 def _random_noun_phrase(
@@ -889,7 +815,7 @@ def _random_noun_phrase(
 
 def _random_prepositional_phrase(rng: random.Random, roles: Sequence[PrepositionRole]) -> PrepositionalPhrase:
     """Draw a prepositional phrase whose preposition has one of ``roles``."""
-    preposition = rng.choice([p for p in PREPOSITIONS if p.role in roles])
+    preposition = rng.choice([p for p in load_lexicon().prepositions if p.role in roles])
     return PrepositionalPhrase(preposition, _random_noun_phrase(rng, preposition.object_categories, False))
 
 
@@ -903,7 +829,7 @@ def _random_adjunct(rng: random.Random, verb: Verb) -> Adjunct | None:
     if verb.kind in ("clausal", "copula") or rng.random() > 0.35:
         return None
     if rng.random() < 0.3:
-        return rng.choice(MANNER_ADVERBS)
+        return rng.choice(load_lexicon().manner_adverbs)
     roles: tuple[PrepositionRole, ...] = ("place", "companion")
     if verb.kind == "motion":
         roles = ("place", "companion", "direction", "direction")
@@ -930,7 +856,7 @@ def _random_verb(rng: random.Random, allow_clausal: bool) -> Verb:
     kind = _pick(rng, weights)
     if kind == "copula":
         return COPULA
-    return rng.choice([verb for verb in VERBS if verb.kind == kind])
+    return rng.choice([verb for verb in load_lexicon().verbs if verb.kind == kind])
 
 
 def _random_objects(rng: random.Random, verb: Verb) -> tuple[NounPhrase, ...]:
@@ -955,10 +881,11 @@ def _random_clause(rng: random.Random, allow_clausal: bool) -> Clause:
     """Draw a clause; only main clauses may take a ``that`` complement."""
     verb = _random_verb(rng, allow_clausal)
     subject = _random_noun_phrase(rng, _SUBJECT_CATEGORIES[verb.kind])
-    modal = rng.choice(MODALS) if verb.kind != "clausal" and rng.random() < 0.2 else None
+    lexicon = load_lexicon()
+    modal = rng.choice(lexicon.modals) if verb.kind != "clausal" and rng.random() < 0.2 else None
     negatable = verb.kind != "clausal" and (modal is None or modal.negatable)
     negated = negatable and rng.random() < 0.15
-    time_adverb = rng.choice(TIME_ADVERBS) if rng.random() < 0.25 else None
+    time_adverb = rng.choice(lexicon.time_adverbs) if rng.random() < 0.25 else None
     return Clause(
         subject=subject,
         verb=verb,
@@ -983,11 +910,28 @@ def _random_fronting(rng: random.Random, clause: Clause) -> Fronted:
 
 
 def random_sentence(rng: random.Random) -> Sentence:
-    """Draw one sentence tree from the grammar."""
+    """Draw one sentence tree from the grammar.
+
+    Parameters
+    ----------
+    rng : random.Random
+        The private random source; every choice of the grammar is drawn from it.
+
+    Returns
+    -------
+    Sentence
+        A main clause, possibly with an adverbial subordinate clause before or after it.
+
+    Notes
+    -----
+    A main clause with a ``that`` complement never also takes an adverbial clause; 45% of the others do,
+    and 30% of those put it first, which makes the German main clause invert subject and verb. The sequence
+    of ``rng`` calls defines the corpus: reordering them changes the corpus of every seed.
+    """
     main = _random_clause(rng, allow_clausal=True)
     if main.complement is not None or rng.random() < 0.55:
         return Sentence(replace(main, fronted=_random_fronting(rng, main)))
-    conjunction = rng.choice(CONJUNCTIONS)
+    conjunction = rng.choice(load_lexicon().conjunctions)
     subordinate = _random_clause(rng, allow_clausal=False)
     if rng.random() < 0.3:
         return Sentence(main, conjunction, subordinate, subordinate_first=True)
@@ -1129,21 +1073,6 @@ def generate_splits(
     )
 
 
-def _write_atomically(path: Path, lines: Sequence[str]) -> None:
-    """Write ``lines`` to ``path`` through a temporary file in the same directory."""
-    descriptor, temporary_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as handle:
-            handle.writelines(line + "\n" for line in lines)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary_name, 0o644)  # mkstemp creates files readable by their owner only.
-        os.replace(temporary_name, path)
-    except BaseException:
-        Path(temporary_name).unlink(missing_ok=True)
-        raise
-
-
 def write_corpus(
     directory: Path,
     splits: SyntheticSplits,
@@ -1170,11 +1099,13 @@ def write_corpus(
 
     Notes
     -----
-    Files are UTF-8 with one sentence per line and ``\n`` line endings; line ``i`` of the
-    source file translates to line ``i`` of the target file. Each file is written to a
-    temporary file in ``directory`` and moved into place with ``os.replace``, so a reader
-    never sees a half-written file. Raises ``ValueError`` if a language suffix is empty,
-    contains a path separator, or both suffixes are equal.
+    Files are UTF-8 with one sentence per line and ``\n`` line endings on every platform;
+    line ``i`` of the source file translates to line ``i`` of the target file. Each file is
+    streamed through :func:`transformer.atomic_files.atomic_write` (a hidden sibling, fsynced,
+    then renamed), so a reader such as a resumed run never sees a half-written split, and it
+    gets the mode a plain ``open`` would (0644 under umask 022), not ``mkstemp``'s 0600.
+    Raises ``ValueError`` if a language suffix is empty, contains a path separator, or both
+    suffixes are equal.
     """
     for name, suffix in (("source_lang", source_lang), ("target_lang", target_lang)):
         if not suffix or "/" in suffix or os.sep in suffix:
@@ -1188,7 +1119,8 @@ def write_corpus(
         pairs: list[tuple[str, str]] = getattr(splits, split_name)
         source_path = directory / f"{split_name}.{source_lang}"
         target_path = directory / f"{split_name}.{target_lang}"
-        _write_atomically(source_path, [source for source, _ in pairs])
-        _write_atomically(target_path, [target for _, target in pairs])
+        for path, side in ((source_path, 0), (target_path, 1)):
+            with atomic_write(path, "w") as handle:
+                handle.writelines(pair[side] + "\n" for pair in pairs)
         paths[split_name] = (source_path, target_path)
     return paths

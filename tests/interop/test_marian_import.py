@@ -7,12 +7,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.interop.marian_fixtures import SOURCE_SENTENCES, random_batches
+from tests.interop.marian_fixtures import ENGLISH, SOURCE_SENTENCES, random_batches
+from transformer.checkpoint import load_checkpoint, load_checkpoint_tokenizer
 from transformer.config import DecodeConfig
+from transformer.decoding.translator import Translator
 from transformer.interop.marian import MarianTokenizer, import_marian
 from transformer.interop.marian_config import marian_to_config
-from transformer.training.checkpoint import load_checkpoint
-from transformer.translator import Translator, load_checkpoint_tokenizer
 
 BASE_CONFIG: dict[str, Any] = {
     "model_type": "marian",
@@ -93,14 +93,127 @@ def test_import_reads_pytorch_bin_with_position_tables(shared_marian_dir: Path, 
         import_marian(legacy, tmp_path / "learned")
 
 
-def test_imported_checkpoint_translates_with_its_marian_tokenizer(imported_shared: Path) -> None:
+@pytest.mark.parametrize(
+    ("checkpoint_name", "marian_dir_name"),
+    [("imported_shared", "shared_marian_dir"), ("imported_separate", "separate_marian_dir")],
+)
+def test_imported_config_equals_the_hf_config(
+    checkpoint_name: str, marian_dir_name: str, request: pytest.FixtureRequest
+) -> None:
+    transformers = pytest.importorskip("transformers")
+    marian_dir = request.getfixturevalue(marian_dir_name)
+    config = load_checkpoint(request.getfixturevalue(checkpoint_name)).model_config
+    theirs = transformers.MarianConfig.from_pretrained(marian_dir)
+    vocabulary = json.loads((marian_dir / "vocab.json").read_text(encoding="utf-8"))
+    assert (config.d_model, config.d_ff, config.num_heads) == (
+        theirs.d_model,
+        theirs.encoder_ffn_dim,
+        theirs.encoder_attention_heads,
+    )
+    assert (config.num_encoder_layers, config.num_decoder_layers) == (
+        theirs.encoder_layers,
+        theirs.decoder_layers,
+    )
+    assert (config.src_vocab_size, config.tgt_vocab_size) == (theirs.vocab_size, theirs.decoder_vocab_size)
+    assert (config.pad_id, config.eos_id, config.start_id) == (
+        theirs.pad_token_id,
+        theirs.eos_token_id,
+        theirs.decoder_start_token_id,
+    )
+    assert config.unk_id == vocabulary["<unk>"]
+    assert (config.dropout, config.attention_dropout) == (theirs.dropout, theirs.attention_dropout)
+    assert config.scale_embeddings == theirs.scale_embedding
+    assert config.activation == {"swish": "silu", "gelu": "gelu"}[theirs.activation_function]
+    hf_model = transformers.MarianMTModel.from_pretrained(marian_dir)
+    assert config.layer_norm_eps == hf_model.model.encoder.layers[0].self_attn_layer_norm.eps
+
+
+# Our names of a layer's tensors and HuggingFace Marian's, written out here rather than taken from the converter.
+OUR_TO_HF_LAYER_NAMES = [
+    ("self_attention_residual.norm", "self_attn_layer_norm"),
+    ("cross_attention_residual.norm", "encoder_attn_layer_norm"),
+    ("feed_forward_residual.norm", "final_layer_norm"),
+    ("self_attention.", "self_attn."),
+    ("cross_attention.", "encoder_attn."),
+    ("feed_forward.linear_in", "fc1"),
+    ("feed_forward.linear_out", "fc2"),
+]
+
+
+@pytest.mark.parametrize(
+    ("checkpoint_name", "marian_dir_name"),
+    [("imported_shared", "shared_marian_dir"), ("imported_separate", "separate_marian_dir")],
+)
+def test_imported_tensors_equal_the_hf_tensors(
+    checkpoint_name: str, marian_dir_name: str, request: pytest.FixtureRequest
+) -> None:
+    transformers = pytest.importorskip("transformers")
+    ours = load_checkpoint(request.getfixturevalue(checkpoint_name)).build_model()
+    hf_model = transformers.MarianMTModel.from_pretrained(request.getfixturevalue(marian_dir_name))
+    our_tensors, hf_tensors = ours.state_dict(), hf_model.state_dict()
+    layer_names = [name for name in our_tensors if ".layers." in name]
+    assert len(layer_names) == 2 * 16 + 2 * 26  # 2 encoder and 2 decoder layers, weights and biases
+    for name in layer_names:
+        hf_name = "model." + name
+        for our_part, hf_part in OUR_TO_HF_LAYER_NAMES:
+            hf_name = hf_name.replace(our_part, hf_part)
+        assert torch.equal(our_tensors[name], hf_tensors[hf_name]), (name, hf_name)
+    config = ours.config
+    assert torch.equal(ours.src_embedding.embedding.weight, hf_tensors["model.encoder.embed_tokens.weight"])
+    assert torch.equal(ours.tgt_embedding.embedding.weight, hf_tensors["model.decoder.embed_tokens.weight"])
+    assert ours.output_bias is not None  # the fixture's EOS boost made the logits bias non-zero
+    assert torch.equal(ours.output_bias, hf_tensors["final_logits_bias"][0])
+    if config.tie_output_projection:
+        assert torch.equal(hf_tensors["lm_head.weight"], hf_tensors["model.decoder.embed_tokens.weight"])
+    else:
+        assert torch.equal(ours.output_projection.weight, hf_tensors["lm_head.weight"])
+        assert not torch.equal(hf_tensors["lm_head.weight"], hf_tensors["model.decoder.embed_tokens.weight"])
+    # A sanity check of the names: the tensors differ from one another (the fixture randomised them all).
+    assert not torch.equal(
+        our_tensors["encoder.layers.0.self_attention.q_proj.weight"],
+        our_tensors["encoder.layers.1.self_attention.q_proj.weight"],
+    )
+
+
+@pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
+def test_imported_checkpoint_translates_with_its_marian_tokenizer(
+    imported_shared: Path, shared_marian_dir: Path
+) -> None:
+    # The same beam search as generate() (see test_generation_parity.py), so whole sentences must match:
+    # our tokenizer, model, search and detokenisation against transformers' end to end.
+    transformers = pytest.importorskip("transformers")
     tokenizer = load_checkpoint_tokenizer(imported_shared)
     assert isinstance(tokenizer, MarianTokenizer)
-    translator = Translator.from_checkpoint(
-        imported_shared, DecodeConfig(beam_size=2, max_length_offset=3), device="cpu"
+    max_new_tokens = 12
+    decode_config = DecodeConfig(
+        beam_size=2,
+        length_penalty=1.0,
+        length_penalty_form="power",
+        max_length=max_new_tokens,
+        max_length_offset=1000,
     )
-    outputs = translator.translate(SOURCE_SENTENCES[:2] + [""])
-    assert len(outputs) == 3 and outputs[2] == "" and all(isinstance(text, str) for text in outputs)
+    translator = Translator.from_checkpoint(imported_shared, decode_config, device="cpu")
+    sentences = SOURCE_SENTENCES + ENGLISH[:4]  # the last source sentence has <unk> pieces
+    outputs = translator.translate(sentences + [""])
+    assert len(outputs) == len(sentences) + 1 and outputs[-1] == ""
+    hf_tokenizer = transformers.MarianTokenizer.from_pretrained(shared_marian_dir)
+    hf_model = transformers.MarianMTModel.from_pretrained(shared_marian_dir).eval()
+    config = load_checkpoint(imported_shared).model_config
+    batch = hf_tokenizer(sentences, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        generated = hf_model.generate(
+            **batch,
+            num_beams=2,
+            do_sample=False,
+            length_penalty=1.0,
+            early_stopping=True,
+            max_new_tokens=max_new_tokens,
+            bad_words_ids=[[config.pad_id]],
+            forced_eos_token_id=None,
+        )
+    expected = hf_tokenizer.batch_decode(generated, skip_special_tokens=True)
+    assert outputs[:-1] == expected
+    assert all(expected) and len(set(expected)) >= 4  # non-empty, input-dependent translations
 
 
 @pytest.mark.parametrize(

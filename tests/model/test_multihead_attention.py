@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 from torch import nn
@@ -81,6 +83,70 @@ def test_independent_head_widths_as_in_table2_rows_a_and_b() -> None:
     output, weights = attention(hidden, hidden, hidden, need_weights=True)
     assert output.shape == (2, 4, D_MODEL)
     assert weights is not None and weights.shape == (2, 2, 4, 4)
+
+
+def per_head_reference(
+    attention: MultiHeadAttention, query: torch.Tensor, key: torch.Tensor, attend_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. (1) head by head with the module's own weights: rows h*d_k:(h+1)*d_k of W^Q and W^K, rows
+    h*d_v:(h+1)*d_v of W^V; the heads' outputs concatenated, then W^O. Returns output and weights."""
+    d_k, d_v = attention.d_k, attention.d_v
+    outputs, all_weights = [], []
+    for head in range(attention.num_heads):
+        rows_k, rows_v = slice(head * d_k, (head + 1) * d_k), slice(head * d_v, (head + 1) * d_v)
+        q = query @ attention.q_proj.weight[rows_k].T + attention.q_proj.bias[rows_k]
+        k = key @ attention.k_proj.weight[rows_k].T + attention.k_proj.bias[rows_k]
+        v = key @ attention.v_proj.weight[rows_v].T + attention.v_proj.bias[rows_v]
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(d_k)
+        weights = torch.softmax(scores.masked_fill(~attend_mask, float("-inf")), dim=-1)
+        outputs.append(weights @ v)  # (batch, query_len, d_v)
+        all_weights.append(weights)
+    return attention.out_proj(torch.cat(outputs, dim=-1)), torch.stack(all_weights, dim=1)
+
+
+@pytest.mark.parametrize(("num_heads", "d_k", "d_v"), [(2, 3, 5), (3, 7, 2)])
+@pytest.mark.parametrize("implementation", ["explicit", "fused"])
+def test_unequal_head_widths_match_a_per_head_computation(
+    num_heads: int, d_k: int, d_v: int, implementation: str
+) -> None:
+    # Neither d_k nor d_v is D_MODEL // num_heads, so a wrong head split or a scale of 1/sqrt(d_v) shows.
+    torch.manual_seed(0)
+    attention = MultiHeadAttention(D_MODEL, num_heads, d_k=d_k, d_v=d_v, implementation=implementation).eval()
+    hidden, memory = torch.randn(3, 5, D_MODEL), torch.randn(3, 6, D_MODEL)
+    padding = torch.zeros(3, 6, dtype=torch.bool)
+    padding[1, 4:] = True
+    padding[2, 1:] = True
+    cross_mask = padding_to_attend_mask(padding)  # (3, 1, 1, 6)
+    self_mask = combine_attend_masks(padding_to_attend_mask(padding[:, :5]), build_causal_mask(5))
+    with torch.no_grad():
+        for query, key, mask in ((hidden, memory, cross_mask), (hidden, hidden, self_mask)):
+            expected, expected_weights = per_head_reference(attention, query, key, mask[:, 0])
+            output, weights = attention(query, key, key, mask, need_weights=True)
+            torch.testing.assert_close(output, expected, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(weights, expected_weights, atol=1e-5, rtol=1e-5)
+            output_only, _ = attention(query, key, key, mask)  # the path chosen by `implementation`
+            torch.testing.assert_close(output_only, expected, atol=1e-5, rtol=1e-5)
+    assert weights is not None and weights[2, :, :, 1:].eq(0).all()  # the padded keys get no weight
+
+
+def test_explicit_and_fused_agree_with_unequal_head_widths() -> None:
+    torch.manual_seed(1)
+    explicit = MultiHeadAttention(D_MODEL, 4, d_k=6, d_v=3, implementation="explicit").eval()
+    fused = MultiHeadAttention(D_MODEL, 4, d_k=6, d_v=3, implementation="fused").eval()
+    fused.load_state_dict(explicit.state_dict())
+    hidden = torch.randn(2, 7, D_MODEL)
+    padding = torch.tensor([[False] * 7, [False, False, False, True, True, True, True]])
+    attend_mask = combine_attend_masks(padding_to_attend_mask(padding), build_causal_mask(7))
+    attend_mask = attend_mask.expand(2, 1, 7, 7).clone()
+    attend_mask[1, :, 5] = False  # a query that sees no key at all: zero output on both paths, never NaN
+    with torch.no_grad():
+        explicit_output, _ = explicit(hidden, hidden, hidden, attend_mask)
+        fused_output, _ = fused(hidden, hidden, hidden, attend_mask)
+        unmasked_output, _ = fused(hidden, hidden, hidden)
+    torch.testing.assert_close(fused_output, explicit_output, atol=1e-5, rtol=1e-5)
+    assert not explicit_output.isnan().any()
+    torch.testing.assert_close(explicit_output[1, 5], explicit.out_proj.bias, atol=1e-6, rtol=0)
+    assert (explicit_output - unmasked_output).abs().max() > 1e-2  # the masks made a difference
 
 
 def test_additive_scoring_respects_masks_and_gets_gradients() -> None:

@@ -12,7 +12,6 @@ from transformer.data.dataset import (
     FilterReport,
     encode_corpus,
     read_parallel_files,
-    read_tsv_corpus,
 )
 from transformer.data.tokenizer import EOS_ID, Tokenizer
 
@@ -104,21 +103,6 @@ def test_missing_empty_and_corrupt_files_are_errors(tmp_path: Path) -> None:
         CorpusError, match=r"truncated\.de\.gz: cannot read past line \d+ \(corrupt or truncated file\)"
     ):
         read_parallel_files(present, truncated)
-
-
-def test_tsv_corpus_reads_pairs_and_names_bad_lines(tmp_path: Path) -> None:
-    good = write_lines(tmp_path / "good.tsv", ["A dog.\tEin Hund.", " Two cats. \t Zwei Katzen. "])
-    assert read_tsv_corpus(good) == [("A dog.", "Ein Hund."), ("Two cats.", "Zwei Katzen.")]
-    no_tab = write_lines(tmp_path / "no_tab.tsv", ["A dog.\tEin Hund.", "A cat. Eine Katze."])
-    with pytest.raises(CorpusError, match=r"no_tab\.tsv line 2: expected source<TAB>target, found 0 tabs"):
-        read_tsv_corpus(no_tab)
-    two_tabs = write_lines(tmp_path / "two_tabs.tsv", ["a\tb", "c\td", "e\tf\tg"])
-    with pytest.raises(CorpusError, match=r"two_tabs\.tsv line 3: .* found 2 tabs"):
-        read_tsv_corpus(two_tabs)
-    empty = tmp_path / "empty.tsv"
-    empty.write_bytes(b"")
-    with pytest.raises(CorpusError, match=r"empty\.tsv is empty"):
-        read_tsv_corpus(empty)
 
 
 def test_filter_drops_and_counts_empty_and_long_pairs() -> None:

@@ -1,10 +1,9 @@
 """Read parallel text, turn it into token ids and drop the pairs training cannot use.
 
-Corpora come as two line-aligned files (``train.en``/``train.de``, gzipped or not) or as one
-tab-separated file. Every problem is reported with the file and line at fault: misaligned line
-counts, bytes that are not UTF-8, a line without its tab, an empty file. Pairs with an empty side
-or longer than ``max_len`` tokens are dropped and counted in a :class:`FilterReport`, never
-silently.
+Corpora come as two line-aligned files (``train.en``/``train.de``, gzipped or not). Every problem
+is reported with the file and line at fault: misaligned line counts, bytes that are not UTF-8, a
+truncated gzip stream, an empty file. Pairs with an empty side or longer than ``max_len`` tokens
+are dropped and counted in a :class:`FilterReport`, never silently.
 """
 
 import gzip
@@ -119,37 +118,6 @@ def read_parallel_files(source_path: Path, target_path: Path) -> list[tuple[str,
     if not sources:
         raise CorpusError(f"{source_path} and {target_path} are empty")
     return list(zip(sources, targets, strict=True))
-
-
-def read_tsv_corpus(path: Path) -> list[tuple[str, str]]:
-    """Read a file of ``source<TAB>target`` lines into sentence pairs.
-
-    Parameters
-    ----------
-    path : pathlib.Path
-        Plain or gzipped UTF-8 file, one pair per line.
-
-    Returns
-    -------
-    list[tuple[str, str]]
-        (source, target) per line, each side stripped.
-
-    Notes
-    -----
-    Raises CorpusError naming the file and line for a line without exactly one tab, and naming
-    the file when it is empty.
-    """
-    pairs: list[tuple[str, str]] = []
-    for line_number, line in enumerate(read_lines(path), start=1):
-        fields = line.split("\t")
-        if len(fields) != 2:
-            raise CorpusError(
-                f"{path} line {line_number}: expected source<TAB>target, found {len(fields) - 1} tabs"
-            )
-        pairs.append((fields[0].strip(), fields[1].strip()))
-    if not pairs:
-        raise CorpusError(f"{path} is empty")
-    return pairs
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,14 @@ _CHUNK_BYTES = 1 << 20
 
 
 class ChecksumMismatchError(CorpusError):
-    """A downloaded or copied file does not have the SHA-256 its corpus specification lists."""
+    """A downloaded or copied file does not have the SHA-256 its corpus specification lists.
+
+    Notes
+    -----
+    Raised inside the atomic write of the cache entry, so the wrong bytes are discarded and never
+    cached. A wrong checksum means a corrupt transfer, a tampered mirror or a new upstream version;
+    the message gives both hashes so the three can be told apart.
+    """
 
 
 @dataclass(frozen=True)

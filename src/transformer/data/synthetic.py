@@ -88,7 +88,25 @@ _ChoiceT = TypeVar("_ChoiceT")
 
 @dataclass(frozen=True)
 class Noun:
-    """A common noun with its English and German singular and plural forms."""
+    """A common noun with its English and German singular and plural forms.
+
+    Parameters
+    ----------
+    category : str
+        Semantic class (``person``, ``animal``, ``thing``, ``text``, ``food``, ``place``) by which verbs and
+        prepositions select their nouns, so that "the apple reads the dog" is never drawn.
+    gender : {"m", "f", "n"}
+        German grammatical gender; it picks the article and the adjective ending.
+    english_singular, english_plural : str
+        The English forms (``mouse``/``mice``).
+    german_singular, german_plural : str
+        The German nominative forms, capitalised (``Maus``/``Mäuse``).
+
+    Notes
+    -----
+    One entry of the lexicon file (:data:`LEXICON_FILE`). The lexicon has no weak masculine nouns
+    (``der Junge``, ``den Jungen``) and the grammar no genitive, so a singular never inflects for case.
+    """
 
     category: str
     gender: Gender
@@ -98,7 +116,25 @@ class Noun:
     german_plural: str
 
     def german_form(self, plural: bool, case: Case) -> str:
-        """Return the German form; dative plurals gain ``-n`` unless they end in n or s."""
+        """Return the German form; dative plurals gain ``-n`` unless they end in n or s.
+
+        Parameters
+        ----------
+        plural : bool
+            Whether the noun phrase is plural.
+        case : {"nominative", "accusative", "dative"}
+            The case the phrase's role assigns.
+
+        Returns
+        -------
+        str
+            The singular, the plural, or the dative plural (``den Kindern``; ``den Frauen``, ``den Autos``).
+
+        Notes
+        -----
+        The regular German dative plural: plurals in ``-n`` already have it, and ``-s`` plurals
+        (loanwords such as ``Autos``, ``Hotels``) never take it.
+        """
         if not plural:
             return self.german_singular
         if case == "dative" and not self.german_plural.endswith(("n", "s")):
@@ -108,7 +144,20 @@ class Noun:
 
 @dataclass(frozen=True)
 class ProperName:
-    """A first name or a city: no article, singular, spelt alike or translated."""
+    """A first name or a city: no article, singular, spelt alike or translated.
+
+    Parameters
+    ----------
+    category : {"name", "city"}
+        First names fill person slots; cities fill only slots whose categories list ``city``.
+    english, german : str
+        The name in each language (``Munich``/``München``).
+
+    Notes
+    -----
+    A proper noun phrase takes no article and no adjective and is always singular. Cities matter for the
+    prepositions whose German form changes before a city name (``nach Berlin``, not ``zu Berlin``).
+    """
 
     category: str
     english: str
@@ -117,7 +166,29 @@ class ProperName:
 
 @dataclass(frozen=True)
 class Verb:
-    """A verb with the forms needed for 3rd person present tense in both languages."""
+    """A verb with the forms needed for 3rd person present tense in both languages.
+
+    Parameters
+    ----------
+    kind : VerbKind
+        Its argument structure: ``intransitive``, ``motion`` (may take a direction), ``accusative``,
+        ``dative``, ``ditransitive`` (dative recipient, accusative theme), ``clausal`` (a ``that`` clause)
+        or ``copula``.
+    english_base, english_third : str
+        English infinitive and 3rd person singular (``look for``/``looks for``).
+    german_infinitive, german_third : str
+        German infinitive and 3rd person singular (``sehen``/``sieht``).
+    object_categories : tuple[str, ...]
+        Noun categories its objects may come from; empty for verbs without objects.
+    english_plural, german_plural : str
+        3rd person plural where it differs from the infinitive (only the copula: ``are``/``sind``).
+
+    Notes
+    -----
+    The German 3rd person plural present equals the infinitive for every verb but ``sein`` (``sie
+    sehen``), and so does the English one but for ``be``: the lexicon needs no plural column. The German
+    infinitive is also what a modal sends to the end of the clause.
+    """
 
     kind: VerbKind
     english_base: str
@@ -129,13 +200,45 @@ class Verb:
     german_plural: str = ""
 
     def english_finite(self, plural: bool) -> str:
-        """Return the English present tense form agreeing with the subject."""
+        """Return the English present tense form agreeing with the subject.
+
+        Parameters
+        ----------
+        plural : bool
+            Whether the subject is plural.
+
+        Returns
+        -------
+        str
+            ``sleeps`` for a singular subject, ``sleep`` (or ``english_plural``) for a plural one.
+
+        Notes
+        -----
+        Only for clauses without a modal and without negation, and for the negated copula (``is not``);
+        other negated clauses use *do*-support with the base form (``does not sleep``).
+        """
         if not plural:
             return self.english_third
         return self.english_plural or self.english_base
 
     def german_finite(self, plural: bool) -> str:
-        """Return the German present tense form agreeing with the subject."""
+        """Return the German present tense form agreeing with the subject.
+
+        Parameters
+        ----------
+        plural : bool
+            Whether the subject is plural.
+
+        Returns
+        -------
+        str
+            ``schläft`` for a singular subject, ``schlafen`` (or ``german_plural``) for a plural one.
+
+        Notes
+        -----
+        The finite verb, which stands second in a main clause and last in a subordinate one. With a modal the
+        modal is finite instead, and the verb's infinitive goes to the end.
+        """
         if not plural:
             return self.german_third
         return self.german_plural or self.german_infinitive
@@ -143,7 +246,22 @@ class Verb:
 
 @dataclass(frozen=True)
 class Modal:
-    """A modal verb; the English negated forms are empty when it is never negated."""
+    """A modal verb; the English negated forms are empty when it is never negated.
+
+    Parameters
+    ----------
+    english_third, english_plural : str
+        English forms for a singular and a plural subject (``wants to``/``want to``).
+    english_negated_third, english_negated_plural : str
+        Their negations (``does not want to``/``do not want to``), or empty.
+    german_third, german_plural : str
+        German forms (``will``/``wollen``).
+
+    Notes
+    -----
+    ``must`` has no negated forms: English ``must not`` is a prohibition (German ``darf nicht``), not the
+    negation of ``muss`` (``muss nicht``, "need not"), so negating it would break the one-translation rule.
+    """
 
     english_third: str
     english_plural: str
@@ -154,13 +272,39 @@ class Modal:
 
     @property
     def negatable(self) -> bool:
-        """Whether the grammar may negate this modal."""
+        """Whether the grammar may negate this modal.
+
+        Returns
+        -------
+        bool
+            True when the English negated forms are given.
+
+        Notes
+        -----
+        Checked before a clause with this modal is negated; see the class notes for why ``must`` is not.
+        """
         return bool(self.english_negated_third)
 
 
 @dataclass(frozen=True)
 class Adjective:
-    """An adjective; ``animate_only`` ones (happy, tired) only describe people and animals."""
+    """An adjective; ``animate_only`` ones (happy, tired) only describe people and animals.
+
+    Parameters
+    ----------
+    english : str
+        The English adjective (``tired``).
+    german_stem : str
+        The uninflected German form (``müde``): used as is after the copula, with an ending before a noun.
+    animate_only : bool
+        Whether it describes only people and animals.
+
+    Notes
+    -----
+    Before a noun, people and animals take any adjective (``the red dog``) and things only the others. As a
+    predicate the two sets are disjoint: ``the man is tired`` and ``the table is red``, never ``the man is
+    red``.
+    """
 
     english: str
     german_stem: str
@@ -169,7 +313,18 @@ class Adjective:
 
 @dataclass(frozen=True)
 class Adverb:
-    """A time or manner adverb, possibly several words long in either language."""
+    """A time or manner adverb, possibly several words long in either language.
+
+    Parameters
+    ----------
+    english, german : str
+        The adverb in each language (``every day``/``jeden Tag``).
+
+    Notes
+    -----
+    A fronted time adverb makes the German main clause put the verb before the subject (``Heute sieht der
+    Mann ...``); a clause-final English time adverb moves to just after the German subject.
+    """
 
     english: str
     german: str
@@ -179,7 +334,25 @@ class Adverb:
 class Preposition:
     """A preposition with the case it governs and the noun categories it takes.
 
-    ``german_before_city`` replaces ``german`` before a city name ("to" -> "nach Berlin").
+    Parameters
+    ----------
+    role : {"place", "companion", "direction", "source"}
+        Where, with or for whom, where to, where from. Noun modifiers (``the man with the hat``) draw
+        companion and source prepositions only.
+    english, german : str
+        The preposition in each language (``in front of``/``vor``).
+    case : {"nominative", "accusative", "dative"}
+        The case of its noun phrase.
+    object_categories : tuple[str, ...]
+        Categories its noun phrase may come from; ``city`` admits city names.
+    german_before_city : str
+        Replaces ``german`` before a city name (``to`` -> ``nach Berlin``); empty when nothing changes.
+
+    Notes
+    -----
+    The two-way prepositions (``in``, ``auf``, ``hinter``, ``vor``, ``neben``, ``unter``) always take the
+    dative here: the grammar uses them for location only, never for motion into a place, which would need
+    the accusative.
     """
 
     role: PrepositionRole
@@ -192,7 +365,18 @@ class Preposition:
 
 @dataclass(frozen=True)
 class Conjunction:
-    """A subordinating conjunction; German clauses it introduces are verb-final."""
+    """A subordinating conjunction; German clauses it introduces are verb-final.
+
+    Parameters
+    ----------
+    english, german : str
+        The conjunction in each language (``because``/``weil``).
+
+    Notes
+    -----
+    The verb-final order (``weil der Mann den Hund sehen kann``) is a long-range reordering that a
+    word-by-word model cannot produce. Adverbial clauses draw from the lexicon; complements use :data:`THAT`.
+    """
 
     english: str
     german: str
@@ -509,7 +693,25 @@ _STRONG_ADJECTIVE_ENDINGS: dict[Case, dict[AgreementKey, str]] = {
 
 
 def inflect_adjective(stem: str, ending: str) -> str:
-    """Attach an ending to an adjective stem, merging a doubled ``e`` (``müde`` + ``e``)."""
+    """Attach an ending to an adjective stem, merging a doubled ``e`` (``müde`` + ``e``).
+
+    Parameters
+    ----------
+    stem : str
+        The uninflected adjective (``müde``, ``groß``).
+    ending : str
+        ``""``, ``e``, ``en``, ``er``, ``es`` or ``em``, from the weak, mixed or strong table.
+
+    Returns
+    -------
+    str
+        The inflected form (``müde`` + ``en`` -> ``müden``, ``groß`` + ``e`` -> ``große``).
+
+    Notes
+    -----
+    Stems that drop an ``e`` before the ending (``dunkel`` -> ``dunkle``, ``teuer`` -> ``teure``) are not
+    handled; the lexicon has none (``sauber`` keeps it: ``saubere``).
+    """
     if stem.endswith("e") and ending.startswith("e"):
         return stem + ending[1:]
     return stem + ending
@@ -520,7 +722,28 @@ def inflect_adjective(stem: str, ending: str) -> str:
 
 @dataclass(frozen=True)
 class NounPhrase:
-    """A noun phrase: either ``noun`` with a determiner, or a ``proper`` name or city."""
+    """A noun phrase: either ``noun`` with a determiner, or a ``proper`` name or city.
+
+    Parameters
+    ----------
+    determiner : {"definite", "indefinite", "bare", "proper"}
+        ``the``, ``a``, none (plural indefinites: ``dogs``) or a proper name.
+    noun : Noun or None
+        The head noun; None for a proper name.
+    proper : ProperName or None
+        The name; None for a common noun.
+    plural : bool
+        Whether the noun is plural.
+    adjective : Adjective or None
+        An attributive adjective.
+    modifier : PrepositionalPhrase or None
+        A following prepositional phrase (``the man with the hat``).
+
+    Notes
+    -----
+    Language-neutral: case is not stored, because it depends on the phrase's role in the clause and is
+    applied only when the German is realised.
+    """
 
     determiner: Determiner
     noun: Noun | None = None
@@ -532,7 +755,19 @@ class NounPhrase:
 
 @dataclass(frozen=True)
 class PrepositionalPhrase:
-    """A preposition and its noun phrase complement."""
+    """A preposition and its noun phrase complement.
+
+    Parameters
+    ----------
+    preposition : Preposition
+        It fixes the complement's German case.
+    complement : NounPhrase
+        Its noun phrase; the grammar draws it without a modifier, so phrases do not nest.
+
+    Notes
+    -----
+    Used as a verb adjunct (``in the park``) and as a noun modifier (``the man with the hat``).
+    """
 
     preposition: Preposition
     complement: NounPhrase
@@ -543,7 +778,36 @@ Adjunct = Adverb | PrepositionalPhrase
 
 @dataclass(frozen=True)
 class Clause:
-    """One clause; ``objects`` lists a ditransitive verb's recipient before its theme."""
+    """One clause; ``objects`` lists a ditransitive verb's recipient before its theme.
+
+    Parameters
+    ----------
+    subject : NounPhrase
+        The subject; its number decides the verb's.
+    verb : Verb
+        The main verb.
+    objects : tuple[NounPhrase, ...]
+        None, one, or recipient and theme.
+    predicate : Adjective or None
+        The adjective of a copula clause.
+    modal : Modal or None
+        An optional modal verb.
+    negated : bool
+        Whether the clause is negated.
+    time_adverb : Adverb or None
+        An optional time adverb.
+    adjunct : Adverb, PrepositionalPhrase or None
+        An optional manner adverb or prepositional phrase.
+    complement : Clause or None
+        The ``that`` clause of a clausal verb.
+    fronted : {"subject", "time", "adjunct"}
+        What a main clause puts before its finite verb.
+
+    Notes
+    -----
+    The recipient-before-theme order holds in both languages (``gives the man the book``, ``gibt dem
+    Mann das Buch``), so only the case differs.
+    """
 
     subject: NounPhrase
     verb: Verb
@@ -559,7 +823,24 @@ class Clause:
 
 @dataclass(frozen=True)
 class Sentence:
-    """A main clause with an optional adverbial subordinate clause before or after it."""
+    """A main clause with an optional adverbial subordinate clause before or after it.
+
+    Parameters
+    ----------
+    main : Clause
+        The main clause.
+    conjunction : Conjunction or None
+        The subordinate clause's conjunction.
+    subordinate : Clause or None
+        The adverbial clause.
+    subordinate_first : bool
+        Whether the subordinate clause comes first.
+
+    Notes
+    -----
+    A fronted subordinate clause fills the German prefield, so the main clause continues with its verb
+    (``Weil ..., sieht der Mann den Hund.``).
+    """
 
     main: Clause
     conjunction: Conjunction | None = None
@@ -576,7 +857,23 @@ def _english_article(next_word: str) -> str:
 
 
 def english_noun_phrase(phrase: NounPhrase) -> list[str]:
-    """Realise a noun phrase in English."""
+    """Realise a noun phrase in English.
+
+    Parameters
+    ----------
+    phrase : NounPhrase
+        The phrase, with its modifier if any.
+
+    Returns
+    -------
+    list[str]
+        Its words (``["an", "old", "dog", "with", "the", "hat"]``).
+
+    Notes
+    -----
+    ``a``/``an`` follows the first letter of the next word, spelling rather than sound; that is right for
+    every word of the lexicon (``an uncle``, ``an ugly cat``, ``a yellow ball``).
+    """
     if phrase.proper is not None:
         return [phrase.proper.english]
     assert phrase.noun is not None
@@ -618,7 +915,23 @@ def _english_verb_group(clause: Clause) -> list[str]:
 
 
 def english_clause(clause: Clause) -> list[str]:
-    """Realise a clause in English word order (subject, verb, objects, adjuncts)."""
+    """Realise a clause in English word order (subject, verb, objects, adjuncts).
+
+    Parameters
+    ----------
+    clause : Clause
+        The clause; a ``that`` complement is realised after it.
+
+    Returns
+    -------
+    list[str]
+        Its words, without punctuation.
+
+    Notes
+    -----
+    A fronted time adverb or place phrase just moves to the front; the subject still precedes the verb
+    (``Today the man sees the dog``), where German inverts them. That contrast is what the corpus tests.
+    """
     words: list[str] = []
     if clause.fronted == "time" and clause.time_adverb is not None:
         words += _english_adjunct(clause.time_adverb)
@@ -639,7 +952,23 @@ def english_clause(clause: Clause) -> list[str]:
 
 
 def english_sentence(sentence: Sentence) -> str:
-    """Realise a whole sentence in English, capitalised and with a full stop."""
+    """Realise a whole sentence in English, capitalised and with a full stop.
+
+    Parameters
+    ----------
+    sentence : Sentence
+        The sentence tree.
+
+    Returns
+    -------
+    str
+        The English sentence.
+
+    Notes
+    -----
+    English puts a comma only after a fronted subordinate clause, German before every subordinate clause
+    and after a fronted one, so the commas do not align one to one.
+    """
     words = english_clause(sentence.main)
     if sentence.subordinate is not None and sentence.conjunction is not None:
         subordinate = [sentence.conjunction.english, *english_clause(sentence.subordinate)]
@@ -651,7 +980,28 @@ def english_sentence(sentence: Sentence) -> str:
 
 
 def german_noun_phrase(phrase: NounPhrase, case: Case, negative: bool = False) -> list[str]:
-    """Realise a noun phrase in German in ``case``; ``negative`` turns ``ein`` into ``kein``."""
+    """Realise a noun phrase in German in ``case``; ``negative`` turns ``ein`` into ``kein``.
+
+    Parameters
+    ----------
+    phrase : NounPhrase
+        The phrase, with its modifier if any.
+    case : {"nominative", "accusative", "dative"}
+        The case its role assigns.
+    negative : bool
+        Whether the phrase carries the clause's negation (``keinen Hund``, ``keine Hunde``).
+
+    Returns
+    -------
+    list[str]
+        Its words (``["dem", "alten", "Mann"]``).
+
+    Notes
+    -----
+    The adjective ending follows the determiner: weak after ``der``, mixed after ``ein``/``kein``, strong
+    with none (``alte Männer``). It depends on the noun's gender and on a case set by the phrase's role,
+    neither of which the English words show.
+    """
     if phrase.proper is not None:
         return [phrase.proper.german]
     assert phrase.noun is not None
@@ -717,7 +1067,27 @@ def _german_middle_field(clause: Clause, include_subject: bool) -> list[str]:
 
 
 def german_main_clause(clause: Clause, prefield: list[str] | None = None) -> list[str]:
-    """Realise a verb-second main clause; ``prefield`` is a fronted subordinate clause."""
+    """Realise a verb-second main clause; ``prefield`` is a fronted subordinate clause.
+
+    Parameters
+    ----------
+    clause : Clause
+        The main clause.
+    prefield : list[str] or None
+        The words of a fronted subordinate clause, comma included; None puts the subject, the time adverb
+        or the place phrase first, as ``clause.fronted`` says.
+
+    Returns
+    -------
+    list[str]
+        Its words, a ``that`` complement included.
+
+    Notes
+    -----
+    Exactly one constituent precedes the finite verb; the subject then moves behind it (``Heute sieht der
+    Mann den Hund``). Objects, ``nicht`` and adjuncts form the middle field, and the infinitive of a modal
+    clause closes the clause.
+    """
     finite, right_bracket = _german_verbs(clause)
     subject_first = prefield is None and clause.fronted == "subject"
     if prefield is None:
@@ -735,13 +1105,47 @@ def german_main_clause(clause: Clause, prefield: list[str] | None = None) -> lis
 
 
 def german_subordinate_clause(conjunction: Conjunction, clause: Clause) -> list[str]:
-    """Realise a verb-final subordinate clause introduced by ``conjunction``."""
+    """Realise a verb-final subordinate clause introduced by ``conjunction``.
+
+    Parameters
+    ----------
+    conjunction : Conjunction
+        The conjunction (or :data:`THAT`).
+    clause : Clause
+        The subordinate clause.
+
+    Returns
+    -------
+    list[str]
+        Its words, without the comma before it.
+
+    Notes
+    -----
+    The finite verb comes last, after the infinitive of a modal (``weil der Mann den Hund sehen kann``):
+    the farthest a word moves between the two languages.
+    """
     finite, right_bracket = _german_verbs(clause)
     return [conjunction.german, *_german_middle_field(clause, include_subject=True), *right_bracket, finite]
 
 
 def german_sentence(sentence: Sentence) -> str:
-    """Realise a whole sentence in German, capitalised and with a full stop."""
+    """Realise a whole sentence in German, capitalised and with a full stop.
+
+    Parameters
+    ----------
+    sentence : Sentence
+        The sentence tree.
+
+    Returns
+    -------
+    str
+        The German sentence.
+
+    Notes
+    -----
+    A subordinate clause placed first fills the prefield, so the main clause goes on with its finite verb
+    (``Weil ..., sieht der Mann den Hund.``).
+    """
     if sentence.subordinate is None or sentence.conjunction is None:
         return _finish(german_main_clause(sentence.main))
     subordinate = german_subordinate_clause(sentence.conjunction, sentence.subordinate)
@@ -939,7 +1343,23 @@ def random_sentence(rng: random.Random) -> Sentence:
 
 
 def random_pair(rng: random.Random) -> tuple[str, str]:
-    """Draw one sentence and return its English and German realisations."""
+    """Draw one sentence and return its English and German realisations.
+
+    Parameters
+    ----------
+    rng : random.Random
+        The private random source.
+
+    Returns
+    -------
+    tuple[str, str]
+        ``(english, german)``.
+
+    Notes
+    -----
+    Both strings realise one tree, and the English determines the tree's German realisation, so
+    :func:`generate_pairs` can drop repeats by their English side alone.
+    """
     sentence = random_sentence(rng)
     return english_sentence(sentence), german_sentence(sentence)
 

@@ -14,12 +14,12 @@ from typing import Any
 
 from bench_common import Section
 from bench_settings import Settings
+from transformer.checkpoint import STATE_FILE
 from transformer.config import DecodeConfig, experiment_from_dict
 from transformer.data.dataset import read_parallel_files
 from transformer.data.prepare import corpus_files
+from transformer.decoding.translator import Translator
 from transformer.evaluation.bleu import score_translations
-from transformer.training.checkpoint import STATE_FILE
-from transformer.translator import Translator
 
 #: BLEU levels reported as "first reached after".
 BLEU_THRESHOLDS = (10.0, 20.0, 25.0, 30.0, 35.0)

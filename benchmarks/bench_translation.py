@@ -24,12 +24,12 @@ from bench_common import Section, describe_import_failure, time_interleaved
 from bench_ctranslate2 import CTranslate2Worker
 from bench_data import random_ids, train_synthetic_tokenizer
 from bench_settings import Settings, model_config
+from transformer.checkpoint import TOKENIZER_FILE, save_checkpoint
 from transformer.config import DecodeConfig
 from transformer.data.tokenizer import EOS_ID, Tokenizer
 from transformer.decoding.beam_search import search
 from transformer.model.quantization import quantize_for_inference
 from transformer.model.transformer import Transformer
-from transformer.training.checkpoint import TOKENIZER_FILE, save_checkpoint
 
 METHOD = (
     "{sentences} random source sentences of {source_length} tokens (EOS included), batches of {batch_size}, "

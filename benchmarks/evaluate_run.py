@@ -24,16 +24,13 @@ from typing import Any
 import torch
 
 from transformer.autotune.machine import describe_cpu
+from transformer.averaging import average_checkpoints, write_weights_checkpoint
+from transformer.checkpoint import read_index
 from transformer.config import DecodeConfig
 from transformer.data.dataset import read_parallel_files
+from transformer.decoding.translator import TRANSLATION_PRECISIONS, Translator
 from transformer.evaluation.bleu import score_translations
-from transformer.training.checkpoint import (
-    average_checkpoints,
-    load_checkpoint,
-    read_index,
-    write_weights_checkpoint,
-)
-from transformer.translator import TRANSLATION_PRECISIONS, Translator
+from transformer.training.checkpoint import load_training_checkpoint
 
 
 def describe_search(config: DecodeConfig) -> str:
@@ -171,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     paper = DecodeConfig()
     greedy = DecodeConfig(beam_size=1)
-    latest = load_checkpoint(checkpoint_dir / index["latest"])
+    latest = load_training_checkpoint(checkpoint_dir / index["latest"])
     own = latest.decode_config or paper  # a checkpoint without decode settings translates with the paper's
     quality = [bleu_row(name, path, paper, sources, references) for name, path in candidates.items()]
     if describe_search(own) != describe_search(paper):

@@ -13,6 +13,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from transformer.averaging import write_weights_checkpoint
+from transformer.checkpoint import CheckpointError, load_checkpoint, read_index
 from transformer.cli import (
     build_parser,
     claim_run_dir_if_main,
@@ -22,13 +24,7 @@ from transformer.cli import (
 )
 from transformer.config import DecodeConfig
 from transformer.data.dataset import read_parallel_files
-from transformer.training.checkpoint import (
-    CheckpointError,
-    load_checkpoint,
-    read_index,
-    write_weights_checkpoint,
-)
-from transformer.translator import Translator
+from transformer.decoding.translator import Translator
 
 
 @pytest.fixture(scope="module")

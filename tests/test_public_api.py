@@ -22,8 +22,8 @@ DEFINED_IN = {
     "MultiHeadAttention": "transformer.model.multihead_attention",
     "TrainConfig": "transformer.config",
     "Transformer": "transformer.model.transformer",
-    "TransformerConfig": "transformer.config",
-    "Translator": "transformer.translator",
+    "TransformerConfig": "transformer.model.config",
+    "Translator": "transformer.decoding.translator",
     "additive_attention": "transformer.model.additive_attention",
     "load_config": "transformer.config",
     "scaled_dot_product_attention": "transformer.model.scaled_dot_product_attention",
@@ -54,7 +54,7 @@ def test_importing_the_package_leaves_the_heavy_optional_parts_unloaded() -> Non
     code = (
         "import sys, transformer; "
         "print(sorted(name for name in ('sentencepiece', 'sacrebleu', 'matplotlib', 'safetensors', "
-        "'transformer.translator') if name in sys.modules))"
+        "'transformer.decoding.translator') if name in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout == "[]\n"

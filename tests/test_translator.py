@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from transformer.checkpoint import load_checkpoint, load_checkpoint_tokenizer
 from transformer.config import DecodeConfig
+from transformer.decoding.translator import TRANSLATION_PRECISIONS, Translator
 from transformer.model.quantization import Int8Linear, quantize_for_inference
-from transformer.training.checkpoint import load_checkpoint
-from transformer.translator import TRANSLATION_PRECISIONS, Translator, load_checkpoint_tokenizer
 
 SENTENCES = ["the cat sees the dog", "a small house", "", "the dog runs to the small cat"]
 
@@ -36,7 +36,9 @@ def test_int8_from_checkpoint_quantises_the_loaded_weights(trained_run: Path) ->
 
 def test_int8_is_refused_on_a_gpu_with_the_reason(trained_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # No GPU needed: the check looks at the resolved device before anything moves to it.
-    monkeypatch.setattr("transformer.translator.resolve_device", lambda requested: torch.device("cuda"))
+    monkeypatch.setattr(
+        "transformer.decoding.translator.resolve_device", lambda requested, option: torch.device("cuda")
+    )
     checkpoint = load_checkpoint(trained_run)
     tokenizer = load_checkpoint_tokenizer(checkpoint.path)
     with pytest.raises(ValueError, match=r"'int8' runs on the CPU only.*use precision='bf16'"):

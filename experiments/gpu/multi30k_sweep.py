@@ -154,8 +154,8 @@ def score(name: str, label: str, checkpoint: str, data: Path) -> None:
     import dataclasses
 
     from transformer.data.dataset import read_lines
+    from transformer.decoding.translator import Translator
     from transformer.evaluation.bleu import score_translations
-    from transformer.translator import Translator
 
     sources, references = read_lines(data / "val.en.gz"), read_lines(data / "val.de.gz")
     translator = Translator.from_checkpoint(checkpoint, None, "cuda")

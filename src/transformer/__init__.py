@@ -11,10 +11,10 @@ from transformer.config import (
     DecodeConfig,
     ExperimentConfig,
     TrainConfig,
-    TransformerConfig,
     load_config,
 )
 from transformer.model.additive_attention import AdditiveScore, additive_attention
+from transformer.model.config import TransformerConfig
 from transformer.model.decoder import Decoder
 from transformer.model.encoder import Encoder
 from transformer.model.multihead_attention import MultiHeadAttention
@@ -22,7 +22,7 @@ from transformer.model.scaled_dot_product_attention import scaled_dot_product_at
 from transformer.model.transformer import AttentionWeights, Transformer
 
 if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports it on first use
-    from transformer.translator import Translator
+    from transformer.decoding.translator import Translator
 
 __all__ = [
     "AdditiveScore",
@@ -55,7 +55,7 @@ def __getattr__(name: str) -> Any:
     Returns
     -------
     Any
-        ``transformer.translator.Translator`` for ``"Translator"``.
+        ``transformer.decoding.translator.Translator`` for ``"Translator"``.
 
     Notes
     -----
@@ -64,7 +64,7 @@ def __getattr__(name: str) -> Any:
     ``from transformer import Name`` raises ImportError), as for a plain module.
     """
     if name == "Translator":
-        from transformer.translator import Translator
+        from transformer.decoding.translator import Translator
 
         return Translator
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

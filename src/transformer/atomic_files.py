@@ -1,8 +1,97 @@
-"""Write a file so that no reader ever sees it half-written: a temporary sibling, flushed, then renamed."""
+"""Write files and directories so that no reader ever sees them half-written: a hidden sibling, then a rename.
 
+Every writer in the package goes through this module: checkpoints, vocabularies, corpora, translations,
+figures, caches. A crash (even SIGKILL) at any instant leaves either the old version or the complete new one.
+"""
+
+import json
 import os
-import tempfile
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, Any
+
+#: Permission bits of a new file before the umask, as ``open`` uses.
+_DEFAULT_FILE_MODE = 0o666
+
+
+def _current_umask() -> int:
+    """Read the process umask (setting it back at once: there is no read-only call)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def temporary_sibling(path: Path, kind: str = "tmp") -> Path:
+    """Name a hidden, unique path beside ``path`` that keeps its suffix.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The destination the temporary path stands in for.
+    kind : str
+        A word in the name saying what the sibling is for (``"tmp"`` while writing, ``"old"`` for a replaced
+        directory on its way out).
+
+    Returns
+    -------
+    pathlib.Path
+        ``.{stem}.{kind}-{random hex}{suffix}`` in the same directory.
+
+    Notes
+    -----
+    The same directory keeps ``os.replace`` on one file system, where it is atomic. The suffix is kept because
+    some writers (matplotlib) pick the format from it; the leading dot hides the file from listings and from
+    the globs that read corpora and checkpoints.
+    """
+    return path.with_name(f".{path.stem}.{kind}-{uuid.uuid4().hex[:12]}{path.suffix}")
+
+
+@contextmanager
+def atomic_write(path: Path, mode: str = "wb", encoding: str | None = None) -> Iterator[IO[Any]]:
+    """Open a temporary sibling of ``path`` for writing; rename it over ``path`` when the block succeeds.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        Destination; its parent directory is created if missing.
+    mode : str
+        ``"wb"`` (bytes) or ``"w"`` (text).
+    encoding : str or None
+        Text encoding for ``mode="w"`` (UTF-8 when None); must be None for bytes.
+
+    Returns
+    -------
+    Iterator[IO]
+        A context manager yielding the open temporary file.
+
+    Notes
+    -----
+    On leaving the block the file is flushed and fsynced, given the mode a plain ``open`` would (0666 less
+    the umask: ``tempfile.mkstemp`` would leave 0600, which outlives the rename and hides a vocabulary or a
+    checkpoint from other users), then renamed over ``path``. If the block raises (a failed checksum, a full
+    disk, Ctrl-C), the temporary file is removed and ``path`` is left exactly as it was.
+    """
+    if mode not in ("wb", "w"):
+        raise ValueError(f"atomic_write: mode must be 'wb' or 'w', got {mode!r}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = temporary_sibling(path)
+    try:
+        text_encoding = (encoding or "utf-8") if mode == "w" else None
+        newline = "" if mode == "w" else None
+        handle: IO[Any]
+        with open(temporary, mode.replace("w", "x"), encoding=text_encoding, newline=newline) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, _DEFAULT_FILE_MODE & ~_current_umask())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def write_bytes_atomically(path: Path, data: bytes) -> None:
@@ -21,22 +110,10 @@ def write_bytes_atomically(path: Path, data: bytes) -> None:
 
     Notes
     -----
-    The temporary file lives in the destination's directory, so ``os.replace`` stays on one file system,
-    where it is atomic (POSIX and Windows). It is fsynced first: after a crash the file holds either the old
-    content or the new, never a prefix. On any failure the temporary file is removed and ``path`` is left
-    as it was.
+    See :func:`atomic_write`: after a crash the file holds either the old content or the new, never a prefix.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "wb") as temporary_file:
-            temporary_file.write(data)
-            temporary_file.flush()
-            os.fsync(temporary_file.fileno())
-        os.replace(temporary_name, path)
-    except BaseException:
-        Path(temporary_name).unlink(missing_ok=True)
-        raise
+    with atomic_write(path, "wb") as handle:
+        handle.write(data)
 
 
 def write_text_atomically(path: Path, text: str) -> None:
@@ -47,7 +124,7 @@ def write_text_atomically(path: Path, text: str) -> None:
     path : pathlib.Path
         Destination; its parent directory is created if missing.
     text : str
-        The complete file content.
+        The complete file content; line endings are written as given (newlines are not translated).
 
     Returns
     -------
@@ -55,6 +132,104 @@ def write_text_atomically(path: Path, text: str) -> None:
 
     Notes
     -----
-    See :func:`write_bytes_atomically`.
+    Encoded here, before the file is opened, so text that cannot be encoded (a lone surrogate) raises without
+    touching ``path``.
     """
     write_bytes_atomically(path, text.encode("utf-8"))
+
+
+def write_json_atomically(path: Path, values: Any) -> None:
+    """Replace ``path`` with ``values`` as indented JSON in one step.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        Destination; its parent directory is created if missing.
+    values : Any
+        JSON-serialisable data.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    The JSON is serialised before the file is opened, so a value that cannot be serialised raises without
+    touching ``path``.
+    """
+    write_text_atomically(path, json.dumps(values, indent=1))
+
+
+def replace_directory(source: Path, destination: Path) -> None:
+    """Move a completely written directory into place, replacing an existing one.
+
+    Parameters
+    ----------
+    source : pathlib.Path
+        The finished directory (a sibling of ``destination``).
+    destination : pathlib.Path
+        Where it belongs.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    POSIX cannot rename a directory over a non-empty one, so an existing destination is first renamed aside:
+    at every instant a complete version exists under one of the two names, and the old one is deleted last.
+    """
+    if destination.exists():
+        trash = temporary_sibling(destination, "old")
+        os.replace(destination, trash)
+        os.replace(source, destination)
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        os.replace(source, destination)
+
+
+def _prepare_files_for_publishing(directory: Path) -> None:
+    """Flush every file under ``directory`` to disk and give it a plain file's mode, before the rename.
+
+    Some writers create owner-only files (safetensors' ``save_file`` leaves 0600), which would hide a
+    checkpoint from the other users of a shared machine; a file written here gets what ``open`` would give.
+    """
+    mode = _DEFAULT_FILE_MODE & ~_current_umask()
+    for path in sorted(directory.rglob("*")):
+        if path.is_file():
+            with open(path, "rb") as handle:
+                os.fsync(handle.fileno())
+            os.chmod(path, mode)
+
+
+@contextmanager
+def staged_directory(destination: Path) -> Iterator[Path]:
+    """Give a hidden temporary sibling directory to fill; move it to ``destination`` when the block succeeds.
+
+    Parameters
+    ----------
+    destination : pathlib.Path
+        The final directory; an existing one is replaced (callers check first that it may be).
+
+    Returns
+    -------
+    Iterator[pathlib.Path]
+        A context manager yielding the empty temporary directory.
+
+    Notes
+    -----
+    On success every file is fsynced and given a plain file's mode (0666 less the umask), then :func:`replace_directory` publishes the directory; readers see
+    either the old directory or the complete new one (checkpoints, converted models). On an exception the
+    temporary directory is removed and ``destination`` is left as it was.
+    """
+    destination = Path(destination)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    temporary = temporary_sibling(destination)
+    temporary.mkdir()
+    try:
+        yield temporary
+        _prepare_files_for_publishing(temporary)
+        replace_directory(temporary, destination)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise

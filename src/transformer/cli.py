@@ -5,88 +5,39 @@ messages (exit status 2) instead of tracebacks.
 """
 
 import argparse
-import contextlib
 import dataclasses
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
+from transformer.averaging import (
+    average_checkpoints,
+    check_average_output,
+    select_last_checkpoints,
+    write_weights_checkpoint,
+)
+from transformer.checkpoint import resolve_checkpoint
 from transformer.config import DecodeConfig, ExperimentConfig, load_config
 from transformer.data.dataset import CorpusError, read_lines, read_parallel_files
-from transformer.data.prepare import TrainingData, prepare_data
+from transformer.data.prepare import prepare_data
+from transformer.decoding.translator import TRANSLATION_PRECISIONS, Translator
 from transformer.evaluation.bleu import score_translations
 from transformer.evaluation.perplexity import corpus_perplexity
 from transformer.interop.ctranslate2 import CTranslate2Translator, export_ctranslate2
 from transformer.interop.marian import export_marian, import_marian
-from transformer.training.checkpoint import (
-    AVERAGED_FROM_FILE,
-    MODEL_FILE,
-    STATE_FILE,
-    CheckpointError,
-    average_checkpoints,
-    read_index,
-    resolve_checkpoint,
-    write_weights_checkpoint,
-)
-from transformer.training.distributed import barrier, init_distributed, shutdown_distributed
-from transformer.training.run_directory import claim_run_directory
-from transformer.training.run_lock import LOCK_FILE
-from transformer.training.trainer import Trainer, TrainingDivergedError, TrainResult
-from transformer.translator import TRANSLATION_PRECISIONS, Translator
+from transformer.training.launch import claim_run_dir_if_main, is_main_process, train_experiment
+from transformer.training.trainer import TrainingDivergedError, TrainResult
 from transformer.visualization.attention_html import write_attention_html
+from transformer.visualization.attention_inputs import sentence_attention
 from transformer.visualization.attention_plot import plot_attention_maps
 from transformer.visualization.training_curves import plot_training_curves
 
 REPO_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-
-
-class ProgressBar:
-    """A tqdm progress bar showing loss, learning rate, tokens/s and ETA; messages print above it.
-
-    Notes
-    -----
-    Implements the trainer's Reporter protocol.
-    """
-
-    def __init__(self) -> None:
-        self.bar: Any = None
-
-    def start(self, total_steps: int, initial_step: int) -> None:
-        """Open the bar."""
-        self.bar = tqdm(
-            total=total_steps, initial=initial_step, unit="step", dynamic_ncols=True, file=sys.stderr
-        )
-
-    def update(self, step: int, metrics: dict[str, Any]) -> None:
-        """Move the bar to ``step`` and show the latest metrics."""
-        if self.bar is None:
-            return
-        self.bar.update(step - self.bar.n)
-        self.bar.set_postfix(
-            loss=f"{metrics['train_loss']:.3f}",
-            lr=f"{metrics['learning_rate']:.2e}",
-            tok_s=f"{metrics['tokens_per_second']:.0f}",
-            pad=f"{metrics['padding_ratio']:.2f}",
-        )
-
-    def message(self, text: str) -> None:
-        """Print a line without breaking the bar."""
-        if self.bar is None:
-            print(text, file=sys.stderr)
-        else:
-            self.bar.write(text, file=sys.stderr)
-
-    def close(self) -> None:
-        """Close the bar."""
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
 
 
 def resolve_config_path(name: str) -> Path:
@@ -262,106 +213,6 @@ def run_prepare(args: argparse.Namespace) -> int:
     data = prepare_data(experiment.data, experiment.model.vocab_size, run_dir, message=print)
     print(f"prepared {len(data.train)} training pairs and {data.tokenizer.vocab_size} pieces in {run_dir}")
     return 0
-
-
-def train_experiment(
-    experiment: ExperimentConfig, run_dir: Path, resume: bool, reuse_finished: bool = False
-) -> tuple[TrainResult, TrainingData]:
-    """Prepare data and train, as one process or one rank of a ``torchrun`` job.
-
-    Parameters
-    ----------
-    experiment : ExperimentConfig
-        What to train.
-    run_dir : Path
-        Where to write.
-    resume : bool
-        Continue the latest checkpoint in ``run_dir``.
-    reuse_finished : bool
-        With ``resume``, return a run that already ended as it is (see :meth:`Trainer.train`).
-
-    Returns
-    -------
-    TrainResult
-        What the run achieved.
-    TrainingData
-        The prepared data (for evaluation afterwards).
-
-    Notes
-    -----
-    Rank 0 prepares data and vocabulary first; the other ranks then load what it wrote. The trainer sets the
-    thread count (``train.threads``, or a measured one when it is null) before building the model.
-    """
-    context = init_distributed(experiment.train.device)
-    progress = ProgressBar()
-    try:
-        if not context.is_main:
-            barrier(context)
-        data = prepare_data(
-            experiment.data,
-            experiment.model.vocab_size,
-            run_dir,
-            message=progress.message if context.is_main else None,
-        )
-        if context.is_main:
-            barrier(context)
-        trainer = Trainer(experiment, run_dir, data, context, progress)
-        if context.is_main:
-            progress.message(
-                f"model: {trainer.model.num_parameters():,} parameters; device {context.device}, "
-                f"{context.world_size} process(es), precision {trainer.precision}, {torch.get_num_threads()} threads"
-            )
-        return trainer.train(resume=resume, reuse_finished=reuse_finished), data
-    finally:
-        shutdown_distributed(context)
-
-
-def is_main_process() -> bool:
-    """Whether this process is rank 0 of a ``torchrun`` job, or runs alone.
-
-    Returns
-    -------
-    bool
-        True unless the ``RANK`` environment variable names another rank.
-
-    Notes
-    -----
-    ``torchrun`` sets ``RANK`` before the process starts, so this holds before the process group exists.
-    """
-    return int(os.environ.get("RANK", "0")) == 0
-
-
-@contextlib.contextmanager
-def claim_run_dir_if_main(run_dir: Path) -> Iterator[None]:
-    """Create and lock the run directory in the main process; no-op in the other ranks.
-
-    Parameters
-    ----------
-    run_dir : Path
-        The run directory of ``train`` or ``quickstart``.
-
-    Returns
-    -------
-    Iterator[None]
-        A context manager around the training.
-
-    Notes
-    -----
-    See :func:`claim_run_directory`: a second run of one directory is refused naming the holder's pid, a
-    dead holder's lock is taken over (said on standard error), and a run that fails before its first
-    checkpoint removes the directory it created. Under ``torchrun`` only rank 0 writes the run directory,
-    so only it holds the lock.
-    """
-    if not is_main_process():
-        yield
-        return
-    with claim_run_directory(run_dir) as replaced:
-        if replaced is not None:
-            print(
-                f"note: took over {run_dir / LOCK_FILE} from {replaced.describe()}, which has ended",
-                file=sys.stderr,
-            )
-        yield
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -745,13 +596,7 @@ def run_average(args: argparse.Namespace) -> int:
     if args.inputs:
         paths = [resolve_checkpoint(Path(path)) for path in args.inputs]
     elif args.run:
-        if args.last < 1:
-            raise ValueError(f"--last {args.last}: average at least one checkpoint")
-        checkpoint_dir = Path(args.run) / "checkpoints"
-        names = read_index(checkpoint_dir).get("checkpoints", [])
-        if not names:
-            raise CheckpointError(f"{checkpoint_dir}: no checkpoints to average")
-        paths = [checkpoint_dir / name for name in sorted(names)[-args.last :]]
+        paths = select_last_checkpoints(Path(args.run), args.last)
     else:
         raise ValueError("average-checkpoints needs --inputs DIR [DIR ...] or --run DIR [--last N]")
     check_average_output(Path(args.output))
@@ -761,63 +606,6 @@ def run_average(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_average_output(destination: Path) -> None:
-    """Refuse an ``average-checkpoints --output`` that holds anything but an earlier average.
-
-    Parameters
-    ----------
-    destination : Path
-        The ``--output`` directory.
-
-    Returns
-    -------
-    None
-
-    Notes
-    -----
-    The average replaces ``destination`` as a whole (see :func:`write_weights_checkpoint`), so it may only
-    be missing, empty, or an earlier average: a weights checkpoint with ``averaged_from.json`` and no
-    subdirectory or training state. Anything else (a run, a training checkpoint, unrelated files, a file)
-    raises ValueError naming ``--output``, as ``transformer convert`` refuses a foreign directory.
-    """
-    if destination.is_file():
-        raise ValueError(f"--output {destination}: is a file; expected a checkpoint directory")
-    if not destination.is_dir() or not any(destination.iterdir()) or holds_earlier_average(destination):
-        return
-    raise ValueError(
-        f"--output {destination}: exists and does not hold an earlier average ({AVERAGED_FROM_FILE}); "
-        "choose a new directory"
-    )
-
-
-def holds_earlier_average(directory: Path) -> bool:
-    """Whether a directory looks exactly like one ``average-checkpoints`` wrote.
-
-    Parameters
-    ----------
-    directory : Path
-        An existing directory.
-
-    Returns
-    -------
-    bool
-        True when it holds ``model.safetensors`` and ``averaged_from.json``, only files, and no
-        ``trainer_state.json``.
-
-    Notes
-    -----
-    A training checkpoint has ``trainer_state.json``; a run has subdirectories; an imported or converted
-    model has no ``averaged_from.json``: none of them counts as an earlier average.
-    """
-    entries = list(directory.iterdir())
-    names = {entry.name for entry in entries}
-    return (
-        {MODEL_FILE, AVERAGED_FROM_FILE} <= names
-        and STATE_FILE not in names
-        and all(entry.is_file() for entry in entries)
-    )
-
-
 def run_attention(args: argparse.Namespace) -> int:
     """Plot attention maps of one sentence (PNG per kind for one layer, and an HTML page of all)."""
     check_output_directory(Path(args.output_dir), "--output-dir")
@@ -825,21 +613,15 @@ def run_attention(args: argparse.Namespace) -> int:
     if args.beam is not None:
         translator.decode_config = dataclasses.replace(translator.decode_config, beam_size=args.beam)
     target = args.target if args.target is not None else translator.translate([args.text])[0]
-    tokenizer = translator.tokenizer
-    src_ids = [*tokenizer.encode(args.text), translator.model.config.eos_id]
-    tgt_ids = [translator.model.config.bos_id, *tokenizer.encode(target)]
-    with torch.inference_mode():
-        _, attention = translator.model.forward_with_attention(
-            torch.tensor([src_ids]), torch.tensor([tgt_ids])
-        )
-    source_tokens = [tokenizer.id_to_piece(token) for token in src_ids]
-    target_tokens = [tokenizer.id_to_piece(token) for token in tgt_ids]
+    maps = sentence_attention(translator.model, translator.tokenizer, args.text, target)
     output_dir = Path(args.output_dir)
-    images = plot_attention_maps(attention, source_tokens, target_tokens, args.layer, output_dir)
+    images = plot_attention_maps(
+        maps.attention, maps.source_tokens, maps.target_tokens, args.layer, output_dir
+    )
     page = write_attention_html(
-        attention,
-        source_tokens,
-        target_tokens,
+        maps.attention,
+        maps.source_tokens,
+        maps.target_tokens,
         output_dir / "attention.html",
         title=f"{args.text} → {target}",
     )

@@ -14,14 +14,14 @@ from transformer import Transformer, TransformerConfig
 from transformer.autotune.cache import ProbeCache
 from transformer.autotune.precision_probe import decide_precision, reduced_precision_candidate
 from transformer.autotune.workload import ProbeShape
+from transformer.checkpoint import load_checkpoint
 from transformer.cli import main
 from transformer.config import DecodeConfig
 from transformer.decoding.beam_search import beam_search
 from transformer.decoding.greedy import greedy_search
+from transformer.decoding.translator import Translator
 from transformer.model.scaled_dot_product_attention import scaled_dot_product_attention
-from transformer.training.checkpoint import load_checkpoint
 from transformer.training.precision import check_precision
-from transformer.translator import Translator
 
 pytestmark = [
     pytest.mark.gpu,

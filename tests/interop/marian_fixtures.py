@@ -15,11 +15,11 @@ import sentencepiece
 import torch
 from torch import Tensor, nn
 
+from transformer.checkpoint import save_checkpoint
 from transformer.config import TransformerConfig
 from transformer.data.synthetic import generate_pairs
 from transformer.data.tokenizer import Tokenizer
 from transformer.model.transformer import Transformer
-from transformer.training.checkpoint import save_checkpoint
 
 PAIRS = generate_pairs(300, seed=11)
 ENGLISH = [english for english, _ in PAIRS]

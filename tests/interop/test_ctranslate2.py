@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from tests.interop.marian_fixtures import ENGLISH, SOURCE_SENTENCES, pad_batch, write_our_checkpoint
+from transformer.checkpoint import load_checkpoint, save_checkpoint
 from transformer.config import DecodeConfig
 from transformer.decoding.beam_search import search
+from transformer.decoding.translator import Translator
 from transformer.model.transformer import Transformer
-from transformer.training.checkpoint import load_checkpoint, save_checkpoint
-from transformer.translator import Translator
 
 OFFSET = 5
 

@@ -14,11 +14,10 @@ import pytest
 import torch
 
 from tests.interop.marian_fixtures import ENGLISH, SOURCE_SENTENCES, pad_batch, strip_generated
+from transformer.checkpoint import load_checkpoint, load_checkpoint_tokenizer
 from transformer.config import DecodeConfig
 from transformer.decoding.beam_search import search
 from transformer.model.transformer import Transformer
-from transformer.training.checkpoint import load_checkpoint
-from transformer.translator import load_checkpoint_tokenizer
 
 MAX_NEW_TOKENS = 20
 SEARCHES = [(1, 1.0), (4, 1.0), (4, 0.6), (5, 0.0), (3, 2.0)]

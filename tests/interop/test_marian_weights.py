@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from tests.interop.marian_fixtures import randomize_
+from transformer.checkpoint import load_model_tensors, model_tensors
 from transformer.config import TransformerConfig
 from transformer.interop.marian_weights import (
     interleaved_to_concatenated_order,
@@ -10,7 +11,6 @@ from transformer.interop.marian_weights import (
 )
 from transformer.model.positional_encoding import sinusoidal_table
 from transformer.model.transformer import Transformer
-from transformer.training.checkpoint import load_model_tensors, model_tensors
 
 
 def test_the_permutation_maps_interleaved_sinusoids_to_concatenated_ones() -> None:

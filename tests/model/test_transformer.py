@@ -87,19 +87,6 @@ def test_cached_incremental_decoding_equals_full_decoding(tiny_config, changes) 
     assert cache.decoded_len == tgt.size(1)
 
 
-def test_cache_reorder_follows_selected_rows(tiny_config) -> None:
-    model = Transformer(tiny_config).eval()
-    src, tgt = random_batch(tiny_config)
-    memory = model.encode(src)
-    cache = model.init_decoder_cache(memory, build_padding_mask(src, tiny_config.pad_id))
-    model.decode(tgt[:, :2], None, None, cache)
-    order = torch.tensor([2, 2, 0])
-    cache.reorder(order)
-    next_logits = model.decode(tgt[order, 2:3], None, None, cache)
-    expected = model(src[order], tgt[order, :3])[:, 2:3]
-    torch.testing.assert_close(next_logits, expected, atol=1e-5, rtol=1e-5)
-
-
 def test_restricted_attention_limits_the_receptive_field(tiny_config) -> None:
     config = dataclasses.replace(tiny_config, num_encoder_layers=1, attention_window=1)
     model = Transformer(config).eval()
@@ -191,22 +178,3 @@ def test_output_bias_is_added_to_the_logits_and_saved(tiny_config) -> None:
     torch.testing.assert_close(after[..., 5], before[..., 5] + 3.0)
     torch.testing.assert_close(after[..., 6], before[..., 6])
     assert Transformer(tiny_config).num_parameters() == model.num_parameters()  # a buffer, not trained
-
-
-def test_beams_share_the_encoder_side_of_the_cache(tiny_config) -> None:
-    model = Transformer(tiny_config).eval()
-    src, tgt = random_batch(tiny_config, batch=3)
-    cache = model.init_decoder_cache(model.encode(src), build_padding_mask(src, tiny_config.pad_id))
-    beam = 4
-    cache.reorder(torch.arange(3).repeat_interleave(beam))  # batch -> batch x beam
-    assert cache.rows_per_sentence == beam and cache.layers[0].cross_key.size(0) == 3
-    expanded_tgt = tgt.repeat_interleave(beam, dim=0)
-    first = model.decode(expanded_tgt[:, :1], None, None, cache)
-    # Sentence 1 finishes: its beams are dropped; the others' beams are shuffled within their sentence.
-    keep = torch.tensor([3, 1, 1, 0, 9, 8, 11, 10])
-    cache.reorder(keep)
-    assert cache.rows_per_sentence == beam and cache.layers[0].cross_key.size(0) == 2
-    second = model.decode(expanded_tgt[keep, 1:2], None, None, cache)
-    full = model(src.repeat_interleave(beam, dim=0)[keep], expanded_tgt[keep, :2])
-    torch.testing.assert_close(second, full[:, 1:2], atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(first[keep], full[:, :1], atol=1e-5, rtol=1e-5)

@@ -8,8 +8,8 @@ from safetensors.torch import load_file
 
 from transformer.cli import main
 from transformer.config import load_config
+from transformer.device import resolve_device
 from transformer.model.transformer import Transformer
-from transformer.training.distributed import resolve_device
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ import torch
 
 from transformer.config import load_config
 from transformer.data.prepare import prepare_data
-from transformer.training.checkpoint import load_checkpoint
+from transformer.training.checkpoint import load_training_checkpoint
 from transformer.training.schedule import TimeBudget, build_scheduler
 from transformer.training.trainer import SilentReporter, Trainer
 
@@ -93,7 +93,7 @@ def test_a_slowed_run_anneals_to_zero_at_its_time_limit_then_resumes(
     assert result.schedule_note.endswith("annealed to zero within the time limit")
     assert result.schedule_note in reporter.messages
 
-    assert load_checkpoint(result.checkpoint).state.stop_reason == "max_minutes"
+    assert load_training_checkpoint(result.checkpoint).state.stop_reason == "max_minutes"
     # The quick start run twice reuses the finished run...
     again, _ = slowed_trainer(tmp_path, write_config, monkeypatch, train)
     reused = again.train(resume=True, reuse_finished=True)

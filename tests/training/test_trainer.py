@@ -10,11 +10,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from transformer.checkpoint import read_index
 from transformer.cli import main
 from transformer.config import load_config
 from transformer.data.prepare import prepare_data
 from transformer.training import trainer as trainer_module
-from transformer.training.checkpoint import load_checkpoint, read_index
+from transformer.training.checkpoint import load_training_checkpoint
 from transformer.training.trainer import Trainer, TrainingDivergedError
 
 
@@ -61,7 +62,7 @@ def test_checkpoint_holds_only_safetensors_and_json(trained_run: Path, monkeypat
     monkeypatch.setattr(torch, "load", refuse)
     monkeypatch.setattr("pickle.load", refuse)
     monkeypatch.setattr("pickle.loads", refuse)
-    checkpoint = load_checkpoint(checkpoint_dir)
+    checkpoint = load_training_checkpoint(checkpoint_dir)
     assert checkpoint.state is not None and checkpoint.state.step == 24
     model = checkpoint.build_model()
     assert model.src_embedding is model.tgt_embedding  # ties survive saving without duplicate tensors
@@ -152,7 +153,7 @@ def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(
         trainer.train()
     index = read_index(run_dir / "checkpoints")
     assert index["latest"] == "step-00000004"
-    before = load_checkpoint(run_dir / "checkpoints" / "step-00000004")
+    before = load_training_checkpoint(run_dir / "checkpoints" / "step-00000004")
     assert all(torch.isfinite(tensor).all() for tensor in before.weights.values())
     assert not (run_dir / "checkpoints" / "step-00000008").exists()
 
@@ -179,7 +180,7 @@ def test_failed_checkpoint_write_leaves_previous_checkpoints_intact(
         trainer.train()
     checkpoints = run_dir / "checkpoints"
     assert read_index(checkpoints)["latest"] == "step-00000004"
-    assert load_checkpoint(checkpoints / "step-00000004").state.step == 4
+    assert load_training_checkpoint(checkpoints / "step-00000004").state.step == 4
     assert not (checkpoints / "step-00000008").exists()
 
 
@@ -280,7 +281,7 @@ def test_resume_falls_back_past_a_damaged_checkpoint_and_drops_redone_metrics(
     resumed = read_metrics(run_dir)
     for step in range(5, 9):  # redone from the step-4 checkpoint: the same losses
         assert resumed[step]["train_loss"] == pytest.approx(reference[step]["train_loss"], rel=1e-5)
-    assert load_checkpoint(run_dir / "checkpoints" / "step-00000008").state.step == 8
+    assert load_training_checkpoint(run_dir / "checkpoints" / "step-00000008").state.step == 8
 
 
 def test_resume_with_every_checkpoint_damaged_names_them(tmp_path: Path, write_config, capsys) -> None:
@@ -303,6 +304,6 @@ def test_the_last_step_is_validated_even_between_validation_steps(tmp_path: Path
     valid = read_metrics(run_dir, "valid")
     assert sorted(valid) == [4, 6]
     assert result.valid_loss == pytest.approx(valid[6]["valid_loss"])  # not step 4's, reported as final
-    final = load_checkpoint(run_dir / "checkpoints" / "step-00000006")
+    final = load_training_checkpoint(run_dir / "checkpoints" / "step-00000006")
     assert final.state.valid_loss == pytest.approx(valid[6]["valid_loss"])
     assert final.state.stop_reason == "max_steps"

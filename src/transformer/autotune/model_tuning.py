@@ -11,7 +11,7 @@ from transformer.autotune.machine import default_cache_dir
 from transformer.autotune.precision_probe import decide_precision
 from transformer.autotune.thread_probe import decide_threads
 from transformer.autotune.workload import ProbeShape
-from transformer.config import TransformerConfig
+from transformer.model.config import TransformerConfig
 
 
 @dataclass

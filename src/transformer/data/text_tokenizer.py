@@ -27,4 +27,7 @@ class TextTokenizer(Protocol):
         """Decode target token ids into detokenised text, skipping special tokens."""
 
     def id_to_piece(self, token_id: int) -> str:
-        """Return the subword string of one id (for attention plots)."""
+        """Return the subword string of one target id (for attention plots)."""
+
+    def source_id_to_piece(self, token_id: int) -> str:
+        """Return the subword string of one source id (for attention plots)."""

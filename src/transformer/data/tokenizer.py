@@ -476,6 +476,26 @@ class Tokenizer:
         """
         return str(self._processor.id_to_piece(self._check_id(token_id)))
 
+    def source_id_to_piece(self, token_id: int) -> str:
+        """Return the piece of one source token id; the vocabulary is joint, so this is :meth:`id_to_piece`.
+
+        Parameters
+        ----------
+        token_id : int
+            An id in ``[0, vocab_size)``.
+
+        Returns
+        -------
+        str
+            The piece.
+
+        Notes
+        -----
+        Part of the :class:`~transformer.data.text_tokenizer.TextTokenizer` protocol, for models whose source
+        and target vocabularies differ (imported Marian models): attention plots label the source axis with it.
+        """
+        return self.id_to_piece(token_id)
+
     def _check_id(self, token_id: int) -> int:
         token_id = int(token_id)
         if not 0 <= token_id < self.vocab_size:

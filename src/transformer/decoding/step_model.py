@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from transformer.decoding.cache_rows import reorder_decoder_cache
 from transformer.model.decoder import DecoderCache
 from transformer.model.masks import build_padding_mask
 from transformer.model.transformer import Transformer
@@ -243,10 +244,10 @@ class TransformerStepModel:
 
         Notes
         -----
-        Delegates to :meth:`DecoderCache.reorder` when caching.
+        Delegates to :func:`~transformer.decoding.cache_rows.reorder_decoder_cache` when caching.
         """
         if state.cache is not None:
-            state.cache.reorder(row_indices)
+            reorder_decoder_cache(state.cache, row_indices)
         if state.memory is not None and state.src_padding_mask is not None:
             state.memory = state.memory.index_select(0, row_indices)
             state.src_padding_mask = state.src_padding_mask.index_select(0, row_indices)

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from transformer.config import TransformerConfig
+from transformer.checkpoint import TOKENIZER_FILE, load_checkpoint, load_checkpoint_tokenizer
 from transformer.data.text_tokenizer import TextTokenizer
+from transformer.decoding.translator import DEFAULT_MAX_INPUT_TOKENS
 from transformer.interop.ctranslate2_spec import (
     build_transformer_spec,
     check_ctranslate2_exportable,
@@ -26,8 +27,7 @@ from transformer.interop.ctranslate2_spec import (
 )
 from transformer.interop.marian_tokenizer import OPTIONAL_FILES, REQUIRED_FILES
 from transformer.interop.output_directory import staged_directory
-from transformer.training.checkpoint import TOKENIZER_FILE, load_checkpoint
-from transformer.translator import DEFAULT_MAX_INPUT_TOKENS, load_checkpoint_tokenizer
+from transformer.model.config import TransformerConfig
 
 MODEL_CONFIG_FILE = "transformer_config.json"
 # The tokenizer files copied beside the model: this project's, or an imported Marian model's.

@@ -12,9 +12,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from transformer.config import TransformerConfig
 from transformer.data.text_tokenizer import TextTokenizer
 from transformer.interop.marian_tokenizer import MarianTokenizer
+from transformer.model.config import TransformerConfig
 from transformer.model.positional_encoding import sinusoidal_table
 
 # Rows of the stored sinusoid table: the longest source (truncated to DEFAULT_MAX_INPUT_TOKENS) or output.

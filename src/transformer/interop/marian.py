@@ -15,7 +15,13 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-from transformer.config import TransformerConfig
+from transformer.checkpoint import (
+    MODEL_FILE,
+    TOKENIZER_FILE,
+    load_checkpoint,
+    load_model_tensors,
+    save_checkpoint,
+)
 from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 from transformer.interop.marian_config import (
     EXPORT_MAX_POSITIONS,
@@ -39,14 +45,8 @@ from transformer.interop.marian_weights import (
     permute_residual_basis,
 )
 from transformer.interop.output_directory import check_replaceable, staged_directory
+from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
-from transformer.training.checkpoint import (
-    MODEL_FILE,
-    TOKENIZER_FILE,
-    load_checkpoint,
-    load_model_tensors,
-    save_checkpoint,
-)
 
 __all__ = ["MarianTokenizer", "export_marian", "import_marian", "read_marian_weights"]
 

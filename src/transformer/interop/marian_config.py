@@ -10,7 +10,7 @@ naming the field.
 
 from typing import Any
 
-from transformer.config import TransformerConfig
+from transformer.model.config import TransformerConfig
 
 MARIAN_TO_OUR_ACTIVATION = {"relu": "relu", "swish": "silu", "silu": "silu", "gelu": "gelu"}
 OUR_TO_MARIAN_ACTIVATION = {"relu": "relu", "silu": "swish", "gelu": "gelu"}

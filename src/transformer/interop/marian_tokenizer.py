@@ -368,6 +368,32 @@ class MarianTokenizer:
             raise ValueError(f"token id {token_id} is outside the vocabulary [0, {self.vocab_size})")
         return self._target_pieces[token_id]
 
+    def source_id_to_piece(self, token_id: int) -> str:
+        """Return the source piece of one id.
+
+        Parameters
+        ----------
+        token_id : int
+            An id in ``[0, source_vocab_size)``.
+
+        Returns
+        -------
+        str
+            The piece, e.g. "▁house".
+
+        Notes
+        -----
+        With ``separate_vocabs`` a source id names a different piece than the same target id, so attention
+        plots must label the encoder axis with this, not :meth:`id_to_piece`. Raises ValueError for an id
+        outside the source vocabulary.
+        """
+        token_id = int(token_id)
+        if not 0 <= token_id < len(self._source_pieces):
+            raise ValueError(
+                f"source token id {token_id} is outside the source vocabulary [0, {len(self._source_pieces)})"
+            )
+        return self._source_pieces[token_id]
+
     def __repr__(self) -> str:
         return (
             f"MarianTokenizer(origin={self.origin!r}, vocab_size={self.vocab_size}, "

@@ -12,7 +12,7 @@ LayerNorm's mean and variance do not notice) gives a model with the other layout
 import torch
 from torch import Tensor
 
-from transformer.config import TransformerConfig
+from transformer.model.config import TransformerConfig
 from transformer.model.positional_encoding import sinusoidal_table
 
 # Tensors indexed by the residual stream along their last axis (they read it) ...

@@ -1,12 +1,10 @@
 """Write a converted model into a directory all at once, without clobbering unrelated files."""
 
-import os
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from transformer.training.checkpoint import replace_directory
+from transformer import atomic_files
 
 
 def check_replaceable(destination: Path, marker: str) -> None:
@@ -60,13 +58,5 @@ def staged_directory(destination: Path, marker: str) -> Iterator[Path]:
     """
     destination = Path(destination)
     check_replaceable(destination, marker)
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    temporary = destination.parent / f".{destination.name}.tmp-{os.getpid()}"
-    shutil.rmtree(temporary, ignore_errors=True)
-    temporary.mkdir()
-    try:
+    with atomic_files.staged_directory(destination) as temporary:
         yield temporary
-    except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise
-    replace_directory(temporary, destination)

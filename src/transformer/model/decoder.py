@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from transformer.config import TransformerConfig
+from transformer.model.config import TransformerConfig
 from transformer.model.encoder import build_attention, build_residual
 from transformer.model.feed_forward import PositionwiseFeedForward
 
@@ -53,61 +53,23 @@ class DecoderCache:
         True on real source tokens, per source sentence.
     decoded_len : int
         Number of target positions already fed (the position offset of the next token).
-    rows_per_sentence : int
-        Decoder rows (hypotheses) per source sentence; rows of one sentence are consecutive.
+    rows_per_source : int
+        Consecutive decoder rows that share one source sentence's projected encoder output (1: one row per
+        source).
 
     Notes
     -----
-    Self-attention keys/values are per row (hypothesis); the projected encoder output is per *sentence*, and
-    the beams of a sentence share it: cross-attention folds a sentence's rows into one query block instead
-    of copying the encoder keys/values for every beam at every step. Beam search calls :meth:`reorder` after
-    choosing the surviving hypotheses; the encoder side is copied only when sentences are dropped or
-    reordered.
+    Self-attention keys/values are per row; the projected encoder output is per *source*, and when several
+    target rows decode against one source (the beams of beam search, several samples), cross-attention folds
+    those rows into one query block instead of copying the encoder keys/values for every row at every step.
+    The model only honours the layout; which rows exist and how they follow each other is decided by the
+    search (:func:`transformer.decoding.cache_rows.reorder_decoder_cache`).
     """
 
     layers: list[DecoderLayerCache] = field(default_factory=list)
     cross_attend_mask: Tensor | None = None
     decoded_len: int = 0
-    rows_per_sentence: int = 1
-
-    def reorder(self, batch_indices: Tensor) -> None:
-        """Keep, duplicate or permute rows, e.g. to follow surviving beams.
-
-        Parameters
-        ----------
-        batch_indices : torch.Tensor, shape (new_rows,), int64
-            For each new row, the old row it continues.
-
-        Returns
-        -------
-        None
-
-        Notes
-        -----
-        Rows may grow (batch to batch x beam), shrink (finished sentences dropped) or be permuted freely.
-        When the new rows keep each sentence's rows together, the same number per sentence (as beam search
-        does), the encoder keys/values are kept once per sentence; otherwise they are copied per row.
-        """
-        sentences = torch.div(batch_indices, self.rows_per_sentence, rounding_mode="floor")
-        kept, counts = torch.unique_consecutive(sentences, return_counts=True)
-        rows_per_sentence = int(counts[0])
-        if bool((counts == rows_per_sentence).all()) and kept.numel() == torch.unique(kept).numel():
-            source_rows = kept  # grouped: one copy of the encoder side per sentence
-        else:
-            source_rows, rows_per_sentence = sentences, 1  # any other order: one copy per row
-        unchanged = source_rows.numel() == self.layers[0].cross_key.size(0) and torch.equal(
-            source_rows, torch.arange(source_rows.numel(), device=source_rows.device)
-        )
-        for layer in self.layers:
-            if not unchanged:
-                layer.cross_key = layer.cross_key.index_select(0, source_rows)
-                layer.cross_value = layer.cross_value.index_select(0, source_rows)
-            if layer.self_key is not None and layer.self_value is not None:
-                layer.self_key = layer.self_key.index_select(0, batch_indices)
-                layer.self_value = layer.self_value.index_select(0, batch_indices)
-        if self.cross_attend_mask is not None and not unchanged:
-            self.cross_attend_mask = self.cross_attend_mask.index_select(0, source_rows)
-        self.rows_per_sentence = rows_per_sentence
+    rows_per_source: int = 1
 
 
 class DecoderLayer(nn.Module):
@@ -142,7 +104,7 @@ class DecoderLayer(nn.Module):
         cross_attend_mask: Tensor | None,
         cache: DecoderLayerCache | None = None,
         need_weights: bool = False,
-        rows_per_sentence: int = 1,
+        rows_per_source: int = 1,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """Apply the layer to target positions, fully or incrementally.
 
@@ -160,8 +122,8 @@ class DecoderLayer(nn.Module):
             Reused projections; when given, the new keys/values are appended to it.
         need_weights : bool
             Also return self- and cross-attention weights.
-        rows_per_sentence : int
-            With ``cache``: consecutive rows (beams) that share one source sentence's encoder output.
+        rows_per_source : int
+            With ``cache``: consecutive rows that share one source sentence's encoder output (its beams).
 
         Returns
         -------
@@ -192,7 +154,7 @@ class DecoderLayer(nn.Module):
         cross_query = self.cross_attention.project_query(cross_input)  # (rows, num_heads, tgt_len, d_k)
         if cache is not None:
             attended, cross_weights = self._attend_cached_source(
-                cross_query, cache, cross_attend_mask, rows_per_sentence, need_weights
+                cross_query, cache, cross_attend_mask, rows_per_source, need_weights
             )
         elif memory is not None:
             cross_key, cross_value = self.cross_attention.project_key_value(memory, memory)
@@ -212,22 +174,22 @@ class DecoderLayer(nn.Module):
         query: Tensor,
         cache: DecoderLayerCache,
         cross_attend_mask: Tensor | None,
-        rows_per_sentence: int,
+        rows_per_source: int,
         need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
-        """Cross-attend every row to its sentence's cached encoder keys/values, beams folded together."""
+        """Cross-attend every row to its source's cached encoder keys/values, rows of one source folded together."""
         rows, num_heads, tgt_len, d_k = query.shape
-        num_sentences = rows // rows_per_sentence
-        # (rows, heads, tgt_len, d_k) -> (sentences, heads, rows_per_sentence * tgt_len, d_k)
-        grouped = query.view(num_sentences, rows_per_sentence, num_heads, tgt_len, d_k).transpose(1, 2)
-        grouped = grouped.reshape(num_sentences, num_heads, rows_per_sentence * tgt_len, d_k)
+        num_sentences = rows // rows_per_source
+        # (rows, heads, tgt_len, d_k) -> (sentences, heads, rows_per_source * tgt_len, d_k)
+        grouped = query.view(num_sentences, rows_per_source, num_heads, tgt_len, d_k).transpose(1, 2)
+        grouped = grouped.reshape(num_sentences, num_heads, rows_per_source * tgt_len, d_k)
         attended, weights = self.cross_attention.attend(
             grouped, cache.cross_key, cache.cross_value, cross_attend_mask, need_weights
         )
         attended = attended.reshape(rows, tgt_len, -1)  # (rows, tgt_len, d_model)
         if weights is not None:
             src_len = weights.size(-1)
-            weights = weights.view(num_sentences, num_heads, rows_per_sentence, tgt_len, src_len).transpose(
+            weights = weights.view(num_sentences, num_heads, rows_per_source, tgt_len, src_len).transpose(
                 1, 2
             )
             weights = weights.reshape(rows, num_heads, tgt_len, src_len)
@@ -334,7 +296,7 @@ class Decoder(nn.Module):
                 cross_attend_mask,
                 layer_cache,
                 need_weights,
-                cache.rows_per_sentence if cache is not None else 1,
+                cache.rows_per_source if cache is not None else 1,
             )
             if self_weights is not None and cross_weights is not None:
                 all_self_weights.append(self_weights)

@@ -2,7 +2,7 @@
 
 from torch import Tensor, nn
 
-from transformer.config import TransformerConfig
+from transformer.model.config import TransformerConfig
 from transformer.model.feed_forward import PositionwiseFeedForward
 from transformer.model.multihead_attention import MultiHeadAttention
 from transformer.model.residual import ResidualConnection

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from transformer.config import TransformerConfig
+from transformer.model.config import TransformerConfig
 from transformer.model.decoder import Decoder, DecoderCache
 from transformer.model.dropout import Dropout
 from transformer.model.embeddings import TokenEmbedding
@@ -234,7 +234,8 @@ class Transformer(nn.Module):
 
         Notes
         -----
-        Reorder it with ``cache.reorder(indices)`` when beams are re-ranked.
+        Searches rearrange its rows with :func:`transformer.decoding.cache_rows.reorder_decoder_cache` when
+        beams are re-ranked.
         """
         return self.decoder.init_cache(memory, padding_to_attend_mask(src_padding_mask))
 

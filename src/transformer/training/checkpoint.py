@@ -1,23 +1,14 @@
-"""Checkpoints on disk: safetensors weights plus JSON state, written atomically, never unpickled.
+"""What only training keeps in a checkpoint: the optimizer and trainer state, and the last-K/best manager.
 
-A checkpoint is a directory::
-
-    step-00001000/
-      model.safetensors      weights; the model config as JSON in the file's metadata
-      optimizer.safetensors  Adam moments and random-number-generator states
-      trainer_state.json     step, data position, schedule, experiment config, tokenizer fingerprint
-      tokenizer.model        the SentencePiece model, so the directory alone can translate
-
-It is assembled in a hidden temporary directory and renamed into place, so a crash (even SIGKILL) leaves
-either the old set of checkpoints or the new one, never a half-written directory. ``index.json`` beside the
-checkpoints names the latest and the best (lowest validation loss) one.
+A training checkpoint is a checkpoint (:mod:`transformer.checkpoint`: weights, model config, tokenizer) plus
+``optimizer.safetensors`` (Adam moments and random-number-generator states) and ``trainer_state.json`` (step,
+data position, schedule, experiment config, tokenizer fingerprint), enough for ``--resume`` to continue
+exactly. :class:`CheckpointManager` keeps a run's last K checkpoints and its best one by validation loss, and
+``index.json`` beside them names the latest and the best.
 """
 
-import dataclasses
 import json
-import os
 import shutil
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,86 +18,20 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from transformer.config import DecodeConfig, TransformerConfig, build_dataclass
-from transformer.model.transformer import Transformer
-
-FORMAT = "transformer-checkpoint-v1"
-MODEL_FILE = "model.safetensors"
-OPTIMIZER_FILE = "optimizer.safetensors"
-STATE_FILE = "trainer_state.json"
-TOKENIZER_FILE = "tokenizer.model"
-INDEX_FILE = "index.json"
-AVERAGED_FROM_FILE = "averaged_from.json"
-#: Key of the weights-file metadata that holds a weights-only checkpoint's search settings (JSON).
-DECODE_METADATA_KEY = "decode_config"
-NON_TOKENIZER_FILES = {MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, AVERAGED_FROM_FILE}
-
-
-class CheckpointError(ValueError):
-    """A checkpoint is missing, malformed or does not match what it is loaded into."""
-
-
-def model_tensors(model: nn.Module) -> dict[str, Tensor]:
-    """Collect a model's weights, each shared tensor once.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        The model.
-
-    Returns
-    -------
-    dict of str to torch.Tensor
-        State-dict entries, minus later names of tensors already included (tied embeddings).
-
-    Notes
-    -----
-    safetensors refuses tensors that share memory; loading restores the ties because the module shares them.
-    """
-    tensors: dict[str, Tensor] = {}
-    seen: set[tuple[int, int, tuple[int, ...]]] = set()
-    for name, tensor in model.state_dict().items():
-        identity = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
-        if identity in seen:
-            continue
-        seen.add(identity)
-        tensors[name] = tensor.detach().contiguous().cpu()
-    return tensors
-
-
-def load_model_tensors(model: nn.Module, tensors: dict[str, Tensor], source: str) -> None:
-    """Load weights saved by :func:`model_tensors` into a model of the same architecture.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        Target model.
-    tensors : dict of str to torch.Tensor
-        Saved weights.
-    source : str
-        File name for error messages.
-
-    Returns
-    -------
-    None
-
-    Notes
-    -----
-    Raises CheckpointError naming missing, unexpected or mis-shaped tensors.
-    """
-    expected = model_tensors(model)
-    missing = sorted(set(expected) - set(tensors))
-    unexpected = sorted(set(tensors) - set(expected))
-    if missing or unexpected:
-        raise CheckpointError(
-            f"{source}: weights do not match the model: missing {missing}, unexpected {unexpected}"
-        )
-    for name, tensor in tensors.items():
-        if tensor.shape != expected[name].shape:
-            raise CheckpointError(
-                f"{source}: {name} has shape {tuple(tensor.shape)}, the model expects {tuple(expected[name].shape)}"
-            )
-    model.load_state_dict(tensors, strict=False)
+from transformer.atomic_files import staged_directory, write_json_atomically
+from transformer.checkpoint import (
+    FORMAT,
+    INDEX_FILE,
+    OPTIMIZER_FILE,
+    STATE_FILE,
+    Checkpoint,
+    CheckpointError,
+    load_checkpoint,
+    model_tensors,
+    read_index,
+    write_model_files,
+)
+from transformer.model.config import TransformerConfig
 
 
 @dataclass
@@ -164,8 +89,8 @@ class TrainerState:
 
 
 @dataclass
-class Checkpoint:
-    """A checkpoint read from disk.
+class TrainingCheckpoint(Checkpoint):
+    """A checkpoint with the state to resume training from it.
 
     Parameters
     ----------
@@ -175,62 +100,21 @@ class Checkpoint:
         Architecture of the saved model.
     weights : dict of str to torch.Tensor
         Model weights (shared tensors once).
+    decode_config : DecodeConfig or None
+        The run's search settings.
     state : TrainerState or None
-        Training state (None for weights-only checkpoints such as averages).
+        Training state; None for a weights-only checkpoint (an average, an imported model).
     optimizer_tensors : dict of str to torch.Tensor
         Adam moments and RNG states (empty for weights-only checkpoints).
-    decode_config : DecodeConfig or None
-        The search settings of the run that trained it (its config's ``decode`` section), kept by averaged
-        checkpoints too; None for checkpoints made elsewhere (e.g. imported from HuggingFace Marian).
 
     Notes
     -----
-    Produced by :func:`load_checkpoint`; :meth:`build_model` instantiates the model. ``transformer
-    translate`` / ``evaluate`` and :class:`~transformer.translator.Translator` search with
-    ``decode_config`` unless told otherwise.
+    Produced by :func:`load_training_checkpoint`; everything that only translates uses
+    :class:`transformer.checkpoint.Checkpoint`, which this extends.
     """
 
-    path: Path
-    model_config: TransformerConfig
-    weights: dict[str, Tensor]
-    state: TrainerState | None
-    optimizer_tensors: dict[str, Tensor]
-    decode_config: DecodeConfig | None = None
-
-    def tokenizer_files(self) -> dict[str, bytes]:
-        """Read every tokenizer file stored with the checkpoint.
-
-        Returns
-        -------
-        dict of str to bytes
-            File name to contents: ``tokenizer.model`` for this project's models; ``source.spm``,
-            ``target.spm`` and ``vocab.json`` for converted HuggingFace Marian models.
-
-        Notes
-        -----
-        Everything in the directory except the weights, optimizer, state and provenance files.
-        """
-        return {
-            path.name: path.read_bytes()
-            for path in sorted(self.path.iterdir())
-            if path.is_file() and path.name not in NON_TOKENIZER_FILES
-        }
-
-    def build_model(self) -> Transformer:
-        """Instantiate the saved model with its weights.
-
-        Returns
-        -------
-        transformer.Transformer
-            In eval mode, on the CPU.
-
-        Notes
-        -----
-        Raises CheckpointError if the weights do not fit the config.
-        """
-        model = Transformer(self.model_config)
-        load_model_tensors(model, self.weights, str(self.path / MODEL_FILE))
-        return model.eval()
+    state: TrainerState | None = None
+    optimizer_tensors: dict[str, Tensor] = field(default_factory=dict)
 
 
 def optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, Tensor]:
@@ -291,15 +175,15 @@ def restore_optimizer(
     optimizer.load_state_dict({"state": state, "param_groups": groups})
 
 
-def save_checkpoint(
+def save_training_checkpoint(
     directory: Path,
     model: nn.Module,
     model_config: TransformerConfig,
     tokenizer_files: dict[str, bytes],
-    state: TrainerState | None = None,
-    extra_tensors: dict[str, Tensor] | None = None,
+    state: TrainerState,
+    extra_tensors: dict[str, Tensor],
 ) -> Path:
-    """Write a checkpoint directory atomically.
+    """Write a training checkpoint directory atomically.
 
     Parameters
     ----------
@@ -310,10 +194,10 @@ def save_checkpoint(
     model_config : TransformerConfig
         Its architecture.
     tokenizer_files : dict of str to bytes
-        Tokenizer files stored beside the weights (``{"tokenizer.model": ...}`` for this project's models).
-    state : TrainerState or None
-        Training state; None writes a weights-only checkpoint (e.g. an average).
-    extra_tensors : dict of str to torch.Tensor or None
+        Tokenizer files stored beside the weights (``{"tokenizer.model": ...}``).
+    state : TrainerState
+        Training state, written as ``trainer_state.json``.
+    extra_tensors : dict of str to torch.Tensor
         Optimizer moments and RNG states for ``optimizer.safetensors``.
 
     Returns
@@ -323,185 +207,47 @@ def save_checkpoint(
 
     Notes
     -----
-    Written to a hidden sibling directory, flushed, then renamed: readers never see a partial checkpoint.
+    Written to a hidden sibling directory, flushed, then renamed: readers never see a partial checkpoint, and
+    a run killed while saving resumes from the previous one.
     """
-    temporary = directory.parent / f".{directory.name}.tmp-{os.getpid()}"
-    shutil.rmtree(temporary, ignore_errors=True)
-    temporary.mkdir(parents=True)
-    metadata = {"format": FORMAT, "model_config": json.dumps(model_config.to_dict())}
-    save_file(model_tensors(model), str(temporary / MODEL_FILE), metadata=metadata)
-    if extra_tensors is not None:
-        save_file(extra_tensors, str(temporary / OPTIMIZER_FILE), metadata={"format": FORMAT})
-    if state is not None:
-        (temporary / STATE_FILE).write_text(json.dumps(state.__dict__, indent=1), encoding="utf-8")
-    for name, contents in tokenizer_files.items():
-        (temporary / name).write_bytes(contents)
-    _fsync_directory_files(temporary)
-    replace_directory(temporary, directory)
-    return directory
+    with staged_directory(Path(directory)) as staging:
+        write_model_files(staging, model_tensors(model), model_config, tokenizer_files)
+        save_file(extra_tensors, str(staging / OPTIMIZER_FILE), metadata={"format": FORMAT})
+        (staging / STATE_FILE).write_text(json.dumps(state.__dict__, indent=1), encoding="utf-8")
+    return Path(directory)
 
 
-def replace_directory(source: Path, destination: Path) -> None:
-    """Move a finished directory into place, replacing an existing one.
-
-    Parameters
-    ----------
-    source : Path
-        The completely written directory.
-    destination : Path
-        Where it belongs.
-
-    Returns
-    -------
-    None
-
-    Notes
-    -----
-    An existing destination is first renamed aside, so at every instant one complete version exists.
-    """
-    if destination.exists():
-        trash = destination.parent / f".{destination.name}.old-{os.getpid()}"
-        shutil.rmtree(trash, ignore_errors=True)
-        os.replace(destination, trash)
-        os.replace(source, destination)
-        shutil.rmtree(trash, ignore_errors=True)
-    else:
-        os.replace(source, destination)
-
-
-def _fsync_directory_files(directory: Path) -> None:
-    for path in directory.iterdir():
-        with open(path, "rb") as handle:
-            os.fsync(handle.fileno())
-
-
-def load_checkpoint(path: Path) -> Checkpoint:
-    """Read a checkpoint directory, or the best/latest checkpoint of a run.
+def load_training_checkpoint(path: Path) -> TrainingCheckpoint:
+    """Read a checkpoint with its optimizer and trainer state.
 
     Parameters
     ----------
     path : Path
-        A checkpoint directory (holding ``model.safetensors``), a run's ``checkpoints`` directory or the run
-        directory itself; the last two resolve to the best checkpoint, else the latest.
+        A checkpoint directory, a run's ``checkpoints`` directory or the run directory (see
+        :func:`transformer.checkpoint.load_checkpoint`).
 
     Returns
     -------
-    Checkpoint
-        Weights, config and (if present) training state.
+    TrainingCheckpoint
+        Weights, config, search settings, and the training state if the checkpoint has one.
 
     Notes
     -----
-    Only safetensors and JSON are read: nothing is unpickled, so a checkpoint cannot execute code.
+    Only safetensors and JSON are read. Raises CheckpointError naming the directory when the state files are
+    unreadable, so ``--resume`` can fall back to an older checkpoint.
     """
-    path = resolve_checkpoint(path)
-    model_file = path / MODEL_FILE
-    try:
-        weights = load_file(str(model_file))
-        with open(model_file, "rb") as handle:
-            header_size = int.from_bytes(handle.read(8), "little")
-            header = json.loads(handle.read(header_size))
-        config_values = json.loads(header["__metadata__"]["model_config"])
-    except (OSError, SafetensorError, KeyError, ValueError) as error:
-        raise CheckpointError(f"{model_file}: not a readable checkpoint ({error})") from None
-    model_config = TransformerConfig.from_dict(config_values)
+    checkpoint = load_checkpoint(path)
     state = None
     try:
-        if (path / STATE_FILE).exists():
-            state = TrainerState(**json.loads((path / STATE_FILE).read_text(encoding="utf-8")))
-        extra = load_file(str(path / OPTIMIZER_FILE)) if (path / OPTIMIZER_FILE).exists() else {}
+        if (checkpoint.path / STATE_FILE).exists():
+            state = TrainerState(**json.loads((checkpoint.path / STATE_FILE).read_text(encoding="utf-8")))
+        optimizer_file = checkpoint.path / OPTIMIZER_FILE
+        extra = load_file(str(optimizer_file)) if optimizer_file.exists() else {}
     except (OSError, SafetensorError, TypeError, ValueError) as error:
-        raise CheckpointError(f"{path}: unreadable training state ({error})") from None
-    decode_values = state.experiment.get("decode") if state is not None else None
-    if decode_values is None and DECODE_METADATA_KEY in header["__metadata__"]:
-        decode_values = json.loads(header["__metadata__"][DECODE_METADATA_KEY])
-    try:
-        decode_config = build_dataclass(DecodeConfig, decode_values) if decode_values is not None else None
-    except (TypeError, ValueError) as error:
-        raise CheckpointError(f"{path}: unreadable decode settings ({error})") from None
-    return Checkpoint(path, model_config, weights, state, extra, decode_config)
-
-
-def resolve_checkpoint(path: Path) -> Path:
-    """Find the checkpoint directory a user means.
-
-    Parameters
-    ----------
-    path : Path
-        A checkpoint, a ``checkpoints`` directory or a run directory.
-
-    Returns
-    -------
-    Path
-        A directory holding ``model.safetensors``.
-
-    Notes
-    -----
-    A run resolves to its best checkpoint by validation loss, else its latest.
-    """
-    path = Path(path)
-    if (path / MODEL_FILE).exists():
-        return path
-    for index_dir in (path, path / "checkpoints"):
-        if (index_dir / INDEX_FILE).exists():
-            index = read_index(index_dir)
-            name = index.get("best") or index.get("latest")
-            if name and (index_dir / name / MODEL_FILE).exists():
-                return index_dir / name
-    raise CheckpointError(f"{path}: no checkpoint here (expected {MODEL_FILE} or checkpoints/{INDEX_FILE})")
-
-
-def read_index(checkpoint_dir: Path) -> dict[str, Any]:
-    """Read ``index.json`` of a checkpoints directory.
-
-    Parameters
-    ----------
-    checkpoint_dir : Path
-        The directory holding the checkpoints.
-
-    Returns
-    -------
-    dict
-        ``{"latest": name, "best": name or None, "checkpoints": [names, oldest first]}``; empty values when
-        the file does not exist yet.
-
-    Notes
-    -----
-    Written atomically by :class:`CheckpointManager`.
-    """
-    index_path = checkpoint_dir / INDEX_FILE
-    if not index_path.exists():
-        return {"latest": None, "best": None, "checkpoints": []}
-    try:
-        values: dict[str, Any] = json.loads(index_path.read_text(encoding="utf-8"))
-    except ValueError as error:
-        raise CheckpointError(f"{index_path}: not valid JSON ({error})") from None
-    return values
-
-
-def write_json_atomically(path: Path, values: Any) -> None:
-    """Write JSON to a temporary file and rename it into place.
-
-    Parameters
-    ----------
-    path : Path
-        Destination.
-    values : Any
-        JSON-serialisable data.
-
-    Returns
-    -------
-    None
-
-    Notes
-    -----
-    The temporary file is in the same directory, so the rename is atomic.
-    """
-    temporary = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(values, handle, indent=1)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+        raise CheckpointError(f"{checkpoint.path}: unreadable training state ({error})") from None
+    return TrainingCheckpoint(
+        checkpoint.path, checkpoint.model_config, checkpoint.weights, checkpoint.decode_config, state, extra
+    )
 
 
 class CheckpointManager:
@@ -557,7 +303,7 @@ class CheckpointManager:
         Keeps ``keep_last`` most recent checkpoints plus the best one.
         """
         name = f"step-{state.step:08d}"
-        path = save_checkpoint(
+        path = save_training_checkpoint(
             self.checkpoint_dir / name, model, model_config, tokenizer_files, state, extra_tensors
         )
         index = read_index(self.checkpoint_dir)
@@ -604,102 +350,3 @@ class CheckpointManager:
         """
         names = read_index(self.checkpoint_dir).get("checkpoints", [])
         return [self.checkpoint_dir / name for name in sorted(names, reverse=True)]
-
-
-def average_checkpoints(paths: Sequence[Path]) -> Checkpoint:
-    """Average the weights of several checkpoints of one model (the paper averages the last 5 or 20).
-
-    Parameters
-    ----------
-    paths : sequence of Path
-        Checkpoint directories of the same architecture and vocabulary.
-
-    Returns
-    -------
-    Checkpoint
-        Weights-only checkpoint whose every tensor is the mean of the inputs' (in float64, then cast back).
-
-    Notes
-    -----
-    Section 6.1: "averaging the last 5 checkpoints, which were written at 10-minute intervals". Refuses
-    checkpoints whose configs or tokenizers differ.
-    """
-    if not paths:
-        raise CheckpointError("average_checkpoints needs at least one checkpoint")
-    checkpoints = [load_checkpoint(path) for path in paths]
-    first = checkpoints[0]
-    for other in checkpoints[1:]:
-        describe_mismatch(first.model_config, other.model_config, str(other.path))
-        if other.tokenizer_files() != first.tokenizer_files():
-            raise CheckpointError(f"{other.path}: tokenizer differs from {first.path}'s; cannot average")
-    averaged = {}
-    for name, tensor in first.weights.items():
-        total = sum((checkpoint.weights[name].double() for checkpoint in checkpoints), torch.zeros(()))
-        averaged[name] = (total / len(checkpoints)).to(tensor.dtype)
-    return Checkpoint(first.path, first.model_config, averaged, None, {}, first.decode_config)
-
-
-def describe_mismatch(expected: TransformerConfig, actual: TransformerConfig, source: str) -> None:
-    """Refuse a model config that differs from the expected one, saying which fields differ.
-
-    Parameters
-    ----------
-    expected : TransformerConfig
-        The config in use.
-    actual : TransformerConfig
-        The config found in a checkpoint.
-    source : str
-        The checkpoint, for the message.
-
-    Returns
-    -------
-    None
-
-    Notes
-    -----
-    Raises CheckpointError such as "run/step-1: model config differs: d_model 256 (checkpoint) != 512".
-    """
-    differences = [
-        f"{key} {value!r} (checkpoint) != {expected.to_dict()[key]!r}"
-        for key, value in actual.to_dict().items()
-        if expected.to_dict()[key] != value
-    ]
-    if differences:
-        raise CheckpointError(f"{source}: model config differs: " + "; ".join(differences))
-
-
-def write_weights_checkpoint(checkpoint: Checkpoint, destination: Path, sources: Iterable[Path]) -> Path:
-    """Write a weights-only checkpoint (e.g. an average) atomically.
-
-    Parameters
-    ----------
-    checkpoint : Checkpoint
-        Weights, config and the path whose tokenizer to copy.
-    destination : Path
-        New checkpoint directory.
-    sources : iterable of Path
-        The checkpoints it was made from, recorded in ``averaged_from.json``.
-
-    Returns
-    -------
-    Path
-        ``destination``.
-
-    Notes
-    -----
-    Assembled in a temporary sibling directory and renamed into place. The checkpoint's ``decode_config``,
-    if any, is kept in the weights file's metadata, so an average searches as its run did.
-    """
-    temporary = destination.parent / f".{destination.name}.tmp-{os.getpid()}"
-    shutil.rmtree(temporary, ignore_errors=True)
-    temporary.mkdir(parents=True)
-    metadata = {"format": FORMAT, "model_config": json.dumps(checkpoint.model_config.to_dict())}
-    if checkpoint.decode_config is not None:
-        metadata[DECODE_METADATA_KEY] = json.dumps(dataclasses.asdict(checkpoint.decode_config))
-    save_file(checkpoint.weights, str(temporary / MODEL_FILE), metadata=metadata)
-    for name, contents in checkpoint.tokenizer_files().items():
-        (temporary / name).write_bytes(contents)
-    (temporary / AVERAGED_FROM_FILE).write_text(json.dumps([str(path) for path in sources], indent=1))
-    _fsync_directory_files(temporary)
-    replace_directory(temporary, destination)
-    return destination

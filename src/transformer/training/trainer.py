@@ -21,17 +21,18 @@ from torch.nn.parallel import DistributedDataParallel
 
 from transformer.autotune.model_tuning import ModelTuning, tune_model
 from transformer.autotune.thread_probe import usable_cpus
+from transformer.checkpoint import CheckpointError, describe_mismatch
 from transformer.config import ExperimentConfig
 from transformer.data.batching import Batch, TokenBatchSampler, collate, shard
 from transformer.data.prepare import TOKENIZER_FILE, TrainingData
+from transformer.evaluation.perplexity import sum_batch_losses
+from transformer.loss import label_smoothed_nll_loss
 from transformer.model.transformer import Transformer
 from transformer.training.checkpoint import (
-    Checkpoint,
-    CheckpointError,
     CheckpointManager,
     TrainerState,
-    describe_mismatch,
-    load_checkpoint,
+    TrainingCheckpoint,
+    load_training_checkpoint,
     optimizer_tensors,
     restore_optimizer,
 )
@@ -41,7 +42,6 @@ from transformer.training.distributed import (
     barrier,
     broadcast_from_main,
 )
-from transformer.training.loss import label_smoothed_nll_loss
 from transformer.training.metrics import MetricsLog
 from transformer.training.precision import autocast, check_precision
 from transformer.training.schedule import TimeBudget, build_scheduler, scale_for_peak
@@ -379,12 +379,12 @@ class Trainer:
         self._last_checkpoint = (self.state.step, checkpoint.path)
         self.reporter.message(f"resumed from {checkpoint.path} at step {self.state.step}")
 
-    def _newest_readable_checkpoint(self) -> Checkpoint:
+    def _newest_readable_checkpoint(self) -> TrainingCheckpoint:
         """Load the newest checkpoint that reads back whole, warning about each damaged one skipped."""
         failures = []
         for path in self.checkpoints.newest_first():
             try:
-                return load_checkpoint(path)
+                return load_training_checkpoint(path)
             except CheckpointError as error:
                 failures.append(str(error))
                 self.reporter.message(f"warning: skipping a damaged checkpoint: {error}")
@@ -392,12 +392,12 @@ class Trainer:
             f"{self.checkpoints.checkpoint_dir}: no readable checkpoint to resume from ({'; '.join(failures)})"
         )
 
-    def restore(self, checkpoint: Checkpoint) -> None:
+    def restore(self, checkpoint: TrainingCheckpoint) -> None:
         """Load weights, optimizer, schedule, data position and random state from a checkpoint.
 
         Parameters
         ----------
-        checkpoint : Checkpoint
+        checkpoint : TrainingCheckpoint
             A full training checkpoint of this run.
 
         Returns
@@ -619,23 +619,20 @@ class Trainer:
         """
         if self.data.valid is None:
             return None
-        self.model.eval()
         sampler = TokenBatchSampler(
             self.data.valid.source_lengths,
             self.data.valid.target_lengths,
             self.recipe.max_tokens,
             shuffle=False,
         )
-        sums = torch.zeros(3, dtype=torch.float64)
-        with torch.no_grad():
-            for indices in sampler.batches(0)[self.context.rank :: self.context.world_size]:
-                batch = collate(indices, self.data.valid).to(self.device)
-                with autocast(self.precision, self.device):
-                    logits = self.model(batch.src_tokens, batch.tgt_input)
-                loss, nll = label_smoothed_nll_loss(
-                    logits, batch.tgt_output, self.recipe.label_smoothing, self.experiment.model.pad_id
-                )
-                sums += torch.tensor([float(loss), float(nll), batch.num_target_tokens], dtype=torch.float64)
+        shard = sampler.batches(0)[self.context.rank :: self.context.world_size]
+        sums = sum_batch_losses(
+            self.model,
+            (collate(indices, self.data.valid).to(self.device) for indices in shard),
+            self.recipe.label_smoothing,
+            self.experiment.model.pad_id,
+            forward_context=lambda: autocast(self.precision, self.device),
+        )
         sums = all_reduce_sum(sums, self.context)
         tokens = max(float(sums[2]), 1.0)
         return float(sums[0]) / tokens, math.exp(min(float(sums[1]) / tokens, 100.0))

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import torch
 
+from transformer.checkpoint import load_checkpoint, load_checkpoint_tokenizer
 from transformer.config import DecodeConfig
+from transformer.data.batching import inference_batches, pad_sequences
 from transformer.data.text_tokenizer import TextTokenizer
-from transformer.data.tokenizer import Tokenizer
 from transformer.decoding.beam_search import search
+from transformer.device import resolve_device
 from transformer.model.quantization import quantize_for_inference
 from transformer.model.transformer import Transformer
-from transformer.training.checkpoint import TOKENIZER_FILE, load_checkpoint
-from transformer.training.distributed import resolve_device
 
 DEFAULT_MAX_INPUT_TOKENS = 1024
 #: The ``precision`` values of :class:`Translator` (and of ``transformer translate --precision``).
@@ -93,7 +93,7 @@ class Translator:
             raise ValueError(
                 f"tokenizer has {tokenizer.vocab_size} pieces, the model {model.config.tgt_vocab_size} outputs"
             )
-        self.device = resolve_device(device)
+        self.device = resolve_device(device, option="device")
         if precision == "int8" and self.device.type != "cpu":
             raise ValueError(
                 f"precision='int8' runs on the CPU only (PyTorch's int8 linear kernels, FBGEMM and oneDNN, have "
@@ -184,11 +184,10 @@ class Translator:
         """
         encoded = [self._encode(sentence) for sentence in sentences]
         results: list[list[Candidate]] = [[] for _ in sentences]
-        order = sorted(
-            (index for index, ids in enumerate(encoded) if ids), key=lambda index: -len(encoded[index])
-        )
-        for batch_indices in self._batches(order, encoded):
-            src_tokens = self._pad([encoded[index] for index in batch_indices])
+        lengths = [len(ids) for ids in encoded]
+        for batch_indices in inference_batches(lengths, self.max_tokens):
+            src_tokens = pad_sequences([encoded[index] for index in batch_indices], self.model.config.pad_id)
+            src_tokens = src_tokens.to(self.device)
             hypotheses = search(self.model, src_tokens, self.decode_config)
             for index, sentence_hypotheses in zip(batch_indices, hypotheses, strict=True):
                 results[index] = [
@@ -207,52 +206,3 @@ class Translator:
             ids = ids[: self.max_input_tokens - 1]
             self.truncated_count += 1
         return [*ids, self.model.config.eos_id]
-
-    def _batches(self, order: list[int], encoded: list[list[int]]) -> list[list[int]]:
-        batches: list[list[int]] = []
-        current: list[int] = []
-        for index in order:  # longest first, so the first item of a batch sets its width
-            width = len(encoded[current[0]]) if current else len(encoded[index])
-            if current and (len(current) + 1) * width > self.max_tokens:
-                batches.append(current)
-                current = []
-            current.append(index)
-        if current:
-            batches.append(current)
-        return batches
-
-    def _pad(self, sequences: list[list[int]]) -> torch.Tensor:
-        width = max(len(ids) for ids in sequences)
-        padded = torch.full((len(sequences), width), self.model.config.pad_id, dtype=torch.long)
-        for row, ids in enumerate(sequences):
-            padded[row, : len(ids)] = torch.tensor(ids)
-        return padded.to(self.device)
-
-
-def load_checkpoint_tokenizer(directory: Path) -> TextTokenizer:
-    """Load the tokenizer stored in a checkpoint directory.
-
-    Parameters
-    ----------
-    directory : Path
-        A checkpoint directory.
-
-    Returns
-    -------
-    TextTokenizer
-        This project's SentencePiece tokenizer (``tokenizer.model``), or the Marian vocabulary adapter
-        (``vocab.json`` with ``source.spm`` and ``target.spm``) for converted HuggingFace Marian models.
-
-    Notes
-    -----
-    Raises ValueError naming the directory when neither is present.
-    """
-    if (directory / TOKENIZER_FILE).exists():
-        return Tokenizer.load(directory / TOKENIZER_FILE)
-    if (directory / "vocab.json").exists():
-        from transformer.interop.marian import MarianTokenizer  # optional: needs only sentencepiece
-
-        return MarianTokenizer.load(directory)
-    raise ValueError(
-        f"{directory}: no tokenizer (expected {TOKENIZER_FILE}, or vocab.json with source/target.spm)"
-    )

@@ -2,8 +2,8 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from transformer.training import loss as loss_module
-from transformer.training.loss import label_smoothed_nll_loss
+from transformer import loss as loss_module
+from transformer.loss import label_smoothed_nll_loss
 
 
 @pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.3])

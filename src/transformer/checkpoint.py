@@ -1,0 +1,451 @@
+"""The checkpoint, the product's central artifact: weights, model config, tokenizer files and search settings.
+
+A checkpoint is a directory::
+
+    step-00001000/
+      model.safetensors      weights; the model config (and, for weights-only checkpoints, the search
+                             settings) as JSON in the file's metadata
+      tokenizer.model        the SentencePiece model, so the directory alone can translate
+                             (or source.spm, target.spm and vocab.json for an imported Marian model)
+      optimizer.safetensors  training checkpoints only: Adam moments and random-number-generator states
+      trainer_state.json     training checkpoints only: step, data position, schedule, experiment config
+      averaged_from.json     averages only: the checkpoints averaged
+
+This module reads and writes what translating, converting, scoring and averaging need, and depends only on
+the model, its config and the tokenizers; what only training needs (the optimizer and trainer state, the
+manager of the last-K and best checkpoints) is in :mod:`transformer.training.checkpoint`. Nothing is ever
+unpickled: only safetensors and JSON are read, so a checkpoint cannot execute code. Directories are assembled
+in a hidden sibling and renamed into place (:func:`transformer.atomic_files.staged_directory`), so a crash
+(even SIGKILL) leaves the old checkpoint or the new one, never a half-written directory.
+"""
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+from transformer.atomic_files import staged_directory
+from transformer.config import DecodeConfig
+from transformer.data.text_tokenizer import TextTokenizer
+from transformer.data.tokenizer import Tokenizer
+from transformer.model.config import TransformerConfig
+from transformer.model.transformer import Transformer
+from transformer.typed_fields import build_dataclass
+
+FORMAT = "transformer-checkpoint-v1"
+MODEL_FILE = "model.safetensors"
+OPTIMIZER_FILE = "optimizer.safetensors"
+STATE_FILE = "trainer_state.json"
+TOKENIZER_FILE = "tokenizer.model"
+INDEX_FILE = "index.json"
+AVERAGED_FROM_FILE = "averaged_from.json"
+#: Key of the weights-file metadata that holds a weights-only checkpoint's search settings (JSON).
+DECODE_METADATA_KEY = "decode_config"
+NON_TOKENIZER_FILES = {MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, AVERAGED_FROM_FILE}
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is missing, malformed or does not match what it is loaded into.
+
+    Notes
+    -----
+    A ``ValueError``, so the command line reports it as one line naming the checkpoint, like any bad input.
+    """
+
+
+def model_tensors(model: nn.Module) -> dict[str, Tensor]:
+    """Collect a model's weights, each shared tensor once.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model.
+
+    Returns
+    -------
+    dict of str to torch.Tensor
+        State-dict entries, minus later names of tensors already included (tied embeddings).
+
+    Notes
+    -----
+    safetensors refuses tensors that share memory; loading restores the ties because the module shares them.
+    """
+    tensors: dict[str, Tensor] = {}
+    seen: set[tuple[int, int, tuple[int, ...]]] = set()
+    for name, tensor in model.state_dict().items():
+        identity = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+        if identity in seen:
+            continue
+        seen.add(identity)
+        tensors[name] = tensor.detach().contiguous().cpu()
+    return tensors
+
+
+def load_model_tensors(model: nn.Module, tensors: dict[str, Tensor], source: str) -> None:
+    """Load weights saved by :func:`model_tensors` into a model of the same architecture.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Target model.
+    tensors : dict of str to torch.Tensor
+        Saved weights.
+    source : str
+        File name for error messages.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Raises CheckpointError naming missing, unexpected or mis-shaped tensors.
+    """
+    expected = model_tensors(model)
+    missing = sorted(set(expected) - set(tensors))
+    unexpected = sorted(set(tensors) - set(expected))
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{source}: weights do not match the model: missing {missing}, unexpected {unexpected}"
+        )
+    for name, tensor in tensors.items():
+        if tensor.shape != expected[name].shape:
+            raise CheckpointError(
+                f"{source}: {name} has shape {tuple(tensor.shape)}, the model expects {tuple(expected[name].shape)}"
+            )
+    model.load_state_dict(tensors, strict=False)
+
+
+@dataclass
+class Checkpoint:
+    """A checkpoint read from disk.
+
+    Parameters
+    ----------
+    path : Path
+        The checkpoint directory.
+    model_config : TransformerConfig
+        Architecture of the saved model.
+    weights : dict of str to torch.Tensor
+        Model weights (shared tensors once).
+    decode_config : DecodeConfig or None
+        The search settings of the run that trained it (its config's ``decode`` section), kept by averaged
+        checkpoints too; None for checkpoints made elsewhere (e.g. imported from HuggingFace Marian).
+
+    Notes
+    -----
+    Produced by :func:`load_checkpoint`; :meth:`build_model` instantiates the model. ``transformer
+    translate`` / ``evaluate`` and :class:`~transformer.decoding.translator.Translator` search with
+    ``decode_config`` unless told otherwise. A training checkpoint's optimizer and trainer state are read
+    only by :func:`transformer.training.checkpoint.load_training_checkpoint`.
+    """
+
+    path: Path
+    model_config: TransformerConfig
+    weights: dict[str, Tensor]
+    decode_config: DecodeConfig | None = None
+
+    def tokenizer_files(self) -> dict[str, bytes]:
+        """Read every tokenizer file stored with the checkpoint.
+
+        Returns
+        -------
+        dict of str to bytes
+            File name to contents: ``tokenizer.model`` for this project's models; ``source.spm``,
+            ``target.spm`` and ``vocab.json`` for converted HuggingFace Marian models.
+
+        Notes
+        -----
+        Everything in the directory except the weights, optimizer, state and provenance files.
+        """
+        return {
+            path.name: path.read_bytes()
+            for path in sorted(self.path.iterdir())
+            if path.is_file() and path.name not in NON_TOKENIZER_FILES
+        }
+
+    def build_model(self) -> Transformer:
+        """Instantiate the saved model with its weights.
+
+        Returns
+        -------
+        transformer.Transformer
+            In eval mode, on the CPU.
+
+        Notes
+        -----
+        Raises CheckpointError if the weights do not fit the config.
+        """
+        model = Transformer(self.model_config)
+        load_model_tensors(model, self.weights, str(self.path / MODEL_FILE))
+        return model.eval()
+
+
+def write_model_files(
+    directory: Path,
+    weights: dict[str, Tensor],
+    model_config: TransformerConfig,
+    tokenizer_files: dict[str, bytes],
+    decode_config: DecodeConfig | None = None,
+) -> None:
+    """Write the weights and tokenizer files of a checkpoint into a directory being assembled.
+
+    Parameters
+    ----------
+    directory : Path
+        An existing (staging) directory.
+    weights : dict of str to torch.Tensor
+        Model weights, each shared tensor once (:func:`model_tensors`).
+    model_config : TransformerConfig
+        The architecture, stored as JSON in the weights file's metadata.
+    tokenizer_files : dict of str to bytes
+        File name to contents, stored beside the weights.
+    decode_config : DecodeConfig or None
+        Search settings to keep in the metadata (weights-only checkpoints: a training checkpoint keeps them
+        in its trainer state instead).
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Not atomic by itself: callers write into :func:`transformer.atomic_files.staged_directory`, as
+    :func:`save_checkpoint` and :func:`transformer.training.checkpoint.save_training_checkpoint` do.
+    """
+    metadata = {"format": FORMAT, "model_config": json.dumps(model_config.to_dict())}
+    if decode_config is not None:
+        metadata[DECODE_METADATA_KEY] = json.dumps(dataclasses.asdict(decode_config))
+    save_file(weights, str(directory / MODEL_FILE), metadata=metadata)
+    for name, contents in tokenizer_files.items():
+        (directory / name).write_bytes(contents)
+
+
+def save_checkpoint(
+    directory: Path,
+    model: nn.Module,
+    model_config: TransformerConfig,
+    tokenizer_files: dict[str, bytes],
+    decode_config: DecodeConfig | None = None,
+) -> Path:
+    """Write a weights-only checkpoint directory atomically (an imported model, a model built in code).
+
+    Parameters
+    ----------
+    directory : Path
+        Final checkpoint directory; replaced if it exists.
+    model : torch.nn.Module
+        The model (unwrapped from DistributedDataParallel).
+    model_config : TransformerConfig
+        Its architecture.
+    tokenizer_files : dict of str to bytes
+        Tokenizer files stored beside the weights (``{"tokenizer.model": ...}`` for this project's models).
+    decode_config : DecodeConfig or None
+        Search settings the checkpoint should translate with by default.
+
+    Returns
+    -------
+    Path
+        ``directory``.
+
+    Notes
+    -----
+    Assembled in a hidden sibling directory, flushed, then renamed: readers never see a partial checkpoint.
+    The caller decides whether ``directory`` may be replaced (``transformer convert`` refuses a foreign one).
+    """
+    with staged_directory(Path(directory)) as staging:
+        write_model_files(staging, model_tensors(model), model_config, tokenizer_files, decode_config)
+    return Path(directory)
+
+
+def load_checkpoint(path: Path) -> Checkpoint:
+    """Read a checkpoint directory, or the best/latest checkpoint of a run.
+
+    Parameters
+    ----------
+    path : Path
+        A checkpoint directory (holding ``model.safetensors``), a run's ``checkpoints`` directory or the run
+        directory itself; the last two resolve to the best checkpoint, else the latest.
+
+    Returns
+    -------
+    Checkpoint
+        Weights, model config and search settings.
+
+    Notes
+    -----
+    Only safetensors and JSON are read: nothing is unpickled, so a checkpoint cannot execute code. The search
+    settings come from a training checkpoint's ``trainer_state.json`` (its run's ``decode`` section) or from
+    the weights file's metadata (averages); every checkpoint written since the format's first version loads.
+    """
+    path = resolve_checkpoint(path)
+    model_file = path / MODEL_FILE
+    try:
+        weights = load_file(str(model_file))
+        metadata = read_weights_metadata(model_file)
+        config_values = json.loads(metadata["model_config"])
+    except (OSError, SafetensorError, KeyError, ValueError) as error:
+        raise CheckpointError(f"{model_file}: not a readable checkpoint ({error})") from None
+    model_config = TransformerConfig.from_dict(config_values)
+    decode_values = None
+    try:
+        if (path / STATE_FILE).exists():
+            state_values = json.loads((path / STATE_FILE).read_text(encoding="utf-8"))
+            decode_values = state_values.get("experiment", {}).get("decode")
+    except (OSError, KeyError, TypeError, AttributeError, ValueError) as error:
+        raise CheckpointError(f"{path / STATE_FILE}: unreadable training state ({error})") from None
+    if decode_values is None and DECODE_METADATA_KEY in metadata:
+        decode_values = json.loads(metadata[DECODE_METADATA_KEY])
+    try:
+        decode_config = build_dataclass(DecodeConfig, decode_values) if decode_values is not None else None
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{path}: unreadable decode settings ({error})") from None
+    return Checkpoint(path, model_config, weights, decode_config)
+
+
+def read_weights_metadata(model_file: Path) -> dict[str, str]:
+    """Read the string metadata of a safetensors file without loading its tensors.
+
+    Parameters
+    ----------
+    model_file : Path
+        A ``model.safetensors`` file.
+
+    Returns
+    -------
+    dict of str to str
+        The header's ``__metadata__`` (``format``, ``model_config``, optionally ``decode_config``).
+
+    Notes
+    -----
+    The safetensors header is an 8-byte little-endian length followed by that much JSON; reading it directly
+    avoids a second pass over the weights. Raises OSError, KeyError or ValueError for a malformed file.
+    """
+    with open(model_file, "rb") as handle:
+        header_size = int.from_bytes(handle.read(8), "little")
+        header = json.loads(handle.read(header_size))
+    metadata: dict[str, str] = header["__metadata__"]
+    return metadata
+
+
+def load_checkpoint_tokenizer(directory: Path) -> TextTokenizer:
+    """Load the tokenizer stored in a checkpoint directory.
+
+    Parameters
+    ----------
+    directory : Path
+        A checkpoint directory.
+
+    Returns
+    -------
+    TextTokenizer
+        This project's SentencePiece tokenizer (``tokenizer.model``), or the Marian vocabulary adapter
+        (``vocab.json`` with ``source.spm`` and ``target.spm``) for converted HuggingFace Marian models.
+
+    Notes
+    -----
+    Raises ValueError naming the directory when neither is present. The Marian adapter is imported only when
+    needed: it lives in :mod:`transformer.interop` but needs nothing beyond sentencepiece.
+    """
+    directory = Path(directory)
+    if (directory / TOKENIZER_FILE).exists():
+        return Tokenizer.load(directory / TOKENIZER_FILE)
+    if (directory / "vocab.json").exists():
+        from transformer.interop.marian_tokenizer import MarianTokenizer
+
+        return MarianTokenizer.load(directory)
+    raise ValueError(
+        f"{directory}: no tokenizer (expected {TOKENIZER_FILE}, or vocab.json with source/target.spm)"
+    )
+
+
+def resolve_checkpoint(path: Path) -> Path:
+    """Find the checkpoint directory a user means.
+
+    Parameters
+    ----------
+    path : Path
+        A checkpoint, a ``checkpoints`` directory or a run directory.
+
+    Returns
+    -------
+    Path
+        A directory holding ``model.safetensors``.
+
+    Notes
+    -----
+    A run resolves to its best checkpoint by validation loss, else its latest.
+    """
+    path = Path(path)
+    if (path / MODEL_FILE).exists():
+        return path
+    for index_dir in (path, path / "checkpoints"):
+        if (index_dir / INDEX_FILE).exists():
+            index = read_index(index_dir)
+            name = index.get("best") or index.get("latest")
+            if name and (index_dir / name / MODEL_FILE).exists():
+                return index_dir / name
+    raise CheckpointError(f"{path}: no checkpoint here (expected {MODEL_FILE} or checkpoints/{INDEX_FILE})")
+
+
+def read_index(checkpoint_dir: Path) -> dict[str, Any]:
+    """Read ``index.json`` of a checkpoints directory.
+
+    Parameters
+    ----------
+    checkpoint_dir : Path
+        The directory holding the checkpoints.
+
+    Returns
+    -------
+    dict
+        ``{"latest": name, "best": name or None, "checkpoints": [names, oldest first]}``; empty values when
+        the file does not exist yet.
+
+    Notes
+    -----
+    Written atomically by :class:`transformer.training.checkpoint.CheckpointManager`; read here because a run
+    directory resolves to the checkpoint its index names best.
+    """
+    index_path = checkpoint_dir / INDEX_FILE
+    if not index_path.exists():
+        return {"latest": None, "best": None, "checkpoints": []}
+    try:
+        values: dict[str, Any] = json.loads(index_path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise CheckpointError(f"{index_path}: not valid JSON ({error})") from None
+    return values
+
+
+def describe_mismatch(expected: TransformerConfig, actual: TransformerConfig, source: str) -> None:
+    """Refuse a model config that differs from the expected one, saying which fields differ.
+
+    Parameters
+    ----------
+    expected : TransformerConfig
+        The config in use.
+    actual : TransformerConfig
+        The config found in a checkpoint.
+    source : str
+        The checkpoint, for the message.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Raises CheckpointError such as "run/step-1: model config differs: d_model 256 (checkpoint) != 512".
+    """
+    differences = [
+        f"{key} {value!r} (checkpoint) != {expected.to_dict()[key]!r}"
+        for key, value in actual.to_dict().items()
+        if expected.to_dict()[key] != value
+    ]
+    if differences:
+        raise CheckpointError(f"{source}: model config differs: " + "; ".join(differences))

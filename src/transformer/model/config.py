@@ -1,0 +1,315 @@
+"""The model's hyper-parameters (:class:`TransformerConfig`) and the option lists they are checked against.
+
+Defaults are the paper's base model (section 3, Table 3); :meth:`TransformerConfig.base`, :meth:`~TransformerConfig.big`
+and :meth:`~TransformerConfig.table2` build the named models of Tables 2 and 3 from :mod:`transformer.model.presets`.
+The run configuration (:mod:`transformer.config`) composes this config with the data, training and decoding
+settings; the model package depends on this module only, never on the run configuration.
+"""
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from transformer.model.feed_forward import ACTIVATIONS
+from transformer.model.multihead_attention import ATTENTION_SCORINGS
+from transformer.model.presets import BASE_SETTINGS, BIG_SETTINGS, find_table2_variant, varied_settings
+from transformer.model.scaled_dot_product_attention import ATTENTION_IMPLEMENTATIONS
+from transformer.typed_fields import build_dataclass, check_field_types
+
+POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
+SINUSOIDAL_LAYOUTS = ("interleaved", "concatenated")
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Hyper-parameters of the encoder-decoder Transformer; defaults are the paper's base model.
+
+    Parameters
+    ----------
+    vocab_size : int
+        Source vocabulary size, and target vocabulary size unless ``target_vocab_size`` is set.
+    target_vocab_size : int or None
+        Target vocabulary size when it differs from the source's (requires ``share_embeddings=False``).
+    d_model : int
+        Width of embeddings and of every sub-layer output (512 base, 1024 big).
+    d_ff : int
+        Inner width of the feed-forward networks (2048 base, 4096 big).
+    num_heads : int
+        Attention heads h (8 base, 16 big).
+    d_k : int or None
+        Query/key width per head; None means ``d_model // num_heads`` (Table 2 rows A, B, C vary it).
+    d_v : int or None
+        Value width per head; None means ``d_model // num_heads``.
+    num_encoder_layers : int
+        Encoder layers N (6).
+    num_decoder_layers : int
+        Decoder layers N (6).
+    dropout : float
+        P_drop on every sub-layer output and on the embedding sums (0.1 base, 0.3 big EN-DE).
+    attention_dropout : float
+        Dropout on attention weights; the paper uses none.
+    activation : str
+        Feed-forward non-linearity: "relu" (paper), "silu" or "gelu" (other toolkits' checkpoints).
+    positional_encoding : str
+        "sinusoidal" (paper) or "learned" (Table 2 row E).
+    max_positions : int
+        Positions of the learned embedding table; sinusoidal encodings have no limit.
+    share_embeddings : bool
+        One embedding matrix for source and target tokens (paper section 3.4, with a shared BPE vocabulary).
+    tie_output_projection : bool
+        Use the target embedding matrix as the pre-softmax projection (section 3.4).
+    scale_embeddings : bool
+        Multiply embeddings by sqrt(d_model) (section 3.4).
+    norm_first : bool
+        Pre-norm ``x + Sublayer(LayerNorm(x))`` instead of the paper's post-norm ``LayerNorm(x + Sublayer(x))``.
+    layer_norm_eps : float
+        Epsilon of every LayerNorm.
+    attention_scoring : str
+        "dot_product" (Eq. 1) or "additive" (Bahdanau), section 3.2.1.
+    attention_window : int or None
+        Restrict self-attention to r neighbours on each side (Table 1, last row); None is full attention.
+    attention_implementation : str
+        "auto" (explicit matrix products up to a length measured on the machine at hand, the fused kernel
+        beyond, where it is faster and keeps memory linear), "fused" or "explicit". Training times both
+        paths at 16, 32, ... positions once per machine, precision and head shape (cached like
+        ``train.precision``): the explicit formula won up to a few hundred positions in bf16 on the CPUs
+        measured, while in fp32 on a CPU without AMX, and on GPUs, the fused kernel wins from the start.
+        Translation (one new query per step) and a model built directly use 256.
+    pad_id, bos_id, eos_id, unk_id : int
+        Ids of the special tokens, fixed by the tokenizer.
+    decoder_start_id : int or None
+        First decoder input token; None means ``bos_id``. (HuggingFace Marian starts from its pad token.)
+    sinusoidal_layout : str
+        "interleaved": sin in even and cos in odd dimensions, the paper's formula; "concatenated": all sines
+        then all cosines (HuggingFace Marian, fairseq). Same frequencies, different order.
+    output_bias : bool
+        Add a bias vector to the logits (Marian's ``final_logits_bias``); the paper has none.
+
+    Notes
+    -----
+    Frozen and validated at construction: an invalid combination raises ValueError naming the field.
+    """
+
+    vocab_size: int
+    target_vocab_size: int | None = None
+    d_model: int = 512
+    d_ff: int = 2048
+    num_heads: int = 8
+    d_k: int | None = None
+    d_v: int | None = None
+    num_encoder_layers: int = 6
+    num_decoder_layers: int = 6
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation: str = "relu"
+    positional_encoding: str = "sinusoidal"
+    max_positions: int = 1024
+    share_embeddings: bool = True
+    tie_output_projection: bool = True
+    scale_embeddings: bool = True
+    norm_first: bool = False
+    layer_norm_eps: float = 1e-5
+    attention_scoring: str = "dot_product"
+    attention_window: int | None = None
+    attention_implementation: str = "auto"
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+    unk_id: int = 3
+    decoder_start_id: int | None = None
+    sinusoidal_layout: str = "interleaved"
+    output_bias: bool = False
+
+    def __post_init__(self) -> None:
+        check_field_types(self)
+        positive = ["vocab_size", "d_model", "d_ff", "num_heads", "num_encoder_layers", "num_decoder_layers"]
+        positive += ["max_positions"]
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"TransformerConfig.{name}={getattr(self, name)} must be positive")
+        for name in ("target_vocab_size", "d_k", "d_v", "attention_window"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"TransformerConfig.{name}={value} must be positive or None")
+        if (self.d_k is None or self.d_v is None) and self.d_model % self.num_heads:
+            raise ValueError(
+                f"TransformerConfig: d_model={self.d_model} is not divisible by num_heads={self.num_heads}; "
+                "set d_k and d_v explicitly"
+            )
+        self._check_choices()
+        self._check_vocabulary()
+
+    def _check_choices(self) -> None:
+        for name, value, choices in (
+            ("activation", self.activation, ACTIVATIONS),
+            ("positional_encoding", self.positional_encoding, POSITIONAL_ENCODINGS),
+            ("attention_scoring", self.attention_scoring, ATTENTION_SCORINGS),
+            ("sinusoidal_layout", self.sinusoidal_layout, SINUSOIDAL_LAYOUTS),
+            ("attention_implementation", self.attention_implementation, ATTENTION_IMPLEMENTATIONS),
+        ):
+            if value not in choices:
+                raise ValueError(f"TransformerConfig.{name}={value!r} is not one of {choices}")
+        for name in ("dropout", "attention_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"TransformerConfig.{name}={getattr(self, name)} must be in [0, 1)")
+        if self.positional_encoding == "sinusoidal" and self.d_model % 2:
+            raise ValueError(
+                f"TransformerConfig.d_model={self.d_model} must be even for sinusoidal encodings"
+            )
+
+    def _check_vocabulary(self) -> None:
+        special = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id, "unk_id": self.unk_id}
+        if self.decoder_start_id is not None:
+            special["decoder_start_id"] = self.decoder_start_id
+        smallest = min(self.vocab_size, self.tgt_vocab_size)
+        for name, value in special.items():
+            if not 0 <= value < smallest:
+                raise ValueError(
+                    f"TransformerConfig.{name}={value} is outside the vocabulary [0, {smallest})"
+                )
+        # BOS may equal EOS and the decoder may start from PAD (Marian does both); the rest must differ.
+        for first, second in (
+            ("pad_id", "eos_id"),
+            ("pad_id", "unk_id"),
+            ("eos_id", "unk_id"),
+            ("pad_id", "bos_id"),
+        ):
+            if special[first] == special[second]:
+                raise ValueError(
+                    f"TransformerConfig.{first} and {second} must differ, both are {special[first]}"
+                )
+        if self.share_embeddings and self.tgt_vocab_size != self.vocab_size:
+            raise ValueError(
+                f"TransformerConfig.share_embeddings needs equal vocabularies, got vocab_size={self.vocab_size} "
+                f"and target_vocab_size={self.target_vocab_size}"
+            )
+
+    @property
+    def start_id(self) -> int:
+        """The first decoder input token: ``decoder_start_id``, else ``bos_id``."""
+        return self.decoder_start_id if self.decoder_start_id is not None else self.bos_id
+
+    @property
+    def src_vocab_size(self) -> int:
+        """Source vocabulary size."""
+        return self.vocab_size
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        """Target vocabulary size (``target_vocab_size`` or else ``vocab_size``)."""
+        return self.target_vocab_size if self.target_vocab_size is not None else self.vocab_size
+
+    @property
+    def head_dims(self) -> tuple[int, int]:
+        """The per-head widths ``(d_k, d_v)`` with defaults resolved."""
+        default = self.d_model // self.num_heads
+        return (self.d_k or default, self.d_v or default)
+
+    @classmethod
+    def base(cls, vocab_size: int = 37000, **overrides: Any) -> "TransformerConfig":
+        """Build the paper's base model configuration.
+
+        Parameters
+        ----------
+        vocab_size : int
+            Shared vocabulary size (the paper's EN-DE BPE vocabulary has about 37,000 tokens).
+        **overrides : Any
+            Any other ``TransformerConfig`` field.
+
+        Returns
+        -------
+        TransformerConfig
+            N=6, d_model=512, d_ff=2048, h=8, P_drop=0.1.
+
+        Notes
+        -----
+        About 63.1M parameters with a 37,000-token shared and tied vocabulary (the paper reports 65M).
+        """
+        return cls.from_dict({**BASE_SETTINGS, "vocab_size": vocab_size, **overrides})
+
+    @classmethod
+    def big(cls, vocab_size: int = 37000, **overrides: Any) -> "TransformerConfig":
+        """Build the paper's big model configuration.
+
+        Parameters
+        ----------
+        vocab_size : int
+            Shared vocabulary size.
+        **overrides : Any
+            Any other ``TransformerConfig`` field.
+
+        Returns
+        -------
+        TransformerConfig
+            N=6, d_model=1024, d_ff=4096, h=16, P_drop=0.3.
+
+        Notes
+        -----
+        About 214.2M parameters with a 37,000-token shared and tied vocabulary (the paper reports 213M).
+        """
+        return cls.from_dict({**BIG_SETTINGS, "vocab_size": vocab_size, **overrides})
+
+    @classmethod
+    def table2(cls, row: str, vocab_size: int = 37000, **settings: Any) -> "TransformerConfig":
+        """Build the model of a Table 2 variant.
+
+        Parameters
+        ----------
+        row : str
+            A variant name such as ``"C4"``, or a row letter ``"A"`` .. ``"E"``.
+        vocab_size : int
+            Shared vocabulary size.
+        **settings : Any
+            With a row letter, the settings the row varies pick the variant (``table2("C", d_model=256)``);
+            any other field is a plain override.
+
+        Returns
+        -------
+        TransformerConfig
+            The base model with the variant's changes and the overrides applied.
+
+        Notes
+        -----
+        Rows D3/D4 change only label smoothing, a training setting: they return the base model, and
+        ``transformer.model.presets.find_table2_variant`` gives their epsilon.
+        """
+        varied = varied_settings(row[0]) if row else set()
+        selectors = {key: value for key, value in settings.items() if key in varied}
+        variant = find_table2_variant(row, selectors)
+        overrides = {key: value for key, value in settings.items() if key not in varied}
+        values = {**BASE_SETTINGS, "vocab_size": vocab_size, **variant.model_settings, **overrides}
+        return cls.from_dict(values)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "TransformerConfig":
+        """Build a config from a mapping (for example a YAML file's ``model`` section).
+
+        Parameters
+        ----------
+        values : dict of str to Any
+            Field names and values.
+
+        Returns
+        -------
+        TransformerConfig
+            The validated config.
+
+        Notes
+        -----
+        An unknown key raises ValueError listing the known fields.
+        """
+        return build_dataclass(cls, values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the fields as a plain dictionary.
+
+        Returns
+        -------
+        dict of str to Any
+            Every field and its value; round-trips through :meth:`from_dict`.
+
+        Notes
+        -----
+        Stored inside checkpoints as JSON.
+        """
+        return dataclasses.asdict(self)

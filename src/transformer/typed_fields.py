@@ -1,0 +1,84 @@
+"""Dataclasses built from YAML values: unknown keys refused, every field's annotated type checked.
+
+The run configuration (:mod:`transformer.config`) and the model configuration (:mod:`transformer.model.config`)
+both go through here, so a typo or a wrongly typed value in a YAML file stops with a message naming the class
+and the field.
+"""
+
+import dataclasses
+import types
+import typing
+from typing import Any
+
+T = typing.TypeVar("T")
+
+
+def build_dataclass(cls: type[T], values: dict[str, Any]) -> T:
+    """Construct a config dataclass from a mapping, refusing unknown keys.
+
+    Parameters
+    ----------
+    cls : type
+        A dataclass type.
+    values : dict of str to Any
+        Field names and values.
+
+    Returns
+    -------
+    object
+        An instance of ``cls``.
+
+    Notes
+    -----
+    The error for an unknown key names the key and the class, and lists the known fields.
+    """
+    known = {item.name for item in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown option(s) {unknown} for {cls.__name__}; known: {sorted(known)}")
+    return cls(**values)
+
+
+def check_field_types(instance: Any) -> None:
+    """Check that every field of a dataclass instance holds a value of its annotated type.
+
+    Parameters
+    ----------
+    instance : Any
+        A dataclass instance whose annotations are ``int``, ``float``, ``bool``, ``str``, ``X | None``,
+        ``tuple[...]`` or ``list[...]``.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    An int is accepted for a float field; a bool is never accepted for an int field (YAML's ``yes`` would
+    otherwise become 1). Raises TypeError naming the class, field, value and expected type.
+    """
+    hints = typing.get_type_hints(type(instance))
+    for item in dataclasses.fields(instance):
+        value = getattr(instance, item.name)
+        if not _has_type(value, hints[item.name]):
+            raise TypeError(
+                f"{type(instance).__name__}.{item.name}={value!r} has type {type(value).__name__}, "
+                f"expected {hints[item.name]}"
+            )
+
+
+def _has_type(value: Any, expected: Any) -> bool:
+    origin = typing.get_origin(expected)
+    if origin in (typing.Union, types.UnionType):
+        return any(_has_type(value, option) for option in typing.get_args(expected))
+    if expected is type(None):
+        return value is None
+    if origin in (tuple, list):
+        return isinstance(value, origin)
+    if expected is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if expected is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if expected is Any:
+        return True
+    return isinstance(value, expected)

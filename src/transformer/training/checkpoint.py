@@ -70,7 +70,9 @@ class TrainerState:
 
     Notes
     -----
-    Stored as ``trainer_state.json``.
+    Stored as ``trainer_state.json``: plain JSON, so a checkpoint can be inspected and loaded without
+    unpickling anything. ``epoch`` and ``batches_done_in_epoch`` with the sampler's seed fix the data
+    position, so a resumed run sees the same batches an uninterrupted one would have.
     """
 
     step: int = 0
@@ -132,7 +134,9 @@ def optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, Tensor]:
 
     Notes
     -----
-    The hyper-parameters (``param_groups``) go to JSON instead.
+    safetensors stores tensors only, so a non-tensor entry (a Python number) is wrapped in a 0-d tensor,
+    and the hyper-parameters (``param_groups``) go to JSON instead. Copied to the CPU, so the file does not
+    depend on the device that trained.
     """
     tensors = {}
     for index, values in optimizer.state_dict()["state"].items():
@@ -162,7 +166,9 @@ def restore_optimizer(
 
     Notes
     -----
-    Tensors are moved to each parameter's device by ``Optimizer.load_state_dict``.
+    Tensors are moved to each parameter's device by ``Optimizer.load_state_dict``. JSON turned Adam's
+    ``betas`` tuple into a list, so it is made a tuple again. Parameter indices are positions in
+    ``model.parameters()``: the model must be built the same way as the one saved.
     """
     state: dict[int, dict[str, Tensor]] = {}
     for key, tensor in tensors.items():
@@ -300,7 +306,10 @@ class CheckpointManager:
 
         Notes
         -----
-        Keeps ``keep_last`` most recent checkpoints plus the best one.
+        Keeps ``keep_last`` most recent checkpoints plus the best one. The checkpoint, then the index, is
+        written atomically before any stale directory is deleted, so a crash at any point leaves an index
+        naming only complete checkpoints. Relies on the caller having updated ``state.best_valid_loss``
+        first: this checkpoint becomes the best when its ``valid_loss`` is at most that value.
         """
         name = f"step-{state.step:08d}"
         path = save_training_checkpoint(
@@ -330,7 +339,9 @@ class CheckpointManager:
 
         Notes
         -----
-        Used by ``--resume``.
+        Read from ``index.json``, not from the directory listing, so a half-written staging directory is
+        never taken for a checkpoint. The trainer uses it to decide whether a run directory is already in
+        use (and refuses it without ``--resume``); resuming itself goes through :meth:`newest_first`.
         """
         name = read_index(self.checkpoint_dir).get("latest")
         return self.checkpoint_dir / name if name else None

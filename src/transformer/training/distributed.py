@@ -41,12 +41,34 @@ class DistributedContext:
 
     @property
     def is_main(self) -> bool:
-        """True on the process that writes files and reports progress."""
+        """True on the process that writes files and reports progress.
+
+        Returns
+        -------
+        bool
+            Whether this is rank 0.
+
+        Notes
+        -----
+        Rank 0 is the only writer of checkpoints and ``metrics.jsonl``: ranks writing the same files at
+        once would corrupt them. A single process is rank 0 and so its own main.
+        """
         return self.rank == 0
 
     @property
     def is_distributed(self) -> bool:
-        """True when more than one process trains."""
+        """True when more than one process trains.
+
+        Returns
+        -------
+        bool
+            Whether ``world_size`` exceeds 1.
+
+        Notes
+        -----
+        Gates every collective call (all-reduce, barrier, broadcast) and the DistributedDataParallel
+        wrapper, so a single process never needs an initialised process group.
+        """
         return self.world_size > 1
 
 
@@ -85,19 +107,21 @@ def all_reduce_sum(values: Tensor, context: DistributedContext) -> Tensor:
 
     Parameters
     ----------
-    values : torch.Tensor
-        Any shape; on this process's device.
+    values : torch.Tensor, any shape
+        On this process's device (the CPU under gloo, the GPU under NCCL).
     context : DistributedContext
         The job.
 
     Returns
     -------
-    torch.Tensor
+    torch.Tensor, same shape as ``values``
         The element-wise sum over processes (a new tensor).
 
     Notes
     -----
-    Used for token counts and validation sums, so losses are normalised by global token counts.
+    Used for token counts and loss sums, so losses are normalised by the global token count. It is a
+    collective: every rank must call it, in the same order, or the job hangs. ``values`` itself is not
+    changed, since ``dist.all_reduce`` works in place on a clone.
     """
     total = values.clone()
     if context.is_distributed:
@@ -119,7 +143,8 @@ def barrier(context: DistributedContext) -> None:
 
     Notes
     -----
-    Used after rank 0 writes a checkpoint.
+    Used after rank 0 writes a checkpoint, so the other ranks do not run ahead of the save. A collective:
+    if one rank skips it (say, it raised), the others wait forever.
     """
     if context.is_distributed:
         dist.barrier()
@@ -139,7 +164,8 @@ def shutdown_distributed(context: DistributedContext) -> None:
 
     Notes
     -----
-    Safe to call when not distributed.
+    Safe to call when not distributed, and after the group is gone: it checks ``dist.is_initialized()``
+    first, so a ``finally`` block can call it whatever happened.
     """
     if context.is_distributed and dist.is_initialized():
         dist.destroy_process_group()

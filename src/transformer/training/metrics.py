@@ -103,7 +103,8 @@ class MetricsLog:
 
         Notes
         -----
-        The JSON-lines file needs no closing.
+        The JSON-lines file needs no closing: each :meth:`write` opens and closes it. Only TensorBoard keeps
+        a writer (and a background thread) open.
         """
         if self._writer is not None:
             self._writer.close()

@@ -23,7 +23,13 @@ LOCK_ATTEMPTS = 5
 
 
 class RunDirectoryInUseError(ValueError):
-    """Another process holds the run directory (or its lock file is not one this program wrote)."""
+    """Another process holds the run directory (or its lock file is not one this program wrote).
+
+    Notes
+    -----
+    A ValueError, so the CLI reports it as a one-line error like any bad argument rather than a traceback.
+    The message names the holder and says which file to delete if that process is really gone.
+    """
 
 
 @dataclass(frozen=True)
@@ -217,7 +223,9 @@ def acquire_run_lock(run_dir: Path) -> tuple[LockHolder, LockHolder | None]:
 
     Notes
     -----
-    Raises RunDirectoryInUseError naming the holder's pid when a running process holds the directory.
+    Raises RunDirectoryInUseError naming the holder's pid when a running process holds the directory. A
+    dead holder's lock is removed and creation retried, up to :data:`LOCK_ATTEMPTS` times, since a racing
+    process may take the lock in between.
     """
     lock_path = run_dir / LOCK_FILE
     ours, replaced = LockHolder.this_process(), None

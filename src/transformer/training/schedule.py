@@ -122,7 +122,8 @@ class TimeBudget:
 
         Notes
         -----
-        Multiplied onto :func:`inverse_sqrt_learning_rate`'s rate.
+        Multiplied onto :func:`inverse_sqrt_learning_rate`'s rate, not substituted for it: the smaller of
+        the step and time cool-downs rules. Past the limit it stays 0.0 rather than going negative.
         """
         remaining = max(self.seconds - elapsed_seconds, 0.0)
         return min(1.0, remaining / (self.cooldown_share * self.seconds))

@@ -56,16 +56,77 @@ class Reporter(Protocol):
     """
 
     def start(self, total_steps: int, initial_step: int) -> None:
-        """Announce that training begins (or resumes at ``initial_step``)."""
+        """Announce that training begins (or resumes at ``initial_step``).
+
+        Parameters
+        ----------
+        total_steps : int
+            ``train.max_steps``, the step count at which the run ends if nothing else stops it first.
+        initial_step : int
+            Optimizer steps already done: 0 for a fresh run, the checkpoint's step after ``--resume``.
+
+        Returns
+        -------
+        None
+
+        Notes
+        -----
+        Called once per :meth:`Trainer.train`, after the checkpoint is restored. The autotuning notes of the
+        trainer's constructor arrive through :meth:`message` before it, so :meth:`message` must work
+        unstarted.
+        """
 
     def update(self, step: int, metrics: dict[str, Any]) -> None:
-        """Report a finished optimizer step; ``metrics`` holds loss, learning rate and tokens/s."""
+        """Report the training metrics at a log step.
+
+        Parameters
+        ----------
+        step : int
+            The optimizer step just finished.
+        metrics : dict[str, Any]
+            The ``metrics.jsonl`` train record: ``train_loss``, ``train_nll``, ``learning_rate``,
+            ``tokens_per_second``, ``padding_ratio``, ``tokens_seen``, ``elapsed_seconds``, ``epoch``.
+
+        Returns
+        -------
+        None
+
+        Notes
+        -----
+        Called every ``train.log_every`` steps, not every step: reading the losses back is a host sync the
+        loop makes only then, so ``step`` can jump by more than one between calls.
+        """
 
     def message(self, text: str) -> None:
-        """Tell the user something (data statistics, validation, checkpoints)."""
+        """Tell the user something (data statistics, validation, checkpoints).
+
+        Parameters
+        ----------
+        text : str
+            One line, without a trailing newline.
+
+        Returns
+        -------
+        None
+
+        Notes
+        -----
+        Can come before :meth:`start` (autotuning notes) and after :meth:`close` (the time-limit note of
+        :meth:`Trainer.train`), so an implementation must not assume it is open.
+        """
 
     def close(self) -> None:
-        """Announce that training ended."""
+        """Announce that training ended.
+
+        Returns
+        -------
+        None
+
+        Notes
+        -----
+        Called from a ``finally`` block, so it runs also when training raises (a diverged loss, an
+        interrupt); it must not raise itself, or it would hide the original error.
+        """
 
 
 class SilentReporter:
@@ -73,24 +134,88 @@ class SilentReporter:
 
     Notes
     -----
-    Satisfies the :class:`Reporter` protocol.
+    Satisfies the :class:`Reporter` protocol. The trainer also gives it to every rank but 0 in place of the
+    caller's reporter, so a ``torchrun`` job prints each line once.
     """
 
     def start(self, total_steps: int, initial_step: int) -> None:
-        """Ignore."""
+        """Ignore the start of training.
+
+        Parameters
+        ----------
+        total_steps : int
+            ``train.max_steps``; unused.
+        initial_step : int
+            Steps already done; unused.
+
+        Returns
+        -------
+        None
+
+        Notes
+        -----
+        Does nothing, so library use and tests write nothing to the terminal.
+        """
 
     def update(self, step: int, metrics: dict[str, Any]) -> None:
-        """Ignore."""
+        """Ignore a log step's metrics.
+
+        Parameters
+        ----------
+        step : int
+            The optimizer step; unused.
+        metrics : dict[str, Any]
+            The train record; unused.
+
+        Returns
+        -------
+        None
+
+        Notes
+        -----
+        The same record still reaches ``metrics.jsonl`` on rank 0: silencing the reporter loses nothing.
+        """
 
     def message(self, text: str) -> None:
-        """Ignore."""
+        """Ignore a message.
+
+        Parameters
+        ----------
+        text : str
+            The line; unused.
+
+        Returns
+        -------
+        None
+
+        Notes
+        -----
+        Warnings are dropped too, such as a damaged checkpoint skipped on resume; the time-limit note stays
+        available as :attr:`TrainResult.schedule_note`.
+        """
 
     def close(self) -> None:
-        """Ignore."""
+        """Ignore the end of training.
+
+        Returns
+        -------
+        None
+
+        Notes
+        -----
+        Holds no resources, so there is nothing to release and it cannot raise.
+        """
 
 
 class TrainingDivergedError(RuntimeError):
-    """The loss became NaN or infinite; the last good checkpoint is left untouched."""
+    """The loss became NaN or infinite; the last good checkpoint is left untouched.
+
+    Notes
+    -----
+    Raised when the losses are read back (log, validation and checkpoint steps, or every
+    :meth:`Trainer.train_step`), before anything is saved, so the diverged weights never replace a good
+    checkpoint. The message names the first bad step and the latest checkpoint to resume from.
+    """
 
 
 @dataclass
@@ -121,7 +246,8 @@ class TrainResult:
 
     Notes
     -----
-    Returned by :meth:`Trainer.train` on every rank.
+    Returned by :meth:`Trainer.train` on every rank. The losses are summed over ranks, so they agree
+    everywhere, but ``checkpoint`` is None on every rank except 0, the only one that writes.
     """
 
     step: int
@@ -406,7 +532,10 @@ class Trainer:
 
         Notes
         -----
-        Refuses (CheckpointError) a checkpoint whose model config or tokenizer differs from this run's.
+        Refuses (CheckpointError) a weights-only checkpoint and one whose model config or tokenizer differs
+        from this run's. Each rank restores its own saved random state (``rng.cpu.rank{r}``), so dropout
+        continues as in an uninterrupted run; a resume with more ranks than the run that saved fails with a
+        KeyError on the missing rank's state.
         """
         describe_mismatch(self.experiment.model, checkpoint.model_config, str(checkpoint.path))
         if checkpoint.state is None:
@@ -723,23 +852,78 @@ class IntervalStats:
         self._started = time.perf_counter()
 
     def add(self, losses: Tensor, tokens: int, padding_ratio: float) -> None:
-        """Account for one optimizer step; ``losses`` (loss and nll sums, shape (2,)) stays on the device."""
+        """Account for one optimizer step.
+
+        Parameters
+        ----------
+        losses : torch.Tensor, shape (2,)
+            This rank's label-smoothed loss sum and NLL sum for the step, float64, still on the device.
+        tokens : int
+            Target tokens of the step over all ranks.
+        padding_ratio : float
+            Mean padding fraction of the step's batches.
+
+        Returns
+        -------
+        None
+
+        Notes
+        -----
+        ``losses`` is only queued: :meth:`take_pending` stacks the queue at the next log, validation or
+        checkpoint step, so a GPU step never waits for its loss to reach the host. Until then ``loss_sum``
+        and ``nll_sum`` lag behind ``tokens``.
+        """
         self._pending.append(losses)
         self.tokens += tokens
         self.steps += 1
         self._padding_sum += padding_ratio
 
     def take_pending(self) -> Tensor | None:
-        """Return the step losses not yet read back, shape (steps, 2), and forget them (None if none)."""
+        """Return the step losses not yet read back, and forget them.
+
+        Returns
+        -------
+        torch.Tensor, shape (steps, 2), or None
+            One row per queued step, (loss sum, NLL sum) of this rank, on the device; None if nothing is
+            queued.
+
+        Notes
+        -----
+        The rows are still per rank: the trainer all-reduces them before adding them to ``loss_sum`` and
+        ``nll_sum``, and keeps them per step so a non-finite loss can be traced to the step that made it.
+        """
         if not self._pending:
             return None
         pending, self._pending = torch.stack(self._pending), []
         return pending
 
     def seconds(self) -> float:
-        """Wall-clock time since the interval began."""
+        """Wall-clock time since the interval began.
+
+        Returns
+        -------
+        float
+            Seconds since this object was created, by ``time.perf_counter``.
+
+        Notes
+        -----
+        The trainer starts a new interval after each log record, so this times the steps since the last
+        one. It is read after the losses are synced to the host, so on a GPU it covers finished work and
+        tokens/s is not inflated by queued kernels.
+        """
         return time.perf_counter() - self._started
 
     def padding_ratio(self) -> float:
-        """Mean fraction of padding cells in the interval's batches."""
+        """Mean fraction of padding cells in the interval's batches.
+
+        Returns
+        -------
+        float
+            The mean over steps of each step's mean batch padding ratio; 0.0 for an empty interval.
+
+        Notes
+        -----
+        A mean of means: steps weigh equally whatever their batch count, which differs only at an epoch's
+        end. High values mean the token batcher wastes compute on padding.
+        """
         return self._padding_sum / max(self.steps, 1)

@@ -22,7 +22,13 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 class CorpusError(ValueError):
-    """A corpus file is missing, unreadable or malformed; the message names the file and line."""
+    """A corpus file is missing, unreadable or malformed; the message names the file and line.
+
+    Notes
+    -----
+    A ValueError subclass, so the command line reports it as a one-line error like any other bad input;
+    catching it alone tells a broken corpus apart from a bad setting.
+    """
 
 
 def _open_corpus_file(path: Path) -> io.BufferedIOBase:
@@ -137,7 +143,8 @@ class FilterReport:
 
     Notes
     -----
-    ``total`` is the number of input pairs.
+    Every input pair lands in exactly one count, so ``total`` equals the number of pairs given to
+    :func:`encode_corpus`: a drop can be seen in the log, never lost.
     """
 
     kept: int
@@ -147,7 +154,17 @@ class FilterReport:
 
     @property
     def total(self) -> int:
-        """Number of pairs before filtering."""
+        """Number of pairs before filtering.
+
+        Returns
+        -------
+        int
+            ``kept + dropped_empty + dropped_too_long``.
+
+        Notes
+        -----
+        Derived rather than stored, so a report cannot hold a total that disagrees with its counts.
+        """
         return self.kept + self.dropped_empty + self.dropped_too_long
 
     def describe(self) -> str:
@@ -211,12 +228,34 @@ class EncodedCorpus:
 
     @property
     def source_lengths(self) -> np.ndarray:
-        """Source length per pair, EOS included: int64 array of shape (num_pairs,)."""
+        """Source length of each pair, EOS included.
+
+        Returns
+        -------
+        numpy.ndarray, shape (num_pairs,), int64
+            ``len(source[i])`` for each pair ``i``.
+
+        Notes
+        -----
+        Computed on each access (the lists may still be appended to); pass it once to
+        :class:`~transformer.data.batching.TokenBatchSampler` rather than reading it per batch.
+        """
         return np.fromiter((len(ids) for ids in self.source), dtype=np.int64, count=len(self.source))
 
     @property
     def target_lengths(self) -> np.ndarray:
-        """Target length per pair, without BOS/EOS: int64 array of shape (num_pairs,)."""
+        """Target length of each pair, without BOS or EOS.
+
+        Returns
+        -------
+        numpy.ndarray, shape (num_pairs,), int64
+            ``len(target[i])`` for each pair ``i``.
+
+        Notes
+        -----
+        One less than the decoder's sequence length: collation adds BOS to the decoder input and EOS to the
+        output, so the batch sampler budgets ``target_lengths + 1`` tokens per pair.
+        """
         return np.fromiter((len(ids) for ids in self.target), dtype=np.int64, count=len(self.target))
 
 

@@ -30,7 +30,9 @@ class TrainingData:
 
     Notes
     -----
-    Built by :func:`prepare_data`.
+    Built by :func:`prepare_data`. The test split is listed in ``split_files`` but not encoded: it is
+    scored on raw text after training (detokenised output against the reference), never fed to the model
+    as ids.
     """
 
     train: EncodedCorpus

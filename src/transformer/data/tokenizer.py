@@ -355,7 +355,20 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
-        """Number of pieces, special pieces included; token ids run from 0 to ``vocab_size - 1``."""
+        """Number of pieces, special pieces included.
+
+        Returns
+        -------
+        int
+            Token ids run from 0 to ``vocab_size - 1``; the four special ids are the lowest.
+
+        Notes
+        -----
+        The vocabulary is joint, so this is both the source and the target size, which lets the two
+        embeddings and the pre-softmax projection share one weight matrix (Section 3.4). Data preparation and
+        training refuse a mismatch with ``model.vocab_size``, e.g. a run directory's tokenizer trained for
+        another size.
+        """
         return int(self._processor.get_piece_size())
 
     def encode(self, text: str) -> list[int]:

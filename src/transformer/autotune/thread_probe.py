@@ -93,7 +93,9 @@ def measure_thread_seconds(shape: ProbeShape, counts: tuple[int, ...]) -> dict[s
 
     Notes
     -----
-    Restores PyTorch's thread count afterwards.
+    Each workload sets its own count before the step, since :func:`time_candidates` interleaves the
+    candidates. The thread count in force before the call is restored afterwards, even on error: the probe
+    only measures, and the caller applies the decision.
     """
     step = feed_forward_step(shape, torch.device("cpu"), None)
     before = torch.get_num_threads()

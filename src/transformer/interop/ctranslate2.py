@@ -189,7 +189,9 @@ class CTranslate2Translator:
 
         Notes
         -----
-        See :meth:`translate_ids` for the token ids.
+        Blank sentences are not sent to CTranslate2 and come back as ``""``, as our translator returns them,
+        so the output stays aligned with the input. The defaults match our ``DecodeConfig``
+        except for the length-penalty form (see the class notes).
         """
         encoded = [self.encode(sentence) for sentence in sentences]
         outputs = self.translate_ids(
@@ -218,7 +220,9 @@ class CTranslate2Translator:
 
         Notes
         -----
-        Same ids as our translator feeds our model.
+        Same ids as our translator feeds our model, truncation included (at most ``DEFAULT_MAX_INPUT_TOKENS``
+        tokens, EOS counted, and never more than the exported position table), so both engines translate the
+        same input.
         """
         if not sentence.strip():
             return []
@@ -240,8 +244,16 @@ class CTranslate2Translator:
         ----------
         src_ids : sequence of sequence of int
             Source ids, each ending with EOS (as :meth:`encode` returns them).
-        beam_size, length_penalty, max_length_offset, max_length, max_batch_size
-            As in :meth:`translate`.
+        beam_size : int
+            Beam size; 1 is greedy search.
+        length_penalty : float
+            alpha of CTranslate2's ``|Y|^alpha`` penalty, EOS counted in ``|Y|``.
+        max_length_offset : int
+            Longest output = source length (its EOS included) + this.
+        max_length : int or None
+            Absolute cap on output tokens.
+        max_batch_size : int
+            Sentences CTranslate2 decodes together.
 
         Returns
         -------
@@ -251,7 +263,8 @@ class CTranslate2Translator:
         Notes
         -----
         CTranslate2's length limit applies to a whole call, so inputs are grouped by their limit
-        (``min(len(src) + max_length_offset, max_length)``) to keep our per-sentence rule exactly.
+        (``min(len(src) + max_length_offset, max_length)``, also kept below the exported position table) to
+        keep our per-sentence rule exactly. A final EOS piece is cut, as our translator cuts it.
         """
         groups: dict[int, list[int]] = defaultdict(list)
         for index, ids in enumerate(src_ids):

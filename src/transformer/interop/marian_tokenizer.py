@@ -215,27 +215,84 @@ class MarianTokenizer:
 
     @property
     def vocab_size(self) -> int:
-        """Number of target ids (the decoder's vocabulary), which the translator checks against the model."""
+        """Number of target ids, the decoder's vocabulary.
+
+        Returns
+        -------
+        int
+            Length of ``target_vocab.json`` with ``separate_vocabs``, else of ``vocab.json``.
+
+        Notes
+        -----
+        The target side because :class:`~transformer.data.text_tokenizer.TextTokenizer` means the output
+        layer's size: the translator checks it against ``tgt_vocab_size`` and the import against
+        ``config.json``'s ``decoder_vocab_size``.
+        """
         return len(self._target_pieces)
 
     @property
     def source_vocab_size(self) -> int:
-        """Number of source ids (the encoder's vocabulary)."""
+        """Number of source ids, the encoder's vocabulary.
+
+        Returns
+        -------
+        int
+            Length of ``vocab.json``.
+
+        Notes
+        -----
+        Differs from :attr:`vocab_size` only with ``separate_vocabs``; the import checks it against
+        ``config.json``'s ``vocab_size`` so that no source id can index past the encoder's embedding.
+        """
         return len(self._source_pieces)
 
     @property
     def pad_id(self) -> int:
-        """Id of the padding token in the source vocabulary (Marian's decoder-start token too)."""
+        """Id of the padding token in the source vocabulary.
+
+        Returns
+        -------
+        int
+            The id of ``pad_token`` (``"<pad>"`` by default), or :attr:`unk_id` if the vocabulary lacks it.
+
+        Notes
+        -----
+        Marian models usually start decoding from this token (``config.json``'s ``decoder_start_token_id``
+        is the pad id), where our own models start from BOS. The fallback to ``<unk>`` is how
+        ``transformers`` looks up any token missing from the vocabulary.
+        """
         return self._source_id(self.pad_token)
 
     @property
     def eos_id(self) -> int:
-        """Id of the end-of-sentence token, which :meth:`encode` leaves for the caller to append."""
+        """Id of the end-of-sentence token in the source vocabulary.
+
+        Returns
+        -------
+        int
+            The id of ``eos_token`` (``"</s>"`` by default).
+
+        Notes
+        -----
+        :meth:`encode` leaves EOS for the caller to append, as with our own tokenizer. The import refuses a
+        model whose ``config.json`` ``eos_token_id`` differs, since EOS ends both the source and the search.
+        """
         return self._source_ids[self.eos_token]
 
     @property
     def unk_id(self) -> int:
-        """Id of the unknown token in the source vocabulary."""
+        """Id of the unknown token in the source vocabulary.
+
+        Returns
+        -------
+        int
+            The id of ``unk_token`` (``"<unk>"`` by default).
+
+        Notes
+        -----
+        ``config.json`` has no ``unk_token_id``, so the import takes the model config's ``unk_id`` from here.
+        The constructor refuses a vocabulary without it, because every unknown piece maps to it.
+        """
         return self._source_ids[self.unk_token]
 
     def source_pieces(self) -> list[str]:
@@ -262,7 +319,8 @@ class MarianTokenizer:
 
         Notes
         -----
-        Equal to :meth:`source_pieces` unless ``separate_vocabs``.
+        The vocabulary CTranslate2 registers for the decoder. Equal to :meth:`source_pieces` unless
+        ``separate_vocabs``, in which case the same id names different pieces on the two sides.
         """
         return list(self._target_pieces)
 
@@ -284,7 +342,9 @@ class MarianTokenizer:
 
         Notes
         -----
-        Equal to ``transformers.MarianTokenizer(text)["input_ids"][:-1]`` (tested).
+        Equal to ``transformers.MarianTokenizer(text)["input_ids"][:-1]`` (tested). A leading language code
+        is looked up whole in the vocabulary, not split by SentencePiece; a multilingual model reads it as
+        the target language.
         """
         return self._encode(text, self._source_spm, self._source_ids)
 
@@ -303,7 +363,9 @@ class MarianTokenizer:
 
         Notes
         -----
-        Equal to ``transformers.MarianTokenizer(text_target=text)["input_ids"][:-1]`` (tested).
+        Equal to ``transformers.MarianTokenizer(text_target=text)["input_ids"][:-1]`` (tested). A special
+        token written in the text keeps its source-vocabulary id even with ``separate_vocabs``, because
+        ``transformers`` looks special tokens up once, in the source vocabulary.
         """
         return self._encode(text, self._target_spm, self._target_ids)
 

@@ -86,7 +86,9 @@ def save_figure_atomically(figure: Figure, path: Path) -> Path:
 
     Notes
     -----
-    See :func:`write_file_atomically`.
+    matplotlib writes the file in pieces, so an interrupted save would leave a truncated image under the
+    final name; :func:`write_file_atomically` saves to a temporary file and renames it over ``path``. The
+    format comes from the suffix, not the temporary file's name, and the resolution is fixed at 150 dpi.
     """
     image_format = Path(path).suffix.lstrip(".").lower() or "png"
     return write_file_atomically(

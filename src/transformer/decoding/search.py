@@ -90,7 +90,8 @@ def normalise_scores(log_probs: Tensor, num_steps: Tensor, config: DecodeConfig)
 
     Notes
     -----
-    See :func:`length_penalty`.
+    Only the ranking uses the penalty: ``log_prob`` stays the raw sum, so the model's own probability of a
+    hypothesis can still be reported. Section 6.1 of the paper ranks beams this way with alpha = 0.6.
     """
     return log_probs / length_penalty(num_steps, config.length_penalty, config.length_penalty_form)
 
@@ -191,8 +192,8 @@ def check_src_tokens(src_tokens: Tensor) -> None:
 
     Parameters
     ----------
-    src_tokens : torch.Tensor
-        Candidate source batch.
+    src_tokens : torch.Tensor, any shape
+        Candidate source batch; valid when of shape (batch, src_len) and dtype int64.
 
     Returns
     -------
@@ -200,7 +201,9 @@ def check_src_tokens(src_tokens: Tensor) -> None:
 
     Notes
     -----
-    Raises ValueError for a tensor that is not 2-D or not int64.
+    Raises ValueError for a tensor that is not 2-D or not int64. A 1-D sentence or a float tensor would
+    otherwise fail deep inside the embedding lookup, with a message that names neither the argument nor
+    the expected shape.
     """
     if src_tokens.dim() != 2 or src_tokens.dtype != torch.int64:
         raise ValueError(

@@ -38,17 +38,51 @@ class StepModel(Protocol[StateT]):
 
     @property
     def pad_id(self) -> int:
-        """Id of the padding token."""
+        """Id of the padding token.
+
+        Returns
+        -------
+        int
+            The id that right-pads ``src_tokens`` and fills unused output positions.
+
+        Notes
+        -----
+        The search counts a source's length as its non-``pad_id`` tokens (for the length limit) and never
+        outputs it: :func:`~transformer.decoding.search.forbid_tokens` sets its log-probability to ``-inf``.
+        """
         ...
 
     @property
     def bos_id(self) -> int:
-        """Id of the token fed at the first step."""
+        """Id of the token fed at the first step.
+
+        Returns
+        -------
+        int
+            The first decoder input of every row.
+
+        Notes
+        -----
+        It is also forbidden as an output, unless it equals ``eos_id`` (HuggingFace Marian uses one id
+        for both), in which case it may end a hypothesis.
+        """
         ...
 
     @property
     def eos_id(self) -> int:
-        """Id of the token that ends a hypothesis."""
+        """Id of the token that ends a hypothesis.
+
+        Returns
+        -------
+        int
+            The end-of-sentence id.
+
+        Notes
+        -----
+        Choosing it finishes a row: its log-probability is counted in the hypothesis's ``log_prob`` and
+        the step in its length, but it is stripped from the output tokens. Forbidden until ``min_length``
+        tokens have been generated.
+        """
         ...
 
     def start(self, src_tokens: Tensor) -> StateT:
@@ -66,7 +100,8 @@ class StepModel(Protocol[StateT]):
 
         Notes
         -----
-        Called once per search.
+        Called once per search, before any :meth:`log_probs`, so expensive per-source work (encoding the
+        source) belongs here rather than in every step.
         """
         ...
 
@@ -164,17 +199,50 @@ class TransformerStepModel:
 
     @property
     def pad_id(self) -> int:
-        """Id of the padding token (``model.config.pad_id``)."""
+        """Id of the padding token (``model.config.pad_id``).
+
+        Returns
+        -------
+        int
+            ``model.config.pad_id``.
+
+        Notes
+        -----
+        The same id marks source padding for :func:`~transformer.model.masks.build_padding_mask` in
+        :meth:`start`, so the search's length limits and the model's attention mask agree on what padding is.
+        """
         return self.model.config.pad_id
 
     @property
     def bos_id(self) -> int:
-        """Id of the first decoder input (``model.config.start_id``: ``decoder_start_id``, else ``bos_id``)."""
+        """Id of the first decoder input (``model.config.start_id``: ``decoder_start_id``, else ``bos_id``).
+
+        Returns
+        -------
+        int
+            ``model.config.start_id``.
+
+        Notes
+        -----
+        Not necessarily the tokenizer's BOS: an imported HuggingFace Marian model starts decoding from its
+        pad token (``decoder_start_id``), and the search must feed what the model was trained on.
+        """
         return self.model.config.start_id
 
     @property
     def eos_id(self) -> int:
-        """Id of the end-of-sentence token (``model.config.eos_id``)."""
+        """Id of the end-of-sentence token (``model.config.eos_id``).
+
+        Returns
+        -------
+        int
+            ``model.config.eos_id``.
+
+        Notes
+        -----
+        The id the model was trained to end targets with; a search that stopped on another id would run to
+        the length limit on every sentence.
+        """
         return self.model.config.eos_id
 
     def start(self, src_tokens: Tensor) -> TransformerSearchState:
@@ -244,7 +312,9 @@ class TransformerStepModel:
 
         Notes
         -----
-        Delegates to :func:`~transformer.decoding.cache_rows.reorder_decoder_cache` when caching.
+        With the cache, :func:`~transformer.decoding.cache_rows.reorder_decoder_cache` keeps the encoder
+        keys/values once per sentence when the rows stay grouped by sentence, as beam search keeps them.
+        Without it, the encoder output and mask are copied per row, which costs memory but no recomputation.
         """
         if state.cache is not None:
             reorder_decoder_cache(state.cache, row_indices)

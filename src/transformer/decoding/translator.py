@@ -37,7 +37,8 @@ class Candidate:
 
     Notes
     -----
-    ``Translator.translate_nbest`` returns these, best first.
+    ``Translator.translate_nbest`` returns these, best first by ``score``. ``score`` and ``log_prob`` count
+    the final EOS (unless the length limit stopped the search), which ``tokens`` and ``text`` leave out.
     """
 
     text: str
@@ -161,7 +162,8 @@ class Translator:
 
         Notes
         -----
-        See :meth:`translate_nbest` for scores and alternatives.
+        An empty string also stands for a sentence the search found no finite-probability translation for;
+        :meth:`translate_nbest` tells the two apart (an empty candidate list) and gives scores.
         """
         return [candidates[0].text if candidates else "" for candidates in self.translate_nbest(sentences)]
 
@@ -180,7 +182,9 @@ class Translator:
 
         Notes
         -----
-        Batches hold sentences of similar length, at most ``max_tokens`` source tokens (padded) each.
+        Batches hold sentences of similar length, at most ``max_tokens`` source tokens (padded) each, so a
+        long input does not pad a batch of short ones. Inputs longer than ``max_input_tokens`` are cut
+        silently; ``truncated_count`` adds them up over every call on this translator.
         """
         encoded = [self._encode(sentence) for sentence in sentences]
         results: list[list[Candidate]] = [[] for _ in sentences]

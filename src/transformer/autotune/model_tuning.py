@@ -50,7 +50,9 @@ def default_probe_cache() -> ProbeCache:
 
     Notes
     -----
-    Delete the file to measure again.
+    Answers are kept across runs because a probe costs seconds at every start while the answer depends only
+    on the machine, the PyTorch version and the model shape, all in the key. Delete the file to measure
+    again, e.g. after a probe ran on a busy machine.
     """
     return ProbeCache(default_cache_dir() / CACHE_FILE)
 

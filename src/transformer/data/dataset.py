@@ -204,7 +204,9 @@ class EncodedCorpus:
 
     Notes
     -----
-    ``source_lengths`` and ``target_lengths`` are what
+    The two sides are stored asymmetrically on purpose: the source needs only EOS, while the target becomes
+    two sequences at collation (start token + target as decoder input, target + EOS as output, one position
+    apart), so it is kept bare. ``source_lengths`` and ``target_lengths`` are what
     :class:`transformer.data.batching.TokenBatchSampler` takes.
     """
 
@@ -283,7 +285,9 @@ def encode_corpus(
 
     Notes
     -----
-    Raises ValueError if ``max_len < 2`` or if no pair survives, quoting the report.
+    Over-long pairs are dropped, not truncated: a truncated target would teach the model to stop mid-sentence
+    and a truncated source would no longer match its translation. Raises ValueError if ``max_len < 2`` or if
+    no pair survives, quoting the report.
     """
     if max_len < 2:
         raise ValueError(f"encode_corpus: max_len={max_len} must be at least 2 (one token plus EOS)")

@@ -65,7 +65,10 @@ def export_ctranslate2(checkpoint_dir: Path, output_dir: Path, quantization: str
 
     Notes
     -----
-    Needs the ``ctranslate2`` package. Raises ValueError naming an unsupported config field or quantization.
+    Needs the ``ctranslate2`` package. The directory is filled in a hidden sibling and moved into place, so a
+    failed export leaves an earlier one intact. Only known tokenizer file names are copied, so a stray file
+    in the checkpoint cannot overwrite one CTranslate2 wrote. Raises ValueError naming an unsupported config
+    field or quantization.
     """
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization={quantization!r} is not one of {QUANTIZATIONS}")

@@ -271,7 +271,11 @@ def concatenated_weights(weights: dict[str, Tensor], config: TransformerConfig) 
 
     Notes
     -----
-    See :func:`~transformer.interop.marian_weights.permute_residual_basis`: the logits do not change.
+    MarianMT always builds its sinusoids concatenated (all sines, then all cosines); our models interleave
+    them (Section 3.5's ``PE(pos, 2i)`` sine, ``PE(pos, 2i+1)`` cosine). Re-indexing every residual-stream
+    axis with one permutation moves the position signal into Marian's layout without changing the logits,
+    since each sum over ``d_model`` runs over the same terms in another order
+    (:func:`~transformer.interop.marian_weights.permute_residual_basis`).
     """
     if config.sinusoidal_layout == "concatenated":
         return weights

@@ -42,7 +42,8 @@ def parse_vocabulary(data: bytes, origin: str) -> list[str]:
 
     Notes
     -----
-    Raises ValueError naming the file unless the ids are exactly ``0 .. len - 1``, each once.
+    Raises ValueError naming the file unless the ids are exactly ``0 .. len - 1``, each once: the list is
+    indexed by id, so a gap or a repeat would shift every later piece onto the wrong id without an error.
     """
     try:
         mapping = json.loads(data.decode("utf-8"))
@@ -305,7 +306,8 @@ class MarianTokenizer:
 
         Notes
         -----
-        The vocabulary CTranslate2 registers for the encoder.
+        The vocabulary CTranslate2 registers for the encoder. CTranslate2 takes tokens as strings and maps them
+        back to ids by position in this list, so it must hold every id, special ones included, in order.
         """
         return list(self._source_pieces)
 
@@ -402,7 +404,8 @@ class MarianTokenizer:
 
         Notes
         -----
-        Raises ValueError for an id outside ``[0, vocab_size)``.
+        The pieces are joined with ``source.spm`` unless ``separate_vocabs``, as ``transformers`` does, even
+        though they are target pieces. Raises ValueError for an id outside ``[0, vocab_size)``.
         """
         special_ids = {self._target_ids[token] for token in self._special_tokens if token in self._target_ids}
         pieces = [self.id_to_piece(token_id) for token_id in ids if int(token_id) not in special_ids]
@@ -423,7 +426,8 @@ class MarianTokenizer:
 
         Notes
         -----
-        Raises ValueError for an id outside the vocabulary.
+        A target piece: with ``separate_vocabs`` a source id must go through :meth:`source_id_to_piece`
+        instead. Raises ValueError for an id outside the target vocabulary.
         """
         token_id = int(token_id)
         if not 0 <= token_id < self.vocab_size:

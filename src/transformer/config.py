@@ -203,7 +203,9 @@ class TrainConfig:
 
     Notes
     -----
-    Validated at construction; a bad value raises ValueError naming the field.
+    The defaults are the paper's except the batch: ``max_tokens=4096`` fits one device, against the
+    paper's ~25,000 tokens per side over 8 GPUs, so ``accumulate`` is how a small machine approaches the
+    paper's effective batch. Validated at construction: a bad value raises ValueError naming the field.
     """
 
     max_tokens: int = 4096
@@ -273,7 +275,9 @@ class ExperimentConfig:
 
     Notes
     -----
-    Built from YAML by :func:`load_config`.
+    Built from YAML by :func:`load_config`, which expands a model ``preset`` and turns every error into a
+    one-line ValueError naming the file and key. Each section validates itself at construction, so an
+    ``ExperimentConfig`` built in code is checked too.
     """
 
     model: TransformerConfig
@@ -291,7 +295,9 @@ class ExperimentConfig:
 
         Notes
         -----
-        Round-trips through :func:`experiment_from_dict`.
+        Round-trips through :func:`experiment_from_dict`: the model section is written out in full, with no
+        ``preset`` key. Every value is a JSON scalar, so the trainer stores this dict in each checkpoint's
+        ``trainer_state.json``, from which :func:`transformer.checkpoint.load_checkpoint` reads ``decode``.
         """
         return dataclasses.asdict(self)
 
@@ -426,7 +432,8 @@ def apply_override(values: dict[str, Any], override: str) -> None:
 
     Notes
     -----
-    A malformed item raises ValueError quoting it.
+    A malformed item raises ValueError quoting it. The key is not checked here: an unknown section or key
+    is reported later by :func:`experiment_from_dict`, like one in the file.
     """
     key_path, separator, raw_value = override.partition("=")
     section, dot, key = key_path.strip().partition(".")

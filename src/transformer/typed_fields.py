@@ -30,7 +30,9 @@ def build_dataclass(cls: type[T], values: dict[str, Any]) -> T:
 
     Notes
     -----
-    The error for an unknown key names the key and the class, and lists the known fields.
+    The error for an unknown key (a ValueError) names the key and the class, and lists the known fields.
+    Missing keys take the field defaults, so a file written before a field existed still loads; the types
+    are checked by the class itself (its ``__post_init__`` calls :func:`check_field_types`).
     """
     known = {item.name for item in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(values) - known)
@@ -55,7 +57,8 @@ def check_field_types(instance: Any) -> None:
     Notes
     -----
     An int is accepted for a float field; a bool is never accepted for an int field (YAML's ``yes`` would
-    otherwise become 1). Raises TypeError naming the class, field, value and expected type.
+    otherwise become 1). Raises TypeError naming the class, field, value and expected type. For
+    ``tuple[...]`` and ``list[...]`` only the container is checked, not its items.
     """
     hints = typing.get_type_hints(type(instance))
     for item in dataclasses.fields(instance):

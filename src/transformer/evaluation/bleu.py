@@ -47,7 +47,9 @@ class TranslationScores:
 
         Notes
         -----
-        Used by ``transformer evaluate``.
+        What ``transformer evaluate`` prints. Each score is printed beside its signature, never alone, since
+        a BLEU number without its settings cannot be compared with another; two decimals, as sacreBLEU
+        prints them.
         """
         return (
             f"BLEU {self.bleu:.2f} ({self.bleu_signature}) {self.bleu_details}\n"

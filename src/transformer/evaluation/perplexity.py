@@ -74,7 +74,8 @@ def sum_batch_losses(
     Returns
     -------
     torch.Tensor, shape (3,), float64
-        ``[loss_sum, nll_sum, num_target_tokens]`` on the CPU, ready to be added over processes.
+        ``[loss_sum, nll_sum, num_target_tokens]`` on the CPU: ready to be added over gloo processes, while
+        NCCL reduces only CUDA tensors.
 
     Notes
     -----

@@ -186,22 +186,68 @@ class TransformerConfig:
 
     @property
     def start_id(self) -> int:
-        """The first decoder input token: ``decoder_start_id``, else ``bos_id``."""
+        """The first decoder input token: ``decoder_start_id``, else ``bos_id``.
+
+        Returns
+        -------
+        int
+            The id every target's decoder input, and every search, starts with.
+
+        Notes
+        -----
+        Search and perplexity evaluation start from this id. A model must be decoded from the id it was
+        trained with: a model converted from HuggingFace Marian was trained starting from its pad token,
+        and decoding it from BOS would give poor output without any error.
+        """
         return self.decoder_start_id if self.decoder_start_id is not None else self.bos_id
 
     @property
     def src_vocab_size(self) -> int:
-        """Source vocabulary size."""
+        """Source vocabulary size.
+
+        Returns
+        -------
+        int
+            ``vocab_size``: the encoder embedding's rows.
+
+        Notes
+        -----
+        An alias that reads symmetrically with :attr:`tgt_vocab_size`; ``vocab_size`` stays the stored field
+        so that configs with one shared vocabulary, the paper's case, need only one number.
+        """
         return self.vocab_size
 
     @property
     def tgt_vocab_size(self) -> int:
-        """Target vocabulary size (``target_vocab_size`` or else ``vocab_size``)."""
+        """Target vocabulary size (``target_vocab_size`` or else ``vocab_size``).
+
+        Returns
+        -------
+        int
+            The decoder embedding's rows and the width of the output logits.
+
+        Notes
+        -----
+        Read this, never ``target_vocab_size`` directly, which is None for a shared vocabulary. The special
+        ids must lie below both vocabulary sizes (checked at construction).
+        """
         return self.target_vocab_size if self.target_vocab_size is not None else self.vocab_size
 
     @property
     def head_dims(self) -> tuple[int, int]:
-        """The per-head widths ``(d_k, d_v)`` with defaults resolved."""
+        """The per-head widths ``(d_k, d_v)`` with defaults resolved.
+
+        Returns
+        -------
+        tuple[int, int]
+            ``d_k`` and ``d_v``, each ``d_model // num_heads`` when unset.
+
+        Notes
+        -----
+        Section 3.2.2: the paper uses d_k = d_v = d_model / h = 64, so multi-head attention costs about as
+        much as one head of full width. Explicit values (Table 2 rows A and B) need not divide ``d_model``;
+        the default does, which construction checks.
+        """
         default = self.d_model // self.num_heads
         return (self.d_k or default, self.d_v or default)
 
@@ -310,6 +356,8 @@ class TransformerConfig:
 
         Notes
         -----
-        Stored inside checkpoints as JSON.
+        Every field is a JSON scalar, so checkpoints store this dict as JSON in the weights file's metadata
+        and rebuild the config with :meth:`from_dict`, which validates it again; a field added later gets
+        its default when an older checkpoint is read.
         """
         return dataclasses.asdict(self)

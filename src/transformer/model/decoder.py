@@ -32,7 +32,10 @@ class DecoderLayerCache:
 
     Notes
     -----
-    Mutated in place by :meth:`DecoderLayer.forward`.
+    Mutated in place by :meth:`DecoderLayer.forward`, which appends each step's keys/values to ``self_key``
+    and ``self_value`` along dim 2; the cross-attention projections never change after
+    :meth:`Decoder.init_cache`. The cross tensors have one row per source sentence, the self tensors one
+    per decoder row (see :class:`DecoderCache`).
     """
 
     cross_key: Tensor
@@ -283,7 +286,9 @@ class Decoder(nn.Module):
 
         Notes
         -----
-        Section 3.1.
+        Section 3.1: each layer's output feeds the next, and every layer's encoder-decoder attention reads
+        the same final encoder output. The layer caches are updated in place, but ``cache.decoded_len`` is
+        not: the caller (:meth:`Transformer.decode`) advances it, since it also picks the positional offset.
         """
         all_self_weights: list[Tensor] = []
         all_cross_weights: list[Tensor] = []

@@ -59,7 +59,8 @@ class Dropout(nn.Module):
 
     Notes
     -----
-    Active only in training mode, like ``nn.Dropout``.
+    Active only in training mode, like ``nn.Dropout``. A module of its own, not ``nn.Dropout``, so the
+    residual and embedding dropouts take the cheaper CPU mask of :func:`dropout`.
     """
 
     def __init__(self, p: float) -> None:
@@ -83,10 +84,22 @@ class Dropout(nn.Module):
 
         Notes
         -----
-        See :func:`dropout`.
+        Checks ``self.training``, so ``model.eval()`` turns it off as it does ``nn.Dropout``. On the CPU the
+        drop probability is ``p`` rounded to a multiple of 2^-16, see :func:`dropout`.
         """
         return dropout(hidden, self.p, self.training)
 
     def extra_repr(self) -> str:
-        """Describe the module in ``print(model)``: its drop probability."""
+        """Describe the module in ``print(model)``: its drop probability.
+
+        Returns
+        -------
+        str
+            ``"p=<p>"``, as ``nn.Dropout`` shows it.
+
+        Notes
+        -----
+        ``nn.Module.__repr__`` puts this inside ``Dropout(...)``, so a printed model shows each dropout's
+        rate, e.g. the attention dropout that the paper leaves at zero.
+        """
         return f"p={self.p}"

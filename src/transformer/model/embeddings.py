@@ -16,7 +16,8 @@ class TokenEmbedding(nn.Module):
     d_model : int
         Embedding width.
     pad_id : int
-        Id of the padding token; its vector starts at zero and receives no gradient.
+        Id of the padding token; its vector starts at zero and receives no gradient from the lookup (with a
+        tied output projection the logits still update it).
     scale : bool
         Multiply by sqrt(d_model) as the paper does (section 3.4).
 
@@ -38,7 +39,18 @@ class TokenEmbedding(nn.Module):
 
     @property
     def weight(self) -> Tensor:
-        """The embedding matrix, shape (vocab_size, d_model)."""
+        """The embedding matrix, shape (vocab_size, d_model).
+
+        Returns
+        -------
+        torch.Tensor, shape (vocab_size, d_model)
+            The ``nn.Embedding`` parameter itself, not a copy.
+
+        Notes
+        -----
+        Unscaled: the sqrt(d_model) factor is applied in :meth:`forward` only. Section 3.4 shares this
+        matrix with the pre-softmax linear transformation, which uses it unscaled.
+        """
         return self.embedding.weight
 
     def forward(self, tokens: Tensor) -> Tensor:

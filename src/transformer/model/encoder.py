@@ -163,7 +163,9 @@ class Encoder(nn.Module):
 
         Notes
         -----
-        Section 3.1.
+        Section 3.1: a stack of N identical layers, each feeding the next; the last layer's output is the
+        memory that every decoder layer's encoder-decoder attention reads. Positions that are padding still
+        get outputs, but the decoder's cross-attention mask keeps them out of every key set.
         """
         all_weights: list[Tensor] = []
         for layer in self.layers:

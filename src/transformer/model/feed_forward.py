@@ -47,7 +47,9 @@ class PositionwiseFeedForward(nn.Module):
 
         Notes
         -----
-        Eq. (2) of the paper when ``activation == "relu"``.
+        Eq. (2) of the paper when ``activation == "relu"``: FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, the same
+        weights at every position (but different ones in each layer). Positions never mix here, so padding
+        positions cannot leak into real ones.
         """
         inner = self.linear_in(hidden)  # (batch, seq_len, d_ff)
         if self.activation == "relu":

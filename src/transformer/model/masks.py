@@ -29,7 +29,8 @@ def build_padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
 
     Notes
     -----
-    Same sense as ``key_padding_mask`` in ``torch.nn.MultiheadAttention``.
+    Same sense as ``key_padding_mask`` in ``torch.nn.MultiheadAttention``, the opposite of an attend mask:
+    convert it with :func:`padding_to_attend_mask` before handing it to attention.
     """
     return tokens.eq(pad_id)
 
@@ -129,12 +130,15 @@ def combine_attend_masks(first: Tensor | None, second: Tensor | None) -> Tensor 
 
     Returns
     -------
-    torch.Tensor or None
+    torch.Tensor or None, shape broadcast from ``first`` and ``second``
         The broadcast conjunction, or the one mask given, or None when both are None.
 
     Notes
     -----
-    Used to join a padding mask with a causal or window mask.
+    Used to join a padding mask, shape (batch, 1, 1, key_len), with a causal or window mask, shape
+    (query_len, key_len). Returning None rather than an all-True mask lets attention skip masking
+    altogether. The conjunction can leave a query no key at all; attention then gives it a zero output
+    rather than NaN.
     """
     if first is None:
         return second

@@ -47,7 +47,9 @@ def split_heads(hidden: Tensor, num_heads: int) -> Tensor:
 
     Notes
     -----
-    Inverse of :func:`merge_heads`.
+    Inverse of :func:`merge_heads`. Head i takes features ``i * head_dim`` to ``(i + 1) * head_dim`` of
+    the projection, so one (d_model, h * d_k) matrix equals the paper's h separate W_i projections of
+    section 3.2.2. No copy is made: the result is a (non-contiguous) view of ``hidden``.
     """
     batch_size, seq_len, _ = hidden.shape
     return hidden.view(batch_size, seq_len, num_heads, -1).transpose(1, 2)
@@ -68,7 +70,8 @@ def merge_heads(hidden: Tensor) -> Tensor:
 
     Notes
     -----
-    Inverse of :func:`split_heads`.
+    Inverse of :func:`split_heads`: MultiHead = Concat(head_1, ..., head_h) W^O in section 3.2.2. The
+    transposed input is not contiguous, so ``reshape`` copies it once here.
     """
     batch_size, num_heads, seq_len, head_dim = hidden.shape
     return hidden.transpose(1, 2).reshape(batch_size, seq_len, num_heads * head_dim)
@@ -263,7 +266,9 @@ class MultiHeadAttention(nn.Module):
 
         Notes
         -----
-        Applies ``q_proj`` (W^Q for all heads at once).
+        Applies ``q_proj`` (W^Q for all heads at once). Kept apart from the key/value projection because in
+        encoder-decoder attention (section 3.2.3) the queries come from the decoder while keys and values
+        come from the encoder, which decoding projects once and caches.
         """
         return split_heads(self.q_proj(query), self.num_heads)
 
@@ -323,7 +328,9 @@ class MultiHeadAttention(nn.Module):
 
         Notes
         -----
-        Attention dropout is active only in training mode.
+        Taking projected heads lets incremental decoding pass cached keys and values without projecting them
+        again. Attention dropout is active only in training mode. The explicit weights are computed only
+        when needed (``need_weights``, additive scoring, or the explicit path of ``implementation``).
         """
         dropout_p = self.dropout if self.training else 0.0
         weights: Tensor | None

@@ -61,7 +61,19 @@ class Table2Variant:
 
     @property
     def row(self) -> str:
-        """The row letter, e.g. ``"C"``."""
+        """The row letter, e.g. ``"C"``.
+
+        Returns
+        -------
+        str
+            The first character of ``name``, upper case as stored.
+
+        Notes
+        -----
+        Table 2 groups its experiments by letter, each varying one aspect of the base model (A heads, B key
+        size, C size, D regularisation, E positional encoding); :func:`find_table2_variant` selects within
+        a row by the settings that row varies.
+        """
         return self.name[0]
 
 
@@ -138,7 +150,9 @@ def varied_settings(row: str) -> set[str]:
 
     Notes
     -----
-    Used to tell selectors from plain overrides in ``TransformerConfig.table2``.
+    Used to tell selectors from plain overrides in ``TransformerConfig.table2``: ``table2("C", d_model=256)``
+    picks variant C4 rather than overriding the base model's width. Label smoothing counts as varied only
+    where a variant departs from the default 0.1.
     """
     names: set[str] = set()
     for variant in TABLE2_VARIANTS:

@@ -135,7 +135,8 @@ class Int8Linear(nn.Module):
 
         Notes
         -----
-        The float layer is left as it was.
+        The float layer is left as it was; the weight is quantised from a copy, so the caller may free or
+        keep training the original without affecting the int8 layer.
         """
         return cls(linear.weight, linear.bias)
 
@@ -159,7 +160,18 @@ class Int8Linear(nn.Module):
         return torch.ops.quantized.linear_dynamic(hidden, self.packed_weight, self.reduce_range)
 
     def extra_repr(self) -> str:
-        """Describe the layer's shape for ``print(model)``."""
+        """Describe the layer's shape for ``print(model)``.
+
+        Returns
+        -------
+        str
+            ``in_features`` and ``out_features``, as ``nn.Linear`` shows them, and the weight format.
+
+        Notes
+        -----
+        The packed weight is opaque (not a parameter or buffer), so without this a printed quantised model
+        would show neither the layer's shape nor that it runs in int8.
+        """
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 per-channel"
 
 

@@ -47,7 +47,9 @@ class ResidualConnection(nn.Module):
 
         Notes
         -----
-        Post-norm normalises after the addition instead, in :meth:`add`.
+        Post-norm normalises after the addition instead, in :meth:`add`. Pre-norm leaves the residual path
+        itself un-normalised, an identity from input to output: what makes it easier to train in deep
+        stacks (Xiong et al., 2020), at the cost of the final LayerNorm the stacks add.
         """
         return self.norm(hidden) if self.norm_first else hidden
 

@@ -37,7 +37,8 @@ class AttentionWeights:
 
     Notes
     -----
-    Rows are queries, columns keys; each row sums to one over the allowed keys.
+    Rows are queries, columns keys; each row sums to one over the allowed keys in eval mode (attention
+    dropout, when configured, rescales the weights in training mode).
     """
 
     encoder_self: list[Tensor] = field(default_factory=list)
@@ -200,7 +201,8 @@ class Transformer(nn.Module):
 
         Notes
         -----
-        Pass ``build_padding_mask(src_tokens, config.pad_id)`` to :meth:`decode` with it.
+        The memory carries no mask of its own: pass ``build_padding_mask(src_tokens, config.pad_id)`` to
+        :meth:`decode` with it, or the decoder attends to the padding positions' meaningless outputs too.
         """
         memory, _ = self._encode(src_tokens, need_weights=False)
         return memory
@@ -234,8 +236,10 @@ class Transformer(nn.Module):
 
         Notes
         -----
-        Searches rearrange its rows with :func:`transformer.decoding.cache_rows.reorder_decoder_cache` when
-        beams are re-ranked.
+        Cross-attention keys and values depend on the source only, so projecting them here once spares every
+        step re-projecting the whole source in every layer; the self-attention part starts empty. Searches
+        rearrange its rows with :func:`transformer.decoding.cache_rows.reorder_decoder_cache` when beams are
+        re-ranked.
         """
         return self.decoder.init_cache(memory, padding_to_attend_mask(src_padding_mask))
 
@@ -266,7 +270,9 @@ class Transformer(nn.Module):
 
         Notes
         -----
-        Cached and uncached decoding give the same logits (tested).
+        Cached and uncached decoding give the same logits (tested). With a cache, ``tgt_tokens`` are placed
+        at positions from ``cache.decoded_len`` on and appended to the cached keys/values, so feed only the
+        tokens not fed before: re-feeding the prefix would shift every position.
         """
         logits, _, _ = self._decode(tgt_tokens, memory, src_padding_mask, cache, need_weights=False)
         return logits
@@ -345,7 +351,10 @@ class Transformer(nn.Module):
 
         Notes
         -----
-        No information flows from target positions > t to the logits at t (tested).
+        No information flows from target positions > t to the logits at t (tested): section 3.2.3 masks
+        the decoder's self-attention so that, with the input shifted right by one, "the predictions for
+        position i can depend only on the known outputs at positions less than i". One call thus trains
+        every position of a sentence at once.
         """
         memory = self.encode(src_tokens)
         return self.decode(tgt_tokens, memory, build_padding_mask(src_tokens, self.config.pad_id))

@@ -178,6 +178,8 @@ def replace_directory(source: Path, destination: Path) -> None:
     -----
     POSIX cannot rename a directory over a non-empty one, so an existing destination is first renamed aside:
     at every instant a complete version exists under one of the two names, and the old one is deleted last.
+    Between the two renames ``destination`` itself is absent; a crash exactly there leaves the old version
+    under its hidden ``.{name}.old-*`` sibling, to be renamed back by hand.
     """
     if destination.exists():
         trash = temporary_sibling(destination, "old")
@@ -218,9 +220,10 @@ def staged_directory(destination: Path) -> Iterator[Path]:
 
     Notes
     -----
-    On success every file is fsynced and given a plain file's mode (0666 less the umask), then :func:`replace_directory` publishes the directory; readers see
-    either the old directory or the complete new one (checkpoints, converted models). On an exception the
-    temporary directory is removed and ``destination`` is left as it was.
+    On success every file is fsynced and given a plain file's mode (0666 less the umask), then
+    :func:`replace_directory` publishes the directory; readers see either the old directory or the complete
+    new one (checkpoints, converted models). On an exception the temporary directory is removed and
+    ``destination`` is left as it was.
     """
     destination = Path(destination)
     destination.parent.mkdir(parents=True, exist_ok=True)

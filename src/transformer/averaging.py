@@ -43,9 +43,10 @@ def select_last_checkpoints(run_dir: Path, last: int) -> list[Path]:
 
     Notes
     -----
-    The run keeps ``train.keep_last`` checkpoints (plus its best), so averaging the last 5 needs
-    ``keep_last >= 5``. Raises ValueError for ``last < 1`` and CheckpointError for a run without
-    checkpoints; both name the option or directory at fault.
+    The run keeps ``train.keep_checkpoints`` checkpoints (plus its best), so averaging the last 5 needs
+    ``keep_checkpoints >= 5``; with fewer, the selection can include the best checkpoint from much earlier
+    in the run, not a consecutive window. Raises ValueError for ``last < 1`` and CheckpointError for a run
+    without checkpoints; both name the option or directory at fault.
     """
     if last < 1:
         raise ValueError(f"--last {last}: average at least one checkpoint")

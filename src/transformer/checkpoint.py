@@ -161,7 +161,9 @@ class Checkpoint:
 
         Notes
         -----
-        Everything in the directory except the weights, optimizer, state and provenance files.
+        Everything in the directory except the weights, optimizer, state and provenance files: excluding
+        the known files rather than naming the tokenizer's lets both layouts travel through averaging and
+        conversion unchanged, but a stray file put in the directory by hand travels with them.
         """
         return {
             path.name: path.read_bytes()
@@ -379,7 +381,9 @@ def resolve_checkpoint(path: Path) -> Path:
 
     Notes
     -----
-    A run resolves to its best checkpoint by validation loss, else its latest.
+    A run resolves to its best checkpoint by validation loss, else its latest (the best is what one wants
+    to translate with, and the manager never deletes it). The index is trusted: if the directory it names
+    has lost its weights, this raises rather than falling back to another checkpoint.
     """
     path = Path(path)
     if (path / MODEL_FILE).exists():
@@ -441,6 +445,8 @@ def describe_mismatch(expected: TransformerConfig, actual: TransformerConfig, so
     Notes
     -----
     Raises CheckpointError such as "run/step-1: model config differs: d_model 256 (checkpoint) != 512".
+    Every field is compared, including ones that do not change the weights' shapes (``dropout``,
+    ``attention_implementation``), so a resume with such a setting changed is refused too.
     """
     differences = [
         f"{key} {value!r} (checkpoint) != {expected.to_dict()[key]!r}"

@@ -6,7 +6,6 @@ messages (exit status 2) instead of tracebacks.
 
 import argparse
 import dataclasses
-import os
 import re
 import sys
 from collections.abc import Sequence
@@ -15,6 +14,7 @@ from typing import Any
 
 import torch
 
+from transformer.atomic_files import write_text_atomically
 from transformer.averaging import (
     average_checkpoints,
     check_average_output,
@@ -466,12 +466,7 @@ def write_output_lines(lines: Sequence[str], path: str | None) -> None:
         return
     destination = Path(path)
     check_output_file(destination, "--output")
-    temporary = destination.parent / f".{destination.name}.tmp-{os.getpid()}"
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, destination)
-    finally:
-        temporary.unlink(missing_ok=True)  # gone after a successful rename; removed after a failed one
+    write_text_atomically(destination, text)
 
 
 def run_translate(args: argparse.Namespace) -> int:

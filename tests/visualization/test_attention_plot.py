@@ -11,7 +11,6 @@ from transformer.visualization.attention_plot import (
     plot_attention_maps,
     resolve_layer_index,
     select_attention_map,
-    write_file_atomically,
 )
 
 
@@ -116,27 +115,3 @@ def test_resolve_layer_index() -> None:
 def test_select_rejects_unknown_kind(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown attention kind 'decoder'"):
         select_attention_map(AttentionWeights(), "decoder", 0)
-
-
-def test_atomic_write_replaces_and_cleans_up(tmp_path: Path) -> None:
-    target = tmp_path / "sub" / "out.txt"
-    write_file_atomically(target, lambda temporary: temporary.write_text("first"))
-    write_file_atomically(target, lambda temporary: temporary.write_text("second"))
-    assert target.read_text() == "second"
-
-    def fail(temporary: Path) -> None:
-        temporary.write_text("partial")
-        raise RuntimeError("disk full")
-
-    with pytest.raises(RuntimeError, match="disk full"):
-        write_file_atomically(target, fail)
-    assert target.read_text() == "second"
-    assert os.listdir(target.parent) == ["out.txt"]
-    # Not the 0600 of tempfile.mkstemp: the result is as readable as any file the user creates.
-    assert target.stat().st_mode & 0o044 == 0o666 & ~_umask() & 0o044
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current

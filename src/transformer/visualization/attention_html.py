@@ -15,13 +15,13 @@ import torch
 from matplotlib import colormaps
 from matplotlib.colors import to_hex
 
+from transformer.atomic_files import write_text_atomically
 from transformer.model.transformer import AttentionWeights
 from transformer.visualization.attention_plot import (
     ATTENTION_KINDS,
     COLORMAP,
     check_attention_shape,
     select_attention_map,
-    write_file_atomically,
 )
 
 # Four decimals keep the page small (a base model on a 30-token sentence pair: about 0.9 MB) and still
@@ -486,4 +486,5 @@ def write_attention_html(
     page = render_attention_page(
         build_attention_payload(attention, source_tokens, target_tokens, title, batch_index)
     )
-    return write_file_atomically(Path(path), lambda temporary: temporary.write_text(page, encoding="utf-8"))
+    write_text_atomically(Path(path), page)
+    return Path(path)

@@ -5,9 +5,7 @@ plotting neither changes the global backend nor keeps figures alive in pyplot's 
 """
 
 import math
-import os
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 from torch import Tensor
 
+from transformer.atomic_files import atomic_write
 from transformer.model.transformer import AttentionWeights
 
 # Perceptually uniform and readable in greyscale; its bright yellow maximum stands out from the page.
@@ -33,40 +32,6 @@ MAX_GRID_COLUMNS = 4
 # Largest cell and largest panel side, in inches: long sentences shrink the cells instead of the page growing.
 MAX_CELL_INCHES = 0.3
 MAX_PANEL_INCHES = 4.5
-
-
-def write_file_atomically(path: Path, write_to: Callable[[Path], object]) -> Path:
-    """Write a file through a temporary sibling so that readers never see it half-written.
-
-    Parameters
-    ----------
-    path : pathlib.Path
-        Destination; its parent directories are created.
-    write_to : callable
-        Called with the temporary path (same directory and suffix as ``path``) and writes the content there.
-
-    Returns
-    -------
-    pathlib.Path
-        ``path``.
-
-    Notes
-    -----
-    ``os.replace`` is atomic within one file system, which writing next to the destination guarantees. The
-    temporary file keeps the suffix because matplotlib picks the format from it. On failure the
-    destination is left as it was and the temporary file removed.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # A unique sibling name rather than tempfile.mkstemp, whose 0600 mode would outlive the rename.
-    temporary_path = path.with_name(f".{path.stem}.{uuid.uuid4().hex}.tmp{path.suffix}")
-    try:
-        write_to(temporary_path)
-        os.replace(temporary_path, path)
-    except BaseException:
-        temporary_path.unlink(missing_ok=True)
-        raise
-    return path
 
 
 def save_figure_atomically(figure: Figure, path: Path) -> Path:
@@ -87,13 +52,14 @@ def save_figure_atomically(figure: Figure, path: Path) -> Path:
     Notes
     -----
     matplotlib writes the file in pieces, so an interrupted save would leave a truncated image under the
-    final name; :func:`write_file_atomically` saves to a temporary file and renames it over ``path``. The
-    format comes from the suffix, not the temporary file's name, and the resolution is fixed at 150 dpi.
+    final name; :func:`transformer.atomic_files.atomic_write` saves to a temporary file and renames it over
+    ``path``. The format comes from the suffix (matplotlib cannot see a name through the open file), and the
+    resolution is fixed at 150 dpi.
     """
     image_format = Path(path).suffix.lstrip(".").lower() or "png"
-    return write_file_atomically(
-        Path(path), lambda temporary: figure.savefig(temporary, format=image_format, dpi=150)
-    )
+    with atomic_write(Path(path), "wb") as handle:
+        figure.savefig(handle, format=image_format, dpi=150)
+    return Path(path)
 
 
 def resolve_layer_index(layer: int, num_layers: int) -> int:

@@ -203,7 +203,7 @@ class TrainConfig:
 
     Notes
     -----
-    The defaults are the paper's except the batch: ``max_tokens=4096`` fits one device, against the
+    The defaults are the paper's except the batch: ``max_tokens=4096`` is sized for one device, against the
     paper's ~25,000 tokens per side over 8 GPUs, so ``accumulate`` is how a small machine approaches the
     paper's effective batch. Validated at construction: a bad value raises ValueError naming the field.
     """

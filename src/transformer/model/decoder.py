@@ -34,8 +34,8 @@ class DecoderLayerCache:
     -----
     Mutated in place by :meth:`DecoderLayer.forward`, which appends each step's keys/values to ``self_key``
     and ``self_value`` along dim 2; the cross-attention projections never change after
-    :meth:`Decoder.init_cache`. The cross tensors have one row per source sentence, the self tensors one
-    per decoder row (see :class:`DecoderCache`).
+    :meth:`Decoder.init_cache`. The cross tensors have one row per ``rows_per_source`` decoder rows, the
+    self tensors one per decoder row (see :class:`DecoderCache`).
     """
 
     cross_key: Tensor

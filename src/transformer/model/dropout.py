@@ -99,7 +99,7 @@ class Dropout(nn.Module):
 
         Notes
         -----
-        ``nn.Module.__repr__`` puts this inside ``Dropout(...)``, so a printed model shows each dropout's
-        rate, e.g. the attention dropout that the paper leaves at zero.
+        ``nn.Module.__repr__`` puts this inside ``Dropout(...)``, so a printed model shows the rate of each
+        residual and embedding dropout, as it would with ``nn.Dropout``.
         """
         return f"p={self.p}"

@@ -71,7 +71,7 @@ def merge_heads(hidden: Tensor) -> Tensor:
     Notes
     -----
     Inverse of :func:`split_heads`: MultiHead = Concat(head_1, ..., head_h) W^O in section 3.2.2. The
-    transposed input is not contiguous, so ``reshape`` copies it once here.
+    transposed input is generally not contiguous, so ``reshape`` usually copies it here.
     """
     batch_size, num_heads, seq_len, head_dim = hidden.shape
     return hidden.transpose(1, 2).reshape(batch_size, seq_len, num_heads * head_dim)

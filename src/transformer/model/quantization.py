@@ -135,8 +135,8 @@ class Int8Linear(nn.Module):
 
         Notes
         -----
-        The float layer is left as it was; the weight is quantised from a copy, so the caller may free or
-        keep training the original without affecting the int8 layer.
+        The float layer is left as it was, and the int8 layer keeps no reference to its tensors, so the
+        caller may free or keep training the original without affecting the int8 layer.
         """
         return cls(linear.weight, linear.bias)
 

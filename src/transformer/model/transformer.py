@@ -351,10 +351,10 @@ class Transformer(nn.Module):
 
         Notes
         -----
-        No information flows from target positions > t to the logits at t (tested): section 3.2.3 masks
-        the decoder's self-attention so that, with the input shifted right by one, "the predictions for
-        position i can depend only on the known outputs at positions less than i". One call thus trains
-        every position of a sentence at once.
+        No information flows from target positions > t to the logits at t (tested). Section 3.1: the
+        decoder's self-attention is masked, and with the output embeddings offset by one position this
+        "ensures that the predictions for position i can depend only on the known outputs at positions less
+        than i". One call thus trains every position of a sentence at once.
         """
         memory = self.encode(src_tokens)
         return self.decode(tgt_tokens, memory, build_padding_mask(src_tokens, self.config.pad_id))

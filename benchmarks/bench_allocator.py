@@ -3,7 +3,9 @@
 PyTorch's CPU training allocates and frees large tensors every step; on this project's machines preloading
 tcmalloc sped training up by 15-40% and cut run-to-run noise from about ±16% to a few percent. LD_PRELOAD only
 takes effect when a process starts, so the suite replaces itself (``os.execve``) with the same command and the
-library preloaded. This module imports nothing heavy, so that happens before torch is loaded.
+library preloaded. This module imports nothing heavy, so that happens before torch is loaded. "The same command"
+is the interpreter's own command line (``sys.orig_argv``), so ``python -m benchmarks.run ...`` re-executes as a
+module again, in the same working directory.
 """
 
 import os
@@ -35,7 +37,9 @@ def reexecute_under_tcmalloc(no_tcmalloc: bool) -> None:
 
     Notes
     -----
-    Child processes (the attention workers) inherit LD_PRELOAD, so the whole suite runs on one allocator.
+    Child processes (the attention workers) inherit LD_PRELOAD, so the whole suite runs on one allocator. The
+    new process gets this one's interpreter options and ``-m benchmarks.run`` back from ``sys.orig_argv``
+    (``sys.argv[0]`` names the module's file, which does not run as a script).
     """
     preload = os.environ.get("LD_PRELOAD", "")
     if no_tcmalloc or os.environ.get(REEXEC_MARKER) or "tcmalloc" in preload or not TCMALLOC_PATH.exists():
@@ -46,12 +50,27 @@ def reexecute_under_tcmalloc(no_tcmalloc: bool) -> None:
     environment[COMMAND_VARIABLE] = typed_command()
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, *sys.argv], environment)
+    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], environment)
 
 
 def typed_command() -> str:
-    """The command line that started the suite, as the user typed it (before any re-execution)."""
-    return os.environ.get(COMMAND_VARIABLE) or shlex.join(["python", *sys.argv])
+    """Return the command line that started the suite, as the user typed it (before any re-execution).
+
+    Parameters
+    ----------
+    None
+
+    Returns
+    -------
+    str
+        ``python`` and the interpreter's arguments, e.g. ``"python -m benchmarks.run --quick"``.
+
+    Notes
+    -----
+    Read from ``sys.orig_argv`` (``sys.argv`` has lost ``-m benchmarks.run``), or after a re-execution from
+    the environment variable the first process set.
+    """
+    return os.environ.get(COMMAND_VARIABLE) or shlex.join(["python", *sys.orig_argv[1:]])
 
 
 def allocator_description(no_tcmalloc: bool) -> str:

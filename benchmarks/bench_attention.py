@@ -6,7 +6,7 @@ fused kernel; the baseline is the explicit ``softmax(Q K^T / sqrt(d_k)) V``, whi
 keep memory linear in length.
 
 Peak memory is measured honestly on the CPU, where PyTorch keeps no allocation statistics: each
-(implementation, length) runs in a fresh Python process (this file with ``--worker``), so no other length's
+(implementation, length) runs in a fresh Python process (this module with ``--worker``), so no other length's
 memory is cached in its allocator. The worker warms the kernels up on a tiny input, allocates Q, K, V and the
 output gradient, resets the kernel's peak resident set size to the current one (``/proc/self/clear_refs``),
 runs one forward+backward, and reports the peak (``VmHWM`` in ``/proc/self/status``) minus the resident size
@@ -26,9 +26,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from bench_common import Section
-from bench_settings import Settings
-from bench_worker import read_status_bytes, reset_peak_rss, run_json_worker
+from benchmarks.bench_common import Section
+from benchmarks.bench_settings import Settings
+from benchmarks.bench_worker import read_status_bytes, reset_peak_rss, run_json_worker
 from transformer.model.scaled_dot_product_attention import scaled_dot_product_attention
 
 IMPLEMENTATIONS = ("ours (fused)", "explicit softmax(QK^T)V")
@@ -222,7 +222,7 @@ def _run_in_subprocess(implementation: str, length: int, settings: Settings, thr
         "threads": threads,
     }
     result: dict[str, Any] = run_json_worker(
-        __file__, arguments, WORKER_TIMEOUT_SECONDS, f"attention {implementation!r} at length {length}"
+        __name__, arguments, WORKER_TIMEOUT_SECONDS, f"attention {implementation!r} at length {length}"
     )
     return result
 

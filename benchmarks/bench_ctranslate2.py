@@ -6,8 +6,8 @@ wake their threads as slowly as under ``OMP_WAIT_POLICY=PASSIVE``: on the develo
 bf16 greedy decoding fell from about 2,100 to 1,150 tokens/s and HF ``generate()`` from 1,700 to 1,050, and
 came back as soon as the translators were deleted. Measuring the three toolkits in one process therefore
 charged CTranslate2's presence to the other two. Here the translators live in a worker process
-(``python bench_ctranslate2.py --model-dir ... --batches ...``) that answers one JSON line per request, so the
-rounds stay interleaved while no process holds both runtimes.
+(``python -m benchmarks.bench_ctranslate2 --model-dir ... --batches ...``, started in the repository root) that
+answers one JSON line per request, so the rounds stay interleaved while no process holds both runtimes.
 
 Protocol (one JSON object per line): the worker first prints ``{"ready": true}``; each request
 ``{"compute_type": "int8", "beam_size": 4, "batch": 0, "output_length": 32}`` translates one batch of the
@@ -22,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from bench_worker import worker_command
+from benchmarks.bench_worker import REPOSITORY, worker_command
 
 
 class CTranslate2Worker:
@@ -64,12 +64,17 @@ class CTranslate2Worker:
             "threads": threads,
             "compute-types": ",".join(compute_types),
         }
-        command = worker_command(__file__, arguments)
+        command = worker_command(__name__, arguments)
         # stderr goes to a file: a pipe nobody reads could fill up and stall the worker.
         self.stderr_path = scratch / "ct2-worker.stderr"
         with self.stderr_path.open("w", encoding="utf-8") as stderr:
             self.process = subprocess.Popen(
-                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                cwd=REPOSITORY,
             )
         try:
             self._read_reply()  # {"ready": true} once every translator is loaded

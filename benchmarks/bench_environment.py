@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from bench_allocator import allocator_description, typed_command
+from benchmarks.bench_allocator import allocator_description, typed_command
 from transformer.autotune.machine import cpu_model_and_flags, describe_cpu
 from transformer.autotune.precision_probe import cpu_has_native_bf16
 

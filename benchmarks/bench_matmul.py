@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from bench_common import Section, time_interleaved, time_once
+from benchmarks.bench_common import Section, time_interleaved, time_once
 
 METHOD = (
     "`torch.mm(a, b, out=c)` on square random matrices, 2 n^3 FLOP per product. Each repeat times enough "

@@ -17,10 +17,10 @@ from typing import Any
 
 import torch
 
-from bench_common import Section
-from bench_data import fixed_batches, synthetic_corpus, train_synthetic_tokenizer
-from bench_settings import MODEL_SHAPES, Settings, model_config
-from bench_worker import read_status_bytes, reset_peak_rss, run_json_worker
+from benchmarks.bench_common import Section
+from benchmarks.bench_data import fixed_batches, synthetic_corpus, train_synthetic_tokenizer
+from benchmarks.bench_settings import MODEL_SHAPES, Settings, model_config
+from benchmarks.bench_worker import read_status_bytes, reset_peak_rss, run_json_worker
 from transformer.config import ExperimentConfig, TrainConfig
 from transformer.data.prepare import TrainingData
 from transformer.model.transformer import Transformer
@@ -158,7 +158,7 @@ def _run_in_subprocess(
         "threads": threads,
     }
     description = f"memory {model_name} {precision} {accumulate} x {micro_batch_tokens}"
-    result: dict[str, Any] = run_json_worker(__file__, arguments, WORKER_TIMEOUT_SECONDS, description)
+    result: dict[str, Any] = run_json_worker(__name__, arguments, WORKER_TIMEOUT_SECONDS, description)
     return result
 
 

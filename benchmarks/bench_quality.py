@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_common import Section
-from bench_settings import Settings
+from benchmarks.bench_common import Section
+from benchmarks.bench_settings import Settings
 from transformer.checkpoint import STATE_FILE
 from transformer.config import DecodeConfig, experiment_from_dict
 from transformer.data.dataset import read_parallel_files

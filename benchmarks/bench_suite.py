@@ -13,16 +13,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench_attention import measure_attention
-from bench_common import Section, run_section
-from bench_environment import describe_environment
-from bench_matmul import measure_matmul
-from bench_memory import measure_memory
-from bench_quality import measure_time_to_quality
-from bench_report import render_markdown
-from bench_settings import Settings
-from bench_training import measure_training
-from bench_translation import measure_translation
+from benchmarks.bench_attention import measure_attention
+from benchmarks.bench_common import Section, run_section
+from benchmarks.bench_environment import describe_environment
+from benchmarks.bench_matmul import measure_matmul
+from benchmarks.bench_memory import measure_memory
+from benchmarks.bench_quality import measure_time_to_quality
+from benchmarks.bench_report import render_markdown
+from benchmarks.bench_settings import Settings
+from benchmarks.bench_training import measure_training
+from benchmarks.bench_translation import measure_translation
 
 SECTION_TITLES = {
     "matmul": "Peak matmul throughput (the ceiling)",

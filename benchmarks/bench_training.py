@@ -13,12 +13,12 @@ from pathlib import Path
 
 import torch
 
-from bench_common import Section, describe_import_failure, time_interleaved
-from bench_data import fixed_batches, synthetic_corpus, train_synthetic_tokenizer
-from bench_fairseq import FAIRSEQ_MODULE, build_fairseq_step
-from bench_flops import ModelShape, training_flops_per_target_token
-from bench_reference import ReferenceTransformer, build_reference_step
-from bench_settings import MODEL_SHAPES, Settings, model_config
+from benchmarks.bench_common import Section, describe_import_failure, time_interleaved
+from benchmarks.bench_data import fixed_batches, synthetic_corpus, train_synthetic_tokenizer
+from benchmarks.bench_fairseq import FAIRSEQ_MODULE, build_fairseq_step
+from benchmarks.bench_flops import ModelShape, training_flops_per_target_token
+from benchmarks.bench_reference import ReferenceTransformer, build_reference_step
+from benchmarks.bench_settings import MODEL_SHAPES, Settings, model_config
 from transformer.config import ExperimentConfig, TrainConfig
 from transformer.data.prepare import TrainingData
 from transformer.data.tokenizer import Tokenizer

@@ -20,10 +20,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from bench_common import Section, describe_import_failure, time_interleaved
-from bench_ctranslate2 import CTranslate2Worker
-from bench_data import random_ids, train_synthetic_tokenizer
-from bench_settings import Settings, model_config
+from benchmarks.bench_common import Section, describe_import_failure, time_interleaved
+from benchmarks.bench_ctranslate2 import CTranslate2Worker
+from benchmarks.bench_data import random_ids, train_synthetic_tokenizer
+from benchmarks.bench_settings import Settings, model_config
 from transformer.checkpoint import TOKENIZER_FILE, save_checkpoint
 from transformer.config import DecodeConfig
 from transformer.data.tokenizer import EOS_ID, Tokenizer

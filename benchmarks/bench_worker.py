@@ -1,8 +1,9 @@
 """Measurements in a fresh worker process: peak resident memory on Linux, and running the worker itself.
 
 Peak memory is only honest in a process that has not already grown its heap for something larger, so the
-attention and training-memory sections run each point as ``python bench_<section>.py --worker ...``, which
-prints its result as one JSON line.
+attention and training-memory sections run each point as ``python -m benchmarks.bench_<section> --worker ...``
+(started in the repository root, where the ``benchmarks`` package is found), which prints its result as one
+JSON line.
 """
 
 import json
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 KIB = 1024
+#: The repository root: workers start there, so that ``python -m benchmarks.<module>`` finds the package.
+REPOSITORY = Path(__file__).resolve().parent.parent
 
 
 def read_status_bytes(field: str) -> int:
@@ -58,39 +61,42 @@ def reset_peak_rss() -> None:
     Path("/proc/self/clear_refs").write_text("5", encoding="ascii")
 
 
-def worker_command(script: str, arguments: dict[str, object]) -> list[str]:
-    """Build the command line ``python script --name value ...`` of a benchmark worker.
+def worker_command(module: str, arguments: dict[str, object]) -> list[str]:
+    """Build the command line ``python -m module --name value ...`` of a benchmark worker.
 
     Parameters
     ----------
-    script : str
-        Path of the benchmark module to run as a worker.
+    module : str
+        Dotted name of the benchmark module to run as a worker (its ``__name__``, e.g.
+        ``"benchmarks.bench_attention"``).
     arguments : dict of str to object
         Command-line options without the leading dashes (``{"worker": "fused", "length": 128}``); values are
-        passed as ``str(value)``.
+        passed as ``str(value)``, paths made absolute first.
 
     Returns
     -------
     list of str
-        The command, starting with this interpreter and the script's absolute path.
+        The command, starting with this interpreter, ``-m`` and the module.
 
     Notes
     -----
-    The worker inherits this process's environment, so ``LD_PRELOAD`` (tcmalloc) applies to it too.
+    Start it with ``cwd=REPOSITORY``: ``-m`` finds the ``benchmarks`` package in the working directory, and the
+    paths among the arguments are absolute, so they still name the same files there. The worker inherits this
+    process's environment, so ``LD_PRELOAD`` (tcmalloc) applies to it too.
     """
-    command = [sys.executable, str(Path(script).resolve())]
+    command = [sys.executable, "-m", module]
     for name, value in arguments.items():
-        command += [f"--{name}", str(value)]
+        command += [f"--{name}", str(value.absolute() if isinstance(value, Path) else value)]
     return command
 
 
-def run_json_worker(script: str, arguments: dict[str, object], timeout: float, description: str) -> Any:
-    """Run ``python script --name value ...`` in a fresh process and parse the JSON of its last output line.
+def run_json_worker(module: str, arguments: dict[str, object], timeout: float, description: str) -> Any:
+    """Run ``python -m module --name value ...`` in a fresh process and parse the JSON of its last output line.
 
     Parameters
     ----------
-    script : str
-        Path of the benchmark module to run as a worker.
+    module : str
+        Dotted name of the benchmark module to run as a worker (its ``__name__``).
     arguments : dict of str to object
         Command-line options without the leading dashes (``{"worker": "fused", "length": 128}``).
     timeout : float
@@ -105,10 +111,13 @@ def run_json_worker(script: str, arguments: dict[str, object], timeout: float, d
 
     Notes
     -----
-    A worker that exits with an error raises RuntimeError with its exit code and the end of its stderr.
+    The worker runs in the repository root (see :func:`worker_command`). A worker that exits with an error
+    raises RuntimeError with its exit code and the end of its stderr.
     """
-    command = worker_command(script, arguments)
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    command = worker_command(module, arguments)
+    completed = subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, cwd=REPOSITORY, check=False
+    )
     if completed.returncode != 0:
         raise RuntimeError(
             f"{description} worker failed ({completed.returncode}):\n{completed.stderr[-2000:]}"

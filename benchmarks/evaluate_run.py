@@ -1,7 +1,9 @@
 """Evaluate a finished training run: BLEU before and after checkpoint averaging, and translation speed.
 
-    python benchmarks/evaluate_run.py --run runs/multi30k --source VALID.en --reference VALID.de \
+    python -m benchmarks.evaluate_run --run runs/multi30k --source VALID.en --reference VALID.de \
         --average-last 5 --output experiments/multi30k/evaluation.json
+
+(from the repository root: a module of the ``benchmarks`` package).
 
 Writes JSON and prints a Markdown report, labelled with the CPU model and its flags:
 - validation BLEU (sacreBLEU 13a, cased and lowercased) and chrF of the best checkpoint (by validation loss),
@@ -15,6 +17,7 @@ Writes JSON and prints a Markdown report, labelled with the CPU model and its fl
 
 import argparse
 import json
+import shlex
 import sys
 import tempfile
 import time
@@ -31,6 +34,9 @@ from transformer.data.dataset import read_parallel_files
 from transformer.decoding.translator import TRANSLATION_PRECISIONS, Translator
 from transformer.evaluation.bleu import score_translations
 from transformer.training.checkpoint import load_training_checkpoint
+
+#: How this script runs, for the command its report records.
+MODULE = "benchmarks.evaluate_run"
 
 
 def describe_search(config: DecodeConfig) -> str:
@@ -142,7 +148,24 @@ def ctranslate2_rows(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """Evaluate the run named on the command line, write the JSON report and print the Markdown one.
+
+    Parameters
+    ----------
+    argv : list of str or None
+        The arguments (the module docstring lists them); None reads ``sys.argv``.
+
+    Returns
+    -------
+    int
+        The exit status: 0.
+
+    Notes
+    -----
+    The report records its command as ``python -m benchmarks.evaluate_run`` with these arguments, the way to run
+    it again.
+    """
+    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.splitlines()[0])
     parser.add_argument("--run", required=True, type=Path)
     parser.add_argument("--source", required=True, type=Path)
     parser.add_argument("--reference", required=True, type=Path)
@@ -191,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     engines = ctranslate2_rows(averaged_dir, sources, references, args.repeats, power_alpha)
     state = latest.state
     report: dict[str, Any] = {
-        "command": " ".join(["python", *sys.argv]),
+        "command": shlex.join(["python", "-m", MODULE, *(sys.argv[1:] if argv is None else argv)]),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "threads": args.threads,
         "cpu": describe_cpu(),

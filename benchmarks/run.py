@@ -1,8 +1,10 @@
 """Run the benchmark suite and write JSON and Markdown reports.
 
-    python benchmarks/run.py --quick                 # under two minutes on 2 cores
-    python benchmarks/run.py                         # full mode, for the record
-    python benchmarks/run.py --only training,attention --run runs/multi30k
+From the repository root (a module of the ``benchmarks`` package, not a script to run by path):
+
+    python -m benchmarks.run --quick                 # under two minutes on 2 cores
+    python -m benchmarks.run                         # full mode, for the record
+    python -m benchmarks.run --only training,attention --run runs/multi30k
 
 Sections: matmul (the ceiling), training, translation, attention, quality (needs ``--run``). Unless
 ``--no-tcmalloc`` is given, the suite re-executes itself with tcmalloc preloaded when the library is
@@ -10,10 +12,14 @@ installed, since the allocator changes PyTorch's CPU throughput by 15-40%; the r
 """
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
-from bench_allocator import reexecute_under_tcmalloc
+if not __package__:  # run by path, where the package imports below fail: say how to run it instead
+    sys.exit(f"run from the repository root: python -m benchmarks.run {shlex.join(sys.argv[1:])}".rstrip())
+
+from benchmarks.bench_allocator import reexecute_under_tcmalloc
 
 SECTIONS = ("matmul", "training", "translation", "attention", "memory", "quality")
 DEFAULT_OUTPUT_DIR = Path(__file__).resolve().parent / "results"
@@ -21,7 +27,8 @@ DEFAULT_OUTPUT_DIR = Path(__file__).resolve().parent / "results"
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        description="Benchmark the Transformer against its peers; write <timestamp>.json, latest.json and latest.md."
+        prog="python -m benchmarks.run",
+        description="Benchmark the Transformer against its peers; write <timestamp>.json, latest.json and latest.md.",
     )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
@@ -74,6 +81,22 @@ def selected_sections(only: str | None, run_dir: Path | None) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the selected sections and write the reports.
+
+    Parameters
+    ----------
+    argv : list of str or None
+        The arguments (``--help`` lists them); None reads ``sys.argv``.
+
+    Returns
+    -------
+    int
+        The exit status: 1 if a section failed, else 0.
+
+    Notes
+    -----
+    May first re-execute the whole command under tcmalloc (``bench_allocator``); the report paths are printed.
+    """
     args = build_parser().parse_args(argv)
     if args.threads <= 0:
         raise SystemExit(f"--threads={args.threads} must be positive")
@@ -84,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     # Loaded only now: the allocator must be settled before torch starts allocating.
     import torch
 
-    from bench_suite import run_suite, write_reports
+    from benchmarks.bench_suite import run_suite, write_reports
 
     torch.set_num_threads(args.threads)
     record = run_suite(args, sections)

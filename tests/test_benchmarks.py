@@ -3,27 +3,86 @@
 import importlib
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
 from torch import nn
 
+from benchmarks import bench_ctranslate2, bench_data, bench_flops, bench_reference, bench_worker, evaluate_run
+from benchmarks import run as benchmark_run
 from transformer import Transformer, TransformerConfig
 
 REPOSITORY = Path(__file__).resolve().parent.parent
-BENCHMARKS = REPOSITORY / "benchmarks"
+# Packages run from the repository root with `python -m`: `python -m benchmarks.run --quick`.
+PACKAGES = ("benchmarks", "experiments")
 SECTIONS = ["matmul", "training", "translation", "attention", "memory", "quality"]
+# What reaching a module by editing the import path looks like, in code or in a child process's environment.
+IMPORT_PATH_EDIT = re.compile(r"\bsys\.path\b|\baddsitedir\b|[\"']PYTHONPATH[\"']")
 
 
-def load_benchmark_module(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    # The benchmarks are scripts importing each other by file name, as `python benchmarks/run.py` does.
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    return importlib.import_module(name)
+def package_sources() -> list[Path]:
+    return sorted(path for package in PACKAGES for path in (REPOSITORY / package).rglob("*.py"))
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(REPOSITORY).with_suffix("").parts).removesuffix(".__init__")
+
+
+def test_benchmarks_and_experiments_are_packages_that_edit_no_import_path() -> None:
+    sources = package_sources()
+    assert REPOSITORY / "benchmarks" / "run.py" in sources
+    for directory in sorted({path.parent for path in sources}):
+        assert (directory / "__init__.py").is_file(), f"{directory} holds modules but is not a package"
+    edits = [
+        f"{path.relative_to(REPOSITORY)}:{number}: {line.strip()}"
+        for path in sources
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if IMPORT_PATH_EDIT.search(line)
+    ]
+    assert not edits, "import the packages instead of editing the import path:\n" + "\n".join(edits)
+
+
+@pytest.mark.parametrize("path", package_sources(), ids=lambda path: str(path.relative_to(REPOSITORY)))
+def test_every_module_imports_as_part_of_its_package(path: Path) -> None:
+    importlib.import_module(module_name(path))
+
+
+def test_suite_runs_as_a_module_and_by_path_says_how() -> None:
+    as_module = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPOSITORY,
+        check=False,
+    )
+    assert as_module.returncode == 0, as_module.stderr
+    assert as_module.stdout.startswith("usage: python -m benchmarks.run")
+    by_path = subprocess.run(
+        [sys.executable, "benchmarks/run.py", "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPOSITORY,
+        check=False,
+    )
+    assert by_path.returncode == 1
+    assert by_path.stderr.strip() == "run from the repository root: python -m benchmarks.run --quick"
+
+
+def test_workers_run_as_modules_with_absolute_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # workers start in the repository root, so relative paths are made absolute
+    command = bench_worker.worker_command("benchmarks.bench_attention", {"length": 8, "model-dir": Path("m")})
+    assert command == [
+        *(sys.executable, "-m", "benchmarks.bench_attention"),
+        *("--length", "8", "--model-dir", str(tmp_path / "m")),
+    ]
+    assert bench_worker.REPOSITORY == REPOSITORY
 
 
 @pytest.mark.slow
@@ -31,7 +90,7 @@ def test_smoke_suite_writes_json_and_markdown_reports(tmp_path: Path, trained_ru
     output_dir = tmp_path / "results"
     command = [
         sys.executable,
-        str(BENCHMARKS / "run.py"),
+        *("-m", "benchmarks.run"),
         "--smoke",
         "--run",
         str(trained_run),
@@ -53,7 +112,8 @@ def test_smoke_suite_writes_json_and_markdown_reports(tmp_path: Path, trained_ru
     for key in ("cpu", "python", "torch", "allocator", "threads", "date_utc", "command"):
         assert environment[key], key
     assert environment["cpu"]["model"] in environment["cpu"]["summary"]  # model and flags label the figures
-    assert "--smoke" in environment["command"]
+    # As typed, even after re-executing under tcmalloc: the module, not the path sys.argv[0] gives.
+    assert environment["command"].startswith("python -m benchmarks.run --smoke")
     assert record["settings"]["mode"] == "smoke"
 
     training = record["sections"]["training"]["rows"]
@@ -119,18 +179,17 @@ def test_smoke_suite_writes_json_and_markdown_reports(tmp_path: Path, trained_ru
     assert len(list(output_dir.glob("2*.md"))) == 1
 
 
-def test_training_selects_matmul_and_quality_needs_a_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    run = load_benchmark_module("run", monkeypatch)
-    assert run.selected_sections(None, None) == ["matmul", "training", "translation", "attention", "memory"]
-    assert run.selected_sections(None, Path("some-run")) == SECTIONS
-    assert run.selected_sections("training", None) == ["matmul", "training"]
-    assert run.selected_sections("attention, translation", None) == ["translation", "attention"]
+def test_training_selects_matmul_and_quality_needs_a_run() -> None:
+    select = benchmark_run.selected_sections
+    assert select(None, None) == ["matmul", "training", "translation", "attention", "memory"]
+    assert select(None, Path("some-run")) == SECTIONS
+    assert select("training", None) == ["matmul", "training"]
+    assert select("attention, translation", None) == ["translation", "attention"]
     with pytest.raises(SystemExit, match="unknown sections"):
-        run.selected_sections("training,speed", None)
+        select("training,speed", None)
 
 
-def test_flop_count_is_six_times_matmul_parameters_plus_attention(monkeypatch: pytest.MonkeyPatch) -> None:
-    bench_flops = load_benchmark_module("bench_flops", monkeypatch)
+def test_flop_count_is_six_times_matmul_parameters_plus_attention() -> None:
     config = TransformerConfig(
         vocab_size=100, d_model=32, d_ff=64, num_heads=4, num_encoder_layers=2, num_decoder_layers=3
     )
@@ -145,9 +204,7 @@ def test_flop_count_is_six_times_matmul_parameters_plus_attention(monkeypatch: p
     assert bench_flops.training_flops_per_target_token(shape, 1, 1) == 6 * matmul_parameters + 3 * attention
 
 
-def test_reference_model_takes_a_training_step(monkeypatch: pytest.MonkeyPatch) -> None:
-    bench_reference = load_benchmark_module("bench_reference", monkeypatch)
-    bench_data = load_benchmark_module("bench_data", monkeypatch)
+def test_reference_model_takes_a_training_step() -> None:
     model = bench_reference.ReferenceTransformer(
         vocab_size=50,
         d_model=16,
@@ -169,11 +226,8 @@ def test_reference_model_takes_a_training_step(monkeypatch: pytest.MonkeyPatch) 
     assert not model.embedding.weight.detach().equal(before)
 
 
-def test_ctranslate2_worker_failure_is_an_error_with_its_stderr(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_ctranslate2_worker_failure_is_an_error_with_its_stderr(tmp_path: Path) -> None:
     pytest.importorskip("ctranslate2")
-    bench_ctranslate2 = load_benchmark_module("bench_ctranslate2", monkeypatch)
     missing = tmp_path / "no-such-model"
     with pytest.raises(RuntimeError, match="CTranslate2 worker exited") as raised:
         bench_ctranslate2.CTranslate2Worker(missing, [[["a"]]], ["int8"], 1, tmp_path)
@@ -181,11 +235,8 @@ def test_ctranslate2_worker_failure_is_an_error_with_its_stderr(
 
 
 @pytest.mark.slow
-def test_evaluate_run_scores_the_runs_own_search_beside_the_papers(
-    tmp_path: Path, trained_run: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_evaluate_run_scores_the_runs_own_search_beside_the_papers(tmp_path: Path, trained_run: Path) -> None:
     # The tiny run decodes with beam 2: its own search must be scored and labelled beside the paper's beam 4.
-    evaluate_run = load_benchmark_module("evaluate_run", monkeypatch)
     run_dir = tmp_path / "run"
     shutil.copytree(trained_run, run_dir)  # the script writes the averaged checkpoint into the run
     output = tmp_path / "evaluation.json"
@@ -203,6 +254,7 @@ def test_evaluate_run_scores_the_runs_own_search_beside_the_papers(
         torch.set_num_threads(threads)
     assert status == 0
     report = json.loads(output.read_text(encoding="utf-8"))
+    assert report["command"].startswith("python -m benchmarks.evaluate_run --run ")  # runnable as recorded
     searches = [(row["search"], row["precision"]) for row in report["quality"]]
     assert searches.count(("beam 4, GNMT 0.6", "fp32")) == 3
     assert searches.count(("beam 2, GNMT 0.6", "fp32")) == 3

@@ -2,8 +2,9 @@
 
 Times ``y = x W^T + b`` for the products a base-model decoding step makes (rows = sentences x beams; the
 encoder's rows = sentences x source length) with every int8 route torch 2.13 offers, against float32 and
-bfloat16. Run: ``python experiments/benchmarks/int8_kernels.py`` (2 threads; tcmalloc preloaded if you
-like); it prints a Markdown table of median milliseconds and the relative error of each int8 route.
+bfloat16. Run from the repository root: ``python -m experiments.benchmarks.int8_kernels`` (2 threads;
+tcmalloc preloaded if you like); it prints a Markdown table of median milliseconds and the relative error of
+each int8 route.
 """
 
 import statistics

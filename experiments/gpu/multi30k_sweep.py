@@ -1,7 +1,8 @@
 """Train and score many Multi30k variants of the shipped config on one GPU, several at a time.
 
-    PYTHONPATH=src python experiments/gpu/multi30k_sweep.py SPEC_FILE MULTI30K_DIR WORK_DIR [--parallel N]
-        [--config CONFIG]
+    python -m experiments.gpu.multi30k_sweep SPEC_FILE MULTI30K_DIR WORK_DIR [--parallel N] [--config CONFIG]
+
+from the repository root (``PYTHONPATH=src`` where the ``transformer`` package is not installed).
 
 Each line of SPEC_FILE is ``NAME --set section.key=value ...`` (blank lines and ``#`` comments skipped): the
 ``transformer train`` overrides of that variant over ``--config`` (default ``configs/multi30k.yaml``;
@@ -23,6 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parents[2]
+#: How this script runs; the scoring steps run it again so, in the repository root.
+MODULE = "experiments.gpu.multi30k_sweep"
 
 
 def read_spec(path: Path) -> list[tuple[str, list[str]]]:
@@ -102,7 +105,11 @@ def run_variant(name: str, arguments: list[str], config: Path, data: Path, work:
         for count, path in averaged.items()
     ]
     steps += [
-        (f"scoring {label}", [sys.executable, __file__, "--score", name, label, str(path), str(data)], True)
+        (
+            f"scoring {label}",
+            [sys.executable, "-m", MODULE, "--score", name, label, str(path), str(data)],
+            True,
+        )
         for label, path in weights.items()
     ]
     with open(work / f"{name}.log", "w", encoding="utf-8") as log:
@@ -186,7 +193,7 @@ def main() -> None:
         name, label, checkpoint, data = sys.argv[2:6]
         score(name, label, checkpoint, Path(data))
         return
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.splitlines()[0])
     parser.add_argument("spec", type=Path)
     parser.add_argument("data", type=Path)
     parser.add_argument("work", type=Path)

@@ -1,7 +1,9 @@
 """Training-step throughput of ``Trainer.train_step`` on a CUDA GPU (the records in this folder).
 
-    PYTHONPATH=src python experiments/gpu/train_speed.py > experiments/gpu/DATE-h100-train-speed.jsonl
-    PYTHONPATH=src python experiments/gpu/train_speed.py --compile   # eager vs train.compile, bf16 only
+From the repository root (``PYTHONPATH=src`` where the ``transformer`` package is not installed):
+
+    python -m experiments.gpu.train_speed > experiments/gpu/DATE-h100-train-speed.jsonl
+    python -m experiments.gpu.train_speed --compile   # eager vs train.compile, bf16 only
 
 One JSON line per (model, batch, precision[, compile]): the benchmark suite's synthetic 32-token sentences and model
 shapes (benchmarks/bench_settings.py), 5 warm-up steps, then the median of 20 synchronised steps. Not part of
@@ -9,6 +11,7 @@ the benchmark suite (which times the CPU against its peers in one run): no peer 
 """
 
 import json
+import shlex
 import sys
 import tempfile
 import time
@@ -16,15 +19,20 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from bench_data import fixed_batches, synthetic_corpus, train_synthetic_tokenizer
-from bench_flops import ModelShape, training_flops_per_target_token
-from bench_settings import model_config
 from transformer.config import ExperimentConfig, TrainConfig
 from transformer.data.prepare import TrainingData
 from transformer.data.tokenizer import Tokenizer
 from transformer.training.distributed import init_distributed
 from transformer.training.trainer import Trainer
+
+if not __package__:  # run by path, where the package imports below fail: say how to run it instead
+    sys.exit(
+        f"run from the repository root: python -m experiments.gpu.train_speed {shlex.join(sys.argv[1:])}".rstrip()
+    )
+
+from benchmarks.bench_data import fixed_batches, synthetic_corpus, train_synthetic_tokenizer
+from benchmarks.bench_flops import ModelShape, training_flops_per_target_token
+from benchmarks.bench_settings import model_config
 
 SENTENCE_LENGTH = 32
 WARMUP_STEPS = 5

@@ -1,0 +1,1 @@
+"""Recorded experiments and the scripts that made them, run from the repository root with ``python -m``."""

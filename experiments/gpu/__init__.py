@@ -1,0 +1,1 @@
+"""Scripts of the GPU runs (``experiments/gpu/README.md``): ``python -m experiments.gpu.<script>``."""

@@ -637,7 +637,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("module_name", names, ids=names)
 
 
-@pytest.mark.xfail(strict=False, raises=AssertionError, reason="docstring backlog being fixed under #15")
 def test_module_docstrings(module_name: str) -> None:
     try:
         module = import_module(module_name)

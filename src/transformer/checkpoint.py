@@ -351,14 +351,15 @@ def load_checkpoint_tokenizer(directory: Path) -> TextTokenizer:
 
     Notes
     -----
-    Raises ValueError naming the directory when neither is present. The Marian adapter is imported only when
-    needed: it lives in :mod:`transformer.interop` but needs nothing beyond sentencepiece.
+    Raises ValueError naming the directory when neither is present. The Marian adapter
+    (:mod:`transformer.data.marian_tokenizer`) needs nothing beyond sentencepiece, so translating an imported
+    model does not need ``transformers``; it is imported only when a checkpoint holds ``vocab.json``.
     """
     directory = Path(directory)
     if (directory / TOKENIZER_FILE).exists():
         return Tokenizer.load(directory / TOKENIZER_FILE)
     if (directory / "vocab.json").exists():
-        from transformer.interop.marian_tokenizer import MarianTokenizer
+        from transformer.data.marian_tokenizer import MarianTokenizer
 
         return MarianTokenizer.load(directory)
     raise ValueError(

@@ -207,7 +207,23 @@ def check_output_file(path: Path, option: str) -> None:
 
 
 def run_prepare(args: argparse.Namespace) -> int:
-    """Prepare the corpus and the joint BPE vocabulary of a config."""
+    """Prepare the corpus and the joint BPE vocabulary of a config, without training.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``--config``, ``--set`` overrides and ``--output-dir``.
+
+    Returns
+    -------
+    int
+        The exit status: 0 (errors raise and :func:`main` turns them into status 2 with a one-line message).
+
+    Notes
+    -----
+    Writes exactly what ``train`` would write first (``data/``, ``tokenizer.model``), so a vocabulary can be
+    inspected, or prepared on one machine and trained on another; ``train`` then reuses it.
+    """
     experiment = load_experiment(args)
     run_dir = default_output_dir(args)
     data = prepare_data(experiment.data, experiment.model.vocab_size, run_dir, message=print)
@@ -216,7 +232,23 @@ def run_prepare(args: argparse.Namespace) -> int:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    """Train a model from a config."""
+    """Train a model from a config.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``--config``, ``--set`` overrides, ``--output-dir`` and ``--resume``.
+
+    Returns
+    -------
+    int
+        The exit status: 0 (errors raise and :func:`main` turns them into status 2 with a one-line message).
+
+    Notes
+    -----
+    The run directory is locked for the run (:func:`~transformer.training.launch.claim_run_dir_if_main`); under
+    ``torchrun`` only rank 0 prints the summary, as only it writes the run directory.
+    """
     experiment = load_experiment(args)
     run_dir = default_output_dir(args)
     with claim_run_dir_if_main(run_dir):
@@ -253,7 +285,24 @@ def describe_result(result: TrainResult) -> str:
 
 
 def run_quickstart(args: argparse.Namespace) -> int:
-    """Train on the built-in corpus, then translate its test split and print BLEU and examples."""
+    """Train on the built-in corpus, then translate its test split and print BLEU and examples.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``--config`` (default ``quickstart``), ``--set`` overrides, ``--output-dir`` and ``--examples``.
+
+    Returns
+    -------
+    int
+        The exit status: 0 (errors raise and :func:`main` turns them into status 2 with a one-line message).
+
+    Notes
+    -----
+    A second run reuses the finished run instead of training again, even one its time budget ended, so the
+    README's first command is cheap to repeat; the test split is translated with the run's ``decode``
+    settings.
+    """
     args.config = args.config or "quickstart"
     experiment = load_experiment(args)
     run_dir = default_output_dir(args)
@@ -470,7 +519,24 @@ def write_output_lines(lines: Sequence[str], path: str | None) -> None:
 
 
 def run_translate(args: argparse.Namespace) -> int:
-    """Translate lines of text with a checkpoint (PyTorch) or a CTranslate2 export."""
+    """Translate lines of text with a checkpoint (PyTorch) or a CTranslate2 export.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``--checkpoint``, ``--input``/``--output`` (standard input/output by default), the search flags,
+        ``--device``, ``--precision`` and ``--engine``.
+
+    Returns
+    -------
+    int
+        The exit status: 0 (errors raise and :func:`main` turns them into status 2 with a one-line message).
+
+    Notes
+    -----
+    The model is loaded before standard input is read, so a wrong ``--checkpoint`` fails at once instead of
+    after the user has typed. With ``--nbest N`` each line is ``index<TAB>score<TAB>text``.
+    """
     if args.engine == "ctranslate2":
         write_output_lines(translate_with_ctranslate2(args), args.output)
         return 0
@@ -539,8 +605,22 @@ def translate_with_ctranslate2(args: argparse.Namespace) -> list[str]:
 def run_convert(args: argparse.Namespace) -> int:
     """Convert between this project's checkpoints, HuggingFace Marian and CTranslate2.
 
-    ``convert --from hf-marian MARIAN_DIR --to CHECKPOINT_DIR`` imports; ``convert --to hf-marian SOURCE OUTPUT``
-    and ``convert --to ctranslate2 SOURCE OUTPUT`` export a checkpoint (or a run's best checkpoint).
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``--from``/``--to`` and the paths: ``convert --from hf-marian MARIAN_DIR --to CHECKPOINT_DIR`` imports;
+        ``convert --to hf-marian SOURCE OUTPUT`` and ``convert --to ctranslate2 SOURCE OUTPUT`` export a
+        checkpoint (or a run's best checkpoint).
+
+    Returns
+    -------
+    int
+        The exit status: 0 (errors raise and :func:`main` turns them into status 2 with a one-line message).
+
+    Notes
+    -----
+    An output directory is replaced only if it holds an earlier conversion of the same kind; anything else
+    is refused, so a mistyped path never deletes a user's files.
     """
     if args.from_format == "hf-marian":
         if len(args.paths) != 1:
@@ -559,7 +639,24 @@ def run_convert(args: argparse.Namespace) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    """Score translations with sacreBLEU (and the checkpoint's perplexity on the references)."""
+    """Score translations with sacreBLEU, and with ``--checkpoint`` the model's perplexity on the references.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``--reference`` and either ``--hypotheses`` or ``--checkpoint`` with ``--source`` (then the search
+        flags, ``--output`` for the translations), and ``--lowercase``.
+
+    Returns
+    -------
+    int
+        The exit status: 0 (errors raise and :func:`main` turns them into status 2 with a one-line message).
+
+    Notes
+    -----
+    Perplexity is per target BPE token under teacher forcing (Table 2's "PPL (dev)"), so it compares models
+    with the same vocabulary only; BLEU and chrF are printed with their sacreBLEU signatures.
+    """
     references = read_input_lines(args.reference)
     if args.hypotheses:
         hypotheses = read_input_lines(args.hypotheses)
@@ -587,7 +684,23 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run_average(args: argparse.Namespace) -> int:
-    """Average the weights of several checkpoints into a new one."""
+    """Average the weights of several checkpoints into a new one (section 6.1).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``--inputs DIR ...`` or ``--run DIR --last N``, and ``--output``.
+
+    Returns
+    -------
+    int
+        The exit status: 0 (errors raise and :func:`main` turns them into status 2 with a one-line message).
+
+    Notes
+    -----
+    The output may only be new, empty or an earlier average (:func:`~transformer.averaging.check_average_output`),
+    checked before any checkpoint is read.
+    """
     if args.inputs:
         paths = [resolve_checkpoint(Path(path)) for path in args.inputs]
     elif args.run:
@@ -602,7 +715,24 @@ def run_average(args: argparse.Namespace) -> int:
 
 
 def run_attention(args: argparse.Namespace) -> int:
-    """Plot attention maps of one sentence (PNG per kind for one layer, and an HTML page of all)."""
+    """Plot attention maps of one sentence (PNG per kind for one layer, and an HTML page of all).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``--checkpoint``, ``--text``, optionally ``--target`` (else the model's own translation), ``--beam``,
+        ``--layer`` and ``--output-dir``.
+
+    Returns
+    -------
+    int
+        The exit status: 0 (errors raise and :func:`main` turns them into status 2 with a one-line message).
+
+    Notes
+    -----
+    Runs on the CPU in float32 whatever the machine: the maps are for reading, and the explicit attention
+    formula they need is quadratic in memory. The decoder axis starts with the model's start token.
+    """
     check_output_directory(Path(args.output_dir), "--output-dir")
     translator = Translator.from_checkpoint(args.checkpoint, device="cpu")  # the run's search settings
     if args.beam is not None:
@@ -627,7 +757,22 @@ def run_attention(args: argparse.Namespace) -> int:
 
 
 def run_plot(args: argparse.Namespace) -> int:
-    """Draw loss and learning-rate curves of a run."""
+    """Draw loss and learning-rate curves of a run.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``--run`` and optionally ``--output`` (default ``RUN/training_curves.png``).
+
+    Returns
+    -------
+    int
+        The exit status: 0 (errors raise and :func:`main` turns them into status 2 with a one-line message).
+
+    Notes
+    -----
+    Reads only ``metrics.jsonl``, so it works on a run still training; the PNG is written atomically.
+    """
     metrics = Path(args.run) / "metrics.jsonl"
     output = Path(args.output) if args.output else Path(args.run) / "training_curves.png"
     check_output_file(output, "--output")
@@ -636,7 +781,24 @@ def run_plot(args: argparse.Namespace) -> int:
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
-    """Add ``--config``, ``--set`` and ``--output-dir``."""
+    """Add ``--config``, ``--set`` and ``--output-dir``.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The subcommand's parser (``train``, ``prepare``, ``quickstart``).
+    required : bool
+        Whether ``--config`` must be given (``quickstart`` defaults to ``configs/quickstart.yaml``).
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    ``--set key=value`` may repeat; overrides apply in order after the YAML file, and an error in one names
+    the flag rather than the file (:func:`blame_override`).
+    """
     parser.add_argument("--config", required=required, help="YAML file, or the name of one in configs/")
     parser.add_argument(
         "--set",
@@ -655,7 +817,22 @@ def add_config_arguments(parser: argparse.ArgumentParser, required: bool = True)
 
 
 def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the search settings; each left out comes from the checkpoint's run config, else the paper's."""
+    """Add the search settings of ``translate``, ``evaluate`` and ``attention``.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The subcommand's parser.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Every flag defaults to None, not to a value: a flag left out takes the checkpoint's run config, else the
+    paper's (:func:`decode_config_from_args`), so ``transformer translate`` searches as the run was evaluated.
+    """
     parser.add_argument(
         "--beam",
         type=int,
@@ -705,7 +882,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     Notes
     -----
-    Each subcommand sets ``handler``.
+    Each subcommand stores its ``run_*`` function as ``handler``; :func:`main` calls it, so adding a command
+    is one ``add_parser`` block and one handler, with no dispatch table to keep in step.
     """
     parser = argparse.ArgumentParser(prog="transformer", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from tests.interop.marian_fixtures import ENGLISH, GERMAN, SOURCE_SENTENCES, marian_vocabulary, train_spm
+from transformer.data.marian_tokenizer import MarianTokenizer
 from transformer.data.text_tokenizer import TextTokenizer
-from transformer.interop.marian import MarianTokenizer
 
 pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
 

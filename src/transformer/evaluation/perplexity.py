@@ -74,8 +74,8 @@ def sum_batch_losses(
     Returns
     -------
     torch.Tensor, shape (3,), float64
-        ``[loss_sum, nll_sum, num_target_tokens]`` on the CPU: ready to be added over gloo processes, while
-        NCCL reduces only CUDA tensors.
+        ``[loss_sum, nll_sum, num_target_tokens]`` on the CPU (``training.distributed.all_reduce_sum`` adds
+        them over processes on the job's device).
 
     Notes
     -----

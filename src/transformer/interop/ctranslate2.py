@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer.checkpoint import TOKENIZER_FILE, load_checkpoint, load_checkpoint_tokenizer
+from transformer.data.marian_tokenizer import OPTIONAL_FILES, REQUIRED_FILES
 from transformer.data.text_tokenizer import TextTokenizer
 from transformer.decoding.translator import DEFAULT_MAX_INPUT_TOKENS
 from transformer.interop.ctranslate2_spec import (
@@ -25,7 +26,6 @@ from transformer.interop.ctranslate2_spec import (
     register_vocabularies,
     vocabulary_pieces,
 )
-from transformer.interop.marian_tokenizer import OPTIONAL_FILES, REQUIRED_FILES
 from transformer.interop.output_directory import staged_directory
 from transformer.model.config import TransformerConfig
 

@@ -22,6 +22,13 @@ from transformer.checkpoint import (
     load_model_tensors,
     save_checkpoint,
 )
+from transformer.data.marian_tokenizer import (
+    SOURCE_SPM_FILE,
+    TARGET_SPM_FILE,
+    TOKENIZER_CONFIG_FILE,
+    VOCAB_FILE,
+    MarianTokenizer,
+)
 from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 from transformer.interop.marian_config import (
     EXPORT_MAX_POSITIONS,
@@ -29,13 +36,6 @@ from transformer.interop.marian_config import (
     config_to_marian,
     generation_settings,
     marian_to_config,
-)
-from transformer.interop.marian_tokenizer import (
-    SOURCE_SPM_FILE,
-    TARGET_SPM_FILE,
-    TOKENIZER_CONFIG_FILE,
-    VOCAB_FILE,
-    MarianTokenizer,
 )
 from transformer.interop.marian_weights import (
     interleaved_to_concatenated_order,

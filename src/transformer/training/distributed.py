@@ -108,7 +108,7 @@ def all_reduce_sum(values: Tensor, context: DistributedContext) -> Tensor:
     Parameters
     ----------
     values : torch.Tensor, any shape
-        On this process's device (the CPU under gloo, the GPU under NCCL).
+        On any device: it is reduced on the job's device (NCCL reduces only GPU tensors) and returned on its own.
     context : DistributedContext
         The job.
 
@@ -121,12 +121,14 @@ def all_reduce_sum(values: Tensor, context: DistributedContext) -> Tensor:
     -----
     Used for token counts and loss sums, so losses are normalised by the global token count. It is a
     collective: every rank must call it, in the same order, or the job hangs. ``values`` itself is not
-    changed, since ``dist.all_reduce`` works in place on a clone.
+    changed, since ``dist.all_reduce`` works in place on a copy. Validation sums arrive on the CPU, which
+    under NCCL would fail without the copy to the GPU.
     """
-    total = values.clone()
-    if context.is_distributed:
-        dist.all_reduce(total, op=dist.ReduceOp.SUM)
-    return total
+    if not context.is_distributed:
+        return values.clone()
+    total = values.to(context.device, copy=True)  # NCCL reduces only tensors on the GPU
+    dist.all_reduce(total, op=dist.ReduceOp.SUM)
+    return total.to(values.device)
 
 
 def barrier(context: DistributedContext) -> None:

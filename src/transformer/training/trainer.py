@@ -24,6 +24,7 @@ from transformer.autotune.thread_probe import usable_cpus
 from transformer.checkpoint import CheckpointError, describe_mismatch
 from transformer.config import ExperimentConfig
 from transformer.data.batching import Batch, TokenBatchSampler, collate, shard
+from transformer.data.dataset import EncodedCorpus
 from transformer.data.prepare import TOKENIZER_FILE, TrainingData
 from transformer.evaluation.perplexity import sum_batch_losses
 from transformer.loss import label_smoothed_nll_loss
@@ -625,7 +626,7 @@ class Trainer:
                 indices = batches[position : position + self.recipe.accumulate]
                 position += len(indices)
                 self.state.batches_done_in_epoch = position
-                yield [collate(batch, self.data.train).to(self.device) for batch in indices]
+                yield [self._collate(batch, self.data.train) for batch in indices]
             self.state.epoch += 1
             self.state.batches_done_in_epoch = 0
 
@@ -732,6 +733,11 @@ class Trainer:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
 
+    def _collate(self, indices: list[int], corpus: EncodedCorpus) -> Batch:
+        """Pad one batch with the model's special ids (as decoding and perplexity do) and move it to the device."""
+        model = self.experiment.model
+        return collate(indices, corpus, model.pad_id, model.start_id, model.eos_id).to(self.device)
+
     def validate(self) -> tuple[float, float] | None:
         """Compute the validation loss per token and the perplexity.
 
@@ -757,7 +763,7 @@ class Trainer:
         shard = sampler.batches(0)[self.context.rank :: self.context.world_size]
         sums = sum_batch_losses(
             self.model,
-            (collate(indices, self.data.valid).to(self.device) for indices in shard),
+            (self._collate(indices, self.data.valid) for indices in shard),
             self.recipe.label_smoothing,
             self.experiment.model.pad_id,
             forward_context=lambda: autocast(self.precision, self.device),

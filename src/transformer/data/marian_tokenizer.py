@@ -3,7 +3,9 @@
 An OPUS-MT directory holds ``source.spm`` and ``target.spm`` (SentencePiece models that only *split* text)
 and ``vocab.json`` (piece -> model id; the SentencePiece models' own ids are not the model's). With
 ``separate_vocabs`` in ``tokenizer_config.json``, target ids come from ``target_vocab.json`` instead. This
-adapter reproduces ``transformers.MarianTokenizer``'s ids without importing ``transformers``.
+adapter reproduces ``transformers.MarianTokenizer``'s ids without importing ``transformers``. It lives with
+the project's own tokenizer because a converted checkpoint carries it and must translate without
+:mod:`transformer.interop`, which only converts.
 """
 
 import hashlib

@@ -1,0 +1,146 @@
+"""The package's layers, as docs/architecture.md draws them: which part may import which.
+
+Every ``import`` of a ``transformer`` module is read from the source (function-level imports included, so a
+lazy import cannot hide a dependency) and mapped to its part: a subpackage (``model``, ``data``, ...) or a
+top-level module (``checkpoint``, ``config``, ...). Each part may import only the parts listed for it below;
+the listing is acyclic, so the package has no import cycle between its parts.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "transformer"
+
+#: Part -> the parts it may import. Keep in step with docs/architecture.md ("Layers").
+ALLOWED: dict[str, set[str]] = {
+    "atomic_files": set(),
+    "typed_fields": set(),
+    "device": set(),
+    "loss": set(),
+    "model": {"typed_fields"},
+    "config": {"model", "typed_fields"},
+    "data": {"config", "atomic_files"},
+    "checkpoint": {"model", "config", "data", "typed_fields", "atomic_files"},
+    "averaging": {"checkpoint", "atomic_files"},
+    "decoding": {"model", "config", "data", "checkpoint", "device"},
+    "evaluation": {"model", "data", "loss"},
+    "visualization": {"model", "data", "atomic_files"},
+    "autotune": {"model", "atomic_files"},
+    "interop": {"model", "config", "data", "checkpoint", "decoding", "atomic_files"},
+    "training": {
+        "model",
+        "config",
+        "data",
+        "checkpoint",
+        "device",
+        "loss",
+        "evaluation",
+        "autotune",
+        "atomic_files",
+    },
+    "cli": {
+        "atomic_files",
+        "model",
+        "config",
+        "data",
+        "checkpoint",
+        "averaging",
+        "decoding",
+        "evaluation",
+        "visualization",
+        "interop",
+        "training",
+    },
+    "transformer": {"model", "config", "decoding"},  # the package's __init__: the public API
+}
+
+
+def part_of(module: str) -> str:
+    """Map ``transformer.model.decoder`` to ``model``, ``transformer.checkpoint`` to ``checkpoint``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "transformer"
+
+
+def module_name(path: Path) -> str:
+    """The dotted name of a source file of the package."""
+    relative = path.relative_to(PACKAGE.parent).with_suffix("")
+    return ".".join(relative.parts).removesuffix(".__init__")
+
+
+def imported_modules(path: Path) -> list[tuple[int, str]]:
+    """Every ``transformer`` module a file imports, with the line of the import."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [
+                (node.lineno, alias.name) for alias in node.names if alias.name.startswith("transformer")
+            ]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "transformer":  # from transformer import atomic_files
+                found += [(node.lineno, f"transformer.{alias.name}") for alias in node.names]
+            elif node.module.startswith("transformer."):
+                found.append((node.lineno, node.module))
+    return found
+
+
+SOURCES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_part_is_listed_and_the_listing_has_no_cycle() -> None:
+    parts = {part_of(module_name(path)) for path in SOURCES}
+    assert parts == set(ALLOWED)
+    visiting: set[str] = set()
+    done: set[str] = set()
+
+    def visit(part: str, chain: list[str]) -> None:
+        assert part not in visiting, f"cycle: {' -> '.join([*chain, part])}"
+        if part in done:
+            return
+        visiting.add(part)
+        for imported in ALLOWED[part]:
+            visit(imported, [*chain, part])
+        visiting.discard(part)
+        done.add(part)
+
+    for part in ALLOWED:
+        visit(part, [])
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda path: str(path.relative_to(PACKAGE)))
+def test_imports_follow_the_layers(path: Path) -> None:
+    importer = part_of(module_name(path))
+    wrong = [
+        f"{path.relative_to(PACKAGE.parent)}:{line}: {importer} imports {module} ({part_of(module)})"
+        for line, module in imported_modules(path)
+        if part_of(module) != importer and part_of(module) not in ALLOWED[importer]
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_only_the_command_line_imports_training() -> None:
+    importers = {
+        module_name(path)
+        for path in SOURCES
+        for _, module in imported_modules(path)
+        if part_of(module) == "training" and part_of(module_name(path)) != "training"
+    }
+    assert importers == {"transformer.cli"}
+
+
+def test_the_checker_sees_lazy_imports(tmp_path: Path) -> None:
+    source = tmp_path / "lazy.py"
+    source.write_text(
+        "import os\n"
+        "from transformer import atomic_files\n"
+        "def later():\n"
+        "    from transformer.training.trainer import Trainer\n"
+        "    import transformer.model.masks\n",
+        encoding="utf-8",
+    )
+    assert imported_modules(source) == [
+        (2, "transformer.atomic_files"),
+        (4, "transformer.training.trainer"),
+        (5, "transformer.model.masks"),
+    ]

@@ -28,6 +28,9 @@ from transformer.data.prepare import prepare_data
 from transformer.decoding.translator import TRANSLATION_PRECISIONS, Translator
 from transformer.evaluation.bleu import score_translations
 from transformer.evaluation.perplexity import corpus_perplexity
+from transformer.experiments.plan import with_base_overrides
+from transformer.experiments.registry import EXPERIMENTS, SCALES, experiment_module
+from transformer.experiments.runner import run_experiment
 from transformer.interop.ctranslate2 import CTranslate2Translator, export_ctranslate2
 from transformer.interop.marian import export_marian, import_marian
 from transformer.training.launch import claim_run_dir_if_main, is_main_process, train_experiment
@@ -780,6 +783,44 @@ def run_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_experiment_command(args: argparse.Namespace) -> int:
+    """Run (or continue) an experiment: train and score its variants, then rebuild its table.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The experiment's name, ``--scale``, ``--seeds``, ``--parallel``, ``--device``, ``--output-dir``,
+        ``--only`` and ``--set`` overrides of the base configuration.
+
+    Returns
+    -------
+    int
+        0 when every selected run has a result, 1 when some failed (each named with its log).
+
+    Notes
+    -----
+    Rerunning the same command skips finished runs and resumes interrupted ones; ``--set`` changes the
+    configuration, so runs recorded without it are refused rather than mixed with new ones.
+    """
+    check_device_flag(args.device)
+    plan = with_base_overrides(experiment_module(args.name).build_plan(args.scale), args.overrides)
+    output_dir = (
+        Path(args.output_dir)
+        if args.output_dir
+        else Path("runs") / "experiments" / f"{args.name}-{args.scale}"
+    )
+    check_output_directory(output_dir, "--output-dir")
+    only = [name.strip() for name in args.only.split(",") if name.strip()] if args.only else None
+    outcome = run_experiment(plan, output_dir, args.seeds, args.parallel, args.device, only)
+    print(
+        f"{args.name}: {len(outcome.finished)} run(s) finished now, {len(outcome.skipped)} done before, "
+        f"{len(outcome.failed)} failed; table: {output_dir / 'table.md'}"
+    )
+    for failure in outcome.failed:
+        print(f"failed: {failure}", file=sys.stderr)
+    return 1 if outcome.failed else 0
+
+
 def add_config_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
     """Add ``--config``, ``--set`` and ``--output-dir``.
 
@@ -976,6 +1017,28 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--run", required=True, help="run directory (holds metrics.jsonl)")
     plot.add_argument("--output", help="PNG path (default RUN/training_curves.png)")
     plot.set_defaults(handler=run_plot)
+
+    experiment = commands.add_parser(
+        "experiment", help="train and score the variants of one of the paper's experiments (resumable)"
+    )
+    experiment.add_argument("name", choices=sorted(EXPERIMENTS), help="the experiment")
+    experiment.add_argument(
+        "--scale", choices=SCALES, default="cpu", help="model and data size (default cpu)"
+    )
+    experiment.add_argument("--seeds", type=int, default=1, help="seeds per variant (default 1)")
+    experiment.add_argument("--parallel", type=int, default=1, help="runs trained at once (default 1)")
+    experiment.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    experiment.add_argument("--output-dir", help="default runs/experiments/NAME-SCALE")
+    experiment.add_argument("--only", help="comma-separated variants or groups, e.g. base,A,E1")
+    experiment.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="change the base configuration of every variant, e.g. data.mirror=DIR (repeatable)",
+    )
+    experiment.set_defaults(handler=run_experiment_command)
     return parser
 
 

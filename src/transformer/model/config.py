@@ -16,7 +16,9 @@ from transformer.model.presets import BASE_SETTINGS, BIG_SETTINGS, find_table2_v
 from transformer.model.scaled_dot_product_attention import ATTENTION_IMPLEMENTATIONS
 from transformer.typed_fields import build_dataclass, check_field_types
 
-POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
+POSITIONAL_ENCODINGS = ("sinusoidal", "learned", "none")
+#: How dot-product scores are scaled: 1/sqrt(d_k) (the paper), not at all, or 1/d_k (section 3.2.1's question).
+ATTENTION_SCALINGS = ("sqrt", "none", "linear")
 SINUSOIDAL_LAYOUTS = ("interleaved", "concatenated")
 
 
@@ -51,7 +53,8 @@ class TransformerConfig:
     activation : str
         Feed-forward non-linearity: "relu" (paper), "silu" or "gelu" (other toolkits' checkpoints).
     positional_encoding : str
-        "sinusoidal" (paper) or "learned" (Table 2 row E).
+        "sinusoidal" (paper), "learned" (Table 2 row E) or "none" (no position information at all: the
+        encoder is then permutation-equivariant, the ablation of ``transformer experiment positions``).
     max_positions : int
         Positions of the learned embedding table; sinusoidal encodings have no limit.
     share_embeddings : bool
@@ -66,6 +69,10 @@ class TransformerConfig:
         Epsilon of every LayerNorm.
     attention_scoring : str
         "dot_product" (Eq. 1) or "additive" (Bahdanau), section 3.2.1.
+    attention_scaling : str
+        Scale of the dot-product scores: "sqrt" divides by sqrt(d_k) (Eq. 1, the paper), "none" leaves them
+        unscaled (dot-product attention "without scaling", section 3.2.1) and "linear" divides by d_k. Must be
+        "sqrt" with additive scoring, which has no such factor.
     attention_window : int or None
         Restrict self-attention to r neighbours on each side (Table 1, last row); None is full attention.
     attention_implementation : str
@@ -110,6 +117,7 @@ class TransformerConfig:
     norm_first: bool = False
     layer_norm_eps: float = 1e-5
     attention_scoring: str = "dot_product"
+    attention_scaling: str = "sqrt"
     attention_window: int | None = None
     attention_implementation: str = "auto"
     pad_id: int = 0
@@ -144,6 +152,7 @@ class TransformerConfig:
             ("activation", self.activation, ACTIVATIONS),
             ("positional_encoding", self.positional_encoding, POSITIONAL_ENCODINGS),
             ("attention_scoring", self.attention_scoring, ATTENTION_SCORINGS),
+            ("attention_scaling", self.attention_scaling, ATTENTION_SCALINGS),
             ("sinusoidal_layout", self.sinusoidal_layout, SINUSOIDAL_LAYOUTS),
             ("attention_implementation", self.attention_implementation, ATTENTION_IMPLEMENTATIONS),
         ):
@@ -155,6 +164,11 @@ class TransformerConfig:
         if self.positional_encoding == "sinusoidal" and self.d_model % 2:
             raise ValueError(
                 f"TransformerConfig.d_model={self.d_model} must be even for sinusoidal encodings"
+            )
+        if self.attention_scoring == "additive" and self.attention_scaling != "sqrt":
+            raise ValueError(
+                f"TransformerConfig.attention_scaling={self.attention_scaling!r} applies to dot-product scores; "
+                "additive scoring has no scale factor (leave attention_scaling at 'sqrt')"
             )
 
     def _check_vocabulary(self) -> None:

@@ -81,6 +81,10 @@ class Transformer(nn.Module):
                 scale=config.scale_embeddings,
             )
         )
+        if config.positional_encoding == "none" or config.attention_scaling != "sqrt":
+            raise ValueError(
+                "positional_encoding='none' and attention_scaling other than 'sqrt' are not built yet"
+            )
         self.positional_encoding: SinusoidalPositionalEncoding | LearnedPositionalEmbedding
         if config.positional_encoding == "learned":
             self.positional_encoding = LearnedPositionalEmbedding(

@@ -1,0 +1,331 @@
+"""What an experiment is: named variants of one base configuration, each trained with one or more seeds.
+
+A variant changes a few keys of the base run configuration (``model.num_heads: 1``); a *run* is one variant
+with one seed, trained in its own run directory by the ordinary trainer. The resolved configuration of a run
+(base, variant, seed) is what its result is tied to: :func:`config_differences` names what changed when an
+experiment is rerun with different settings, so stale results are never mixed with new ones.
+"""
+
+import copy
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from transformer.config import ExperimentConfig, apply_override, experiment_from_dict
+
+#: Keys that describe the machine, not the experiment: they may differ between a run and its resumption.
+MACHINE_KEYS = frozenset({"train.device", "train.threads"})
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One row of an experiment: a name and the configuration keys it changes.
+
+    Parameters
+    ----------
+    name : str
+        Unique within the experiment, e.g. ``"A1"`` or ``"dk16-additive"``; used in directory names.
+    overrides : dict of str to Any
+        Dotted keys of the run configuration and their values, e.g. ``{"model.num_heads": 1}``.
+    group : str
+        The group the variant belongs to in tables and ``--only`` (Table 2's row letter, a scoring name).
+    reported : dict of str to Any
+        What the paper reports for this variant (e.g. ``{"dev_perplexity": 5.29, "dev_bleu": 24.9}``), shown
+        beside our figures; empty when the paper has no number.
+
+    Notes
+    -----
+    Overrides are applied to the base configuration's dictionary before it is validated, so a variant is
+    checked exactly as a YAML file would be: an unknown key stops the experiment before anything trains.
+    """
+
+    name: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    group: str = ""
+    reported: dict[str, Any] = field(default_factory=dict)
+
+
+#: Turns a trained model and its data into extra metrics of a run (e.g. attention statistics).
+MeasureHook = Callable[..., dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ExperimentPlan:
+    """An experiment at one scale: the base configuration, its variants and how runs are scored.
+
+    Parameters
+    ----------
+    name : str
+        The experiment's name (``table2``), as given to ``transformer experiment``.
+    scale : str
+        The scale it was built for (``cpu``, ``gpu``, ``paper`` or ``tiny``).
+    base : dict of str to Any
+        The base run configuration as nested dictionaries (the shape of a YAML config file).
+    variants : sequence of Variant
+        The variants, in table order.
+    average_last : int
+        Checkpoints averaged before scoring: 1 scores the last checkpoint alone (Table 2 of the paper used no
+        averaging), more averages the last N the run kept.
+    notes : str
+        One paragraph printed under the table: the scale rule and what the numbers mean.
+
+    Notes
+    -----
+    Plans are plain values built by each experiment module's ``build_plan``; the runner
+    (:mod:`transformer.experiments.runner`) knows nothing about any particular experiment.
+    """
+
+    name: str
+    scale: str
+    base: dict[str, Any]
+    variants: Sequence[Variant]
+    average_last: int = 1
+    notes: str = ""
+
+    def variant(self, name: str) -> Variant:
+        """Find a variant by name.
+
+        Parameters
+        ----------
+        name : str
+            The variant's name.
+
+        Returns
+        -------
+        Variant
+            The variant.
+
+        Notes
+        -----
+        Raises ValueError listing the names when there is no such variant.
+        """
+        for variant in self.variants:
+            if variant.name == name:
+                return variant
+        raise ValueError(f"{self.name} has no variant {name!r}; variants: {[v.name for v in self.variants]}")
+
+    def select(self, only: Sequence[str] | None) -> list[Variant]:
+        """Keep the variants named (or whose group is named) in ``--only``.
+
+        Parameters
+        ----------
+        only : sequence of str or None
+            Variant names or group names; None keeps every variant.
+
+        Returns
+        -------
+        list of Variant
+            The selected variants, in table order.
+
+        Notes
+        -----
+        A name matching neither a variant nor a group raises ValueError naming ``--only`` and the choices, so
+        a typo never silently runs nothing.
+        """
+        if not only:
+            return list(self.variants)
+        names = {variant.name for variant in self.variants} | {variant.group for variant in self.variants}
+        unknown = sorted(set(only) - names)
+        if unknown:
+            raise ValueError(
+                f"--only {','.join(unknown)}: {self.name} has no such variant or group; "
+                f"choose from {sorted(name for name in names if name)}"
+            )
+        return [variant for variant in self.variants if variant.name in only or variant.group in only]
+
+
+def set_dotted(values: dict[str, Any], key: str, value: Any) -> None:
+    """Set ``values[section][key] = value`` for a dotted key ``section.key``.
+
+    Parameters
+    ----------
+    values : dict of str to Any
+        A nested run configuration, changed in place.
+    key : str
+        ``section.key``, e.g. ``model.num_heads``.
+    value : Any
+        The value.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Raises ValueError for a key without a section; an unknown section or key is reported when the result is
+    validated (:func:`run_config`), like a typo in a YAML file.
+    """
+    section, dot, name = key.partition(".")
+    if not dot or not section or not name:
+        raise ValueError(f"variant key {key!r}: expected section.key, e.g. model.num_heads")
+    values.setdefault(section, {})[name] = value
+
+
+def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Flatten a nested configuration into dotted keys.
+
+    Parameters
+    ----------
+    values : mapping of str to Any
+        Nested dictionaries (a run configuration).
+    prefix : str
+        Prefix of the keys (used by the recursion).
+
+    Returns
+    -------
+    dict of str to Any
+        ``{"model.d_model": 512, ...}``, sorted by key.
+
+    Notes
+    -----
+    Lists and tuples are kept as values; comparing two flattened configs names exactly the keys that differ.
+    """
+    flat: dict[str, Any] = {}
+    for key, value in values.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{dotted}."))
+        else:
+            flat[dotted] = value
+    return dict(sorted(flat.items()))
+
+
+def run_config(plan: ExperimentPlan, variant: Variant, seed: int) -> dict[str, Any]:
+    """Resolve the full run configuration of one variant and seed, validated.
+
+    Parameters
+    ----------
+    plan : ExperimentPlan
+        The experiment.
+    variant : Variant
+        One of its variants.
+    seed : int
+        The seed (``train.seed``), from 1.
+
+    Returns
+    -------
+    dict of str to Any
+        The nested configuration, as :meth:`ExperimentConfig.to_dict` gives it: every field explicit, so a
+        changed default shows up as a difference too.
+
+    Notes
+    -----
+    Raises ValueError naming the variant when its overrides do not make a valid configuration.
+    """
+    values = copy.deepcopy(plan.base)
+    for key, value in variant.overrides.items():
+        set_dotted(values, key, value)
+    set_dotted(values, "train.seed", seed)
+    try:
+        experiment: ExperimentConfig = experiment_from_dict(
+            values, source=f"{plan.name} variant {variant.name}"
+        )
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{plan.name} variant {variant.name}: {error}") from None
+    return experiment.to_dict()
+
+
+def config_fingerprint(config: Mapping[str, Any]) -> str:
+    """Hash a resolved run configuration, leaving out the keys that describe the machine.
+
+    Parameters
+    ----------
+    config : mapping of str to Any
+        A nested configuration from :func:`run_config`.
+
+    Returns
+    -------
+    str
+        SHA-256 of its canonical JSON (sorted keys), without :data:`MACHINE_KEYS`.
+
+    Notes
+    -----
+    ``train.device`` and ``train.threads`` are left out so that a run resumed on another machine, or with
+    ``--parallel`` changed, is still the same run.
+    """
+    flat = {key: value for key, value in flatten(config).items() if key not in MACHINE_KEYS}
+    return hashlib.sha256(json.dumps(flat, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
+def config_differences(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """Name the configuration keys whose values differ between a recorded run and the current plan.
+
+    Parameters
+    ----------
+    recorded : mapping of str to Any
+        The nested configuration stored with a result or a run directory.
+    current : mapping of str to Any
+        The nested configuration the plan resolves to now.
+
+    Returns
+    -------
+    list of str
+        ``"model.d_model: 256 (recorded) != 128 (now)"`` per differing key, machine keys left out; empty
+        when the two are the same run.
+
+    Notes
+    -----
+    A key the recorded configuration lacks counts as the same when the current value is that field's
+    default: options are added with the default that reproduces the earlier behaviour, so results recorded
+    before an option existed stay valid. Any other one-sided key is reported with ``<absent>``.
+    """
+    # Through JSON, as results are stored: a tuple and the list it is read back as compare equal.
+    old = json.loads(json.dumps(flatten(recorded), default=str))
+    new = json.loads(json.dumps(flatten(current), default=str))
+    defaults = json.loads(json.dumps(flatten(default_config()), default=str))
+    differences = []
+    for key in sorted(set(old) | set(new)):
+        if key in MACHINE_KEYS:
+            continue
+        before, after = old.get(key, "<absent>"), new.get(key, "<absent>")
+        if key not in old and key in defaults and after == defaults[key]:
+            continue
+        if before != after:
+            differences.append(f"{key}: {before!r} (recorded) != {after!r} (now)")
+    return differences
+
+
+def default_config() -> dict[str, Any]:
+    """Return the run configuration every field of which has its default value.
+
+    Returns
+    -------
+    dict of str to Any
+        ``ExperimentConfig().to_dict()`` with the default model (the paper's base).
+
+    Notes
+    -----
+    Used to accept results recorded before an option was added (see :func:`config_differences`).
+    """
+    return experiment_from_dict({}, source="defaults").to_dict()
+
+
+def with_base_overrides(plan: ExperimentPlan, overrides: Sequence[str]) -> ExperimentPlan:
+    """Apply ``--set section.key=value`` overrides to a plan's base configuration.
+
+    Parameters
+    ----------
+    plan : ExperimentPlan
+        The plan.
+    overrides : sequence of str
+        ``section.key=value`` items (values are YAML).
+
+    Returns
+    -------
+    ExperimentPlan
+        A copy whose base has the overrides; variants still apply on top of it.
+
+    Notes
+    -----
+    Parsed like ``transformer train --set``; a malformed item raises ValueError quoting it. The overrides
+    become part of every run's configuration, so results recorded without them are refused, not mixed in.
+    """
+    if not overrides:
+        return plan
+    base = copy.deepcopy(plan.base)
+    for override in overrides:
+        apply_override(base, override)
+    return dataclasses.replace(plan, base=base)

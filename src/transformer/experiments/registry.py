@@ -1,0 +1,63 @@
+"""The experiments ``transformer experiment NAME`` knows, and what each module must provide.
+
+An experiment module defines ``build_plan(scale) -> ExperimentPlan``, ``render_table(plan, records) -> str``
+and optionally ``measure(**inputs) -> dict`` (extra metrics computed by the worker on the trained model) and
+``plot(plan, records, output_dir) -> list[Path]``. Modules are imported on first use, so listing the
+experiments costs nothing.
+"""
+
+import importlib
+from types import ModuleType
+
+from transformer.experiments.plan import MeasureHook
+
+#: Experiment name -> module.
+EXPERIMENTS = {
+    "table2": "transformer.experiments.table2",
+}
+#: The scales every experiment accepts.
+SCALES = ("tiny", "cpu", "gpu", "paper")
+
+
+def experiment_module(name: str) -> ModuleType:
+    """Import the module of a named experiment.
+
+    Parameters
+    ----------
+    name : str
+        An experiment name, e.g. ``"table2"``.
+
+    Returns
+    -------
+    module
+        The experiment's module.
+
+    Notes
+    -----
+    Raises ValueError listing the known names for an unknown one.
+    """
+    if name not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name!r}; choose one of {', '.join(sorted(EXPERIMENTS))}")
+    return importlib.import_module(EXPERIMENTS[name])
+
+
+def measure_hook(name: str) -> MeasureHook | None:
+    """Return the experiment's extra measurement, if it has one.
+
+    Parameters
+    ----------
+    name : str
+        An experiment name.
+
+    Returns
+    -------
+    callable or None
+        ``measure(model=..., tokenizer=..., pairs=..., config=..., run_dir=...) -> dict`` or None.
+
+    Notes
+    -----
+    Called by the worker after training, on the scored model, so the extra metrics land in the same
+    result line as perplexity and BLEU.
+    """
+    hook: MeasureHook | None = getattr(experiment_module(name), "measure", None)
+    return hook

@@ -1,0 +1,134 @@
+"""``results.jsonl``: one line per finished run, the only record an experiment's tables are built from.
+
+Each line holds the run's identity (experiment, variant, seed), its resolved configuration, where and when it
+ran (commit, CPU or GPU, date) and its metrics. Lines are appended by the runner alone, one at a time, and
+flushed to disk; a line cut short by a crash is ignored when read (the run is then scored again from its
+checkpoint), never taken for a result.
+"""
+
+import json
+import math
+import os
+import statistics
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+RESULTS_FILE = "results.jsonl"
+
+
+def read_results(path: Path) -> list[dict[str, Any]]:
+    """Read every complete line of a results file.
+
+    Parameters
+    ----------
+    path : Path
+        ``results.jsonl``; a missing file reads as no results.
+
+    Returns
+    -------
+    list of dict
+        The records in file order; for a run recorded twice, only its last line is kept.
+
+    Notes
+    -----
+    A line that is not valid JSON is skipped when it is the last one (a write cut short); anywhere else it
+    raises ValueError naming the file and line, because the file was edited by hand and cannot be trusted.
+    """
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    records: dict[tuple[str, int], dict[str, Any]] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            if number == len(lines):
+                break
+            raise ValueError(f"{path}:{number}: not a JSON record; fix or delete the line") from None
+        records[(record["variant"], int(record["seed"]))] = record
+    return list(records.values())
+
+
+def append_result(path: Path, record: dict[str, Any]) -> None:
+    """Append one record as a line and flush it to disk.
+
+    Parameters
+    ----------
+    path : Path
+        ``results.jsonl`` (created if missing).
+    record : dict of str to Any
+        A JSON-serialisable record.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    The line is serialised first and written with a single ``write`` of the whole line, then fsynced: a
+    crash leaves at most one torn last line, which :func:`read_results` ignores. A previous torn line is
+    ended with a newline first, so it cannot swallow the new record.
+    """
+    line = json.dumps(record, sort_keys=True, allow_nan=True) + "\n"
+    torn = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(("\n" if torn else "") + line)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def summarise(values: Iterable[float | None]) -> tuple[float | None, float | None, int]:
+    """Mean and spread of a metric over seeds.
+
+    Parameters
+    ----------
+    values : iterable of float or None
+        One value per seed; None and NaN are left out.
+
+    Returns
+    -------
+    mean : float or None
+        The mean, None without values.
+    spread : float or None
+        The sample standard deviation, None with fewer than two values.
+    count : int
+        The number of values used.
+
+    Notes
+    -----
+    The sample (n - 1) standard deviation: with two or three seeds it is a rough spread, which the tables say
+    by printing the seed count beside it.
+    """
+    finite = [float(value) for value in values if value is not None and not math.isnan(float(value))]
+    if not finite:
+        return None, None, 0
+    spread = statistics.stdev(finite) if len(finite) > 1 else None
+    return statistics.fmean(finite), spread, len(finite)
+
+
+def format_metric(values: Sequence[float | None], digits: int) -> str:
+    """Format a metric over seeds as ``mean ± spread`` (or the single value, or ``-``).
+
+    Parameters
+    ----------
+    values : sequence of float or None
+        One value per seed.
+    digits : int
+        Decimals.
+
+    Returns
+    -------
+    str
+        E.g. ``"4.92 ± 0.03"``, ``"4.92"`` for one seed, ``"-"`` for none.
+
+    Notes
+    -----
+    The spread is the standard deviation over seeds, not a confidence interval.
+    """
+    mean, spread, _ = summarise(values)
+    if mean is None:
+        return "-"
+    return f"{mean:.{digits}f}" + (f" ± {spread:.{digits}f}" if spread is not None else "")

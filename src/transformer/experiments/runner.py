@@ -1,0 +1,495 @@
+"""Run an experiment's variants: skip what finished, resume what was interrupted, report what failed.
+
+Every run (variant x seed) lives in ``OUTPUT_DIR/runs/VARIANT-sSEED/`` and is trained and scored by a worker
+process (:mod:`transformer.experiments.worker`) with the ordinary trainer, checkpoints and decoder. The runner
+decides which runs to start, starts up to ``parallel`` workers at a time, appends each finished run to
+``results.jsonl`` and rebuilds ``table.md`` (and the experiment's plots) from that file after every run.
+
+Rerunning the same command is always safe: a run with a result is skipped, a run with checkpoints but no
+result resumes from its last checkpoint, and a run whose configuration changed since it was recorded is
+refused with the keys that differ, so old and new numbers never mix in one table.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from transformer.atomic_files import write_bytes_atomically, write_json_atomically, write_text_atomically
+from transformer.autotune.machine import describe_cpu
+from transformer.autotune.thread_probe import usable_cpus
+from transformer.config import experiment_from_dict
+from transformer.data.prepare import TOKENIZER_FILE, prepare_data
+from transformer.experiments.plan import (
+    ExperimentPlan,
+    Variant,
+    config_differences,
+    config_fingerprint,
+    run_config,
+    set_dotted,
+)
+from transformer.experiments.registry import experiment_module
+from transformer.experiments.results import RESULTS_FILE, append_result, read_results
+from transformer.experiments.worker import LOG_FILE, RESULT_FILE, RUN_FILE
+from transformer.training.run_lock import hold_run_lock
+
+TABLE_FILE = "table.md"
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One variant with one seed, and where it runs.
+
+    Parameters
+    ----------
+    variant : Variant
+        The variant.
+    seed : int
+        Its seed, from 1.
+    run_dir : Path
+        ``OUTPUT_DIR/runs/VARIANT-sSEED``.
+    config : dict of str to Any
+        The resolved run configuration (:func:`~transformer.experiments.plan.run_config`).
+
+    Notes
+    -----
+    The name ``VARIANT-sSEED`` is the run's identity in logs and messages.
+    """
+
+    variant: Variant
+    seed: int
+    run_dir: Path
+    config: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        """The run's name, e.g. ``A1-s2``.
+
+        Returns
+        -------
+        str
+            Variant name and seed.
+
+        Notes
+        -----
+        Also the name of its directory under ``runs/``.
+        """
+        return f"{self.variant.name}-s{self.seed}"
+
+
+@dataclass
+class ExperimentOutcome:
+    """What one invocation of the runner did.
+
+    Parameters
+    ----------
+    finished : list of str
+        Runs trained (or resumed) and scored now.
+    skipped : list of str
+        Runs that already had a result.
+    failed : list of str
+        Runs whose worker failed, each with the path of its log.
+
+    Notes
+    -----
+    ``transformer experiment`` exits with status 1 when ``failed`` is not empty, after every other run went on.
+    """
+
+    finished: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+def plan_runs(
+    plan: ExperimentPlan,
+    output_dir: Path,
+    seeds: int,
+    only: Sequence[str] | None,
+    device: str,
+    threads: int | None,
+) -> list[PlannedRun]:
+    """Resolve the runs of the selected variants and seeds.
+
+    Parameters
+    ----------
+    plan : ExperimentPlan
+        The experiment.
+    output_dir : Path
+        The experiment directory.
+    seeds : int
+        Seeds per variant (1 .. seeds).
+    only : sequence of str or None
+        ``--only``: variant or group names.
+    device : str
+        ``train.device`` for every run.
+    threads : int or None
+        ``train.threads`` for every run (None: measured by the trainer).
+
+    Returns
+    -------
+    list of PlannedRun
+        In table order, seeds innermost.
+
+    Notes
+    -----
+    Every configuration is validated here, before anything trains: a bad variant stops the experiment at
+    once with its name.
+    """
+    if seeds < 1:
+        raise ValueError(f"--seeds {seeds}: at least one seed")
+    runs = []
+    for variant in plan.select(only):
+        for seed in range(1, seeds + 1):
+            config = run_config(plan, variant, seed)
+            set_dotted(config, "train.device", device)
+            set_dotted(config, "train.threads", threads)
+            runs.append(PlannedRun(variant, seed, output_dir / "runs" / f"{variant.name}-s{seed}", config))
+    return runs
+
+
+def check_recorded(run: PlannedRun, recorded: dict[str, Any] | None, results_path: Path) -> bool:
+    """Tell whether a run is already done, refusing one recorded with another configuration.
+
+    Parameters
+    ----------
+    run : PlannedRun
+        The run as planned now.
+    recorded : dict or None
+        Its line in ``results.jsonl``, if any.
+    results_path : Path
+        ``results.jsonl``, for the message.
+
+    Returns
+    -------
+    bool
+        True when the run has a result with the same configuration (skip it).
+
+    Notes
+    -----
+    Raises ValueError naming the run and every differing key when the recorded configuration (or the one in
+    its run directory's ``run.json``) differs from the plan: rerun in another ``--output-dir``, or delete the
+    run's line and directory to redo it.
+    """
+    sources = []
+    if recorded is not None:
+        sources.append((str(results_path), recorded["config"]))
+    run_file = run.run_dir / RUN_FILE
+    if run_file.exists():
+        sources.append((str(run_file), json.loads(run_file.read_text(encoding="utf-8"))["config"]))
+    for source, config in sources:
+        differences = config_differences(config, run.config)
+        if differences:
+            raise ValueError(
+                f"{source}: run {run.name} was made with another configuration ({'; '.join(differences)}); "
+                "use another --output-dir, or delete its results line and its run directory to redo it"
+            )
+    return recorded is not None
+
+
+def describe_machine(device: str) -> str:
+    """Name the hardware a run trained on, for its results line.
+
+    Parameters
+    ----------
+    device : str
+        The run's ``train.device``.
+
+    Returns
+    -------
+    str
+        The GPU's name when the run used CUDA, else the CPU model with the flags that decide its speed.
+
+    Notes
+    -----
+    Timings and the precision chosen by ``precision: auto`` depend on it (a CPU with AMX trains in bf16, one
+    without in fp32), so every result says where it was measured.
+    """
+    import torch
+
+    if device.startswith("cuda") or (device == "auto" and torch.cuda.is_available()):
+        return str(torch.cuda.get_device_name())
+    return describe_cpu()
+
+
+def git_commit() -> str | None:
+    """Name the commit of the source tree the package runs from, if it is a git checkout.
+
+    Returns
+    -------
+    str or None
+        ``git rev-parse HEAD`` of the package's directory (with ``+dirty`` when files are modified), None
+        outside a git checkout.
+
+    Notes
+    -----
+    Recorded with every result so a table can be traced to the code that produced it.
+    """
+    source = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=source, capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=source,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("+dirty" if dirty else "")
+
+
+def share_vocabulary(runs: Sequence[PlannedRun], output_dir: Path, report: Callable[[str], None]) -> None:
+    """Learn each distinct vocabulary once and give it to every run that uses it.
+
+    Parameters
+    ----------
+    runs : sequence of PlannedRun
+        The runs about to start.
+    output_dir : Path
+        The experiment directory; vocabularies go to ``shared/VOCAB-HASH/``.
+    report : callable
+        Receives one-line progress notes.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Perplexities are comparable only between models with the same vocabulary (Table 2 compares them), and
+    learning the BPE model once also saves its time per run. A run that already has ``tokenizer.model``
+    keeps it: a resumed run must keep its ids.
+    """
+    for run in runs:
+        if (run.run_dir / TOKENIZER_FILE).exists():
+            continue
+        experiment = experiment_from_dict(run.config, source=run.name)
+        data_key = {"data": run.config["data"], "vocab_size": experiment.model.vocab_size}
+        shared = output_dir / "shared" / config_fingerprint(data_key)[:12]
+        if not (shared / TOKENIZER_FILE).exists():
+            report(
+                f"vocabulary: learning {experiment.model.vocab_size} pieces for {run.name}'s data in {shared}"
+            )
+            prepare_data(experiment.data, experiment.model.vocab_size, shared)
+        write_bytes_atomically(run.run_dir / TOKENIZER_FILE, (shared / TOKENIZER_FILE).read_bytes())
+
+
+def rebuild_reports(plan: ExperimentPlan, output_dir: Path) -> Path:
+    """Rebuild ``table.md`` (and the experiment's plots) from ``results.jsonl``.
+
+    Parameters
+    ----------
+    plan : ExperimentPlan
+        The experiment.
+    output_dir : Path
+        The experiment directory.
+
+    Returns
+    -------
+    Path
+        ``table.md``.
+
+    Notes
+    -----
+    Built from the file alone, never from memory, so the table always says what the results file holds,
+    including runs of earlier invocations.
+    """
+    module = experiment_module(plan.name)
+    records = read_results(output_dir / RESULTS_FILE)
+    table = module.render_table(plan, records)
+    write_text_atomically(output_dir / TABLE_FILE, table)
+    plot = getattr(module, "plot", None)
+    if plot is not None and records:
+        plot(plan, records, output_dir)
+    return output_dir / TABLE_FILE
+
+
+def run_experiment(
+    plan: ExperimentPlan,
+    output_dir: Path,
+    seeds: int = 1,
+    parallel: int = 1,
+    device: str = "auto",
+    only: Sequence[str] | None = None,
+    report: Callable[[str], None] = print,
+    poll_seconds: float = 1.0,
+) -> ExperimentOutcome:
+    """Train and score every selected run of an experiment that has no result yet.
+
+    Parameters
+    ----------
+    plan : ExperimentPlan
+        The experiment at its scale.
+    output_dir : Path
+        The experiment directory (created if missing).
+    seeds : int
+        Seeds per variant.
+    parallel : int
+        Runs trained at the same time; the usable CPUs are split between them.
+    device : str
+        ``train.device`` of every run.
+    only : sequence of str or None
+        Variants or groups to run (``--only``).
+    report : callable
+        Receives one-line progress notes.
+    poll_seconds : float
+        How often finished workers are collected.
+
+    Returns
+    -------
+    ExperimentOutcome
+        Runs finished, skipped and failed.
+
+    Notes
+    -----
+    The experiment directory is locked while the runner works, so a second invocation on it is refused
+    instead of training the same runs twice. On Ctrl-C the workers are stopped and the runner re-raises;
+    rerunning resumes every interrupted run from its last checkpoint.
+    """
+    if parallel < 1:
+        raise ValueError(f"--parallel {parallel}: at least one run at a time")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    with hold_run_lock(output_dir):
+        return _run_locked(plan, output_dir, seeds, parallel, device, only, report, poll_seconds)
+
+
+def _run_locked(
+    plan: ExperimentPlan,
+    output_dir: Path,
+    seeds: int,
+    parallel: int,
+    device: str,
+    only: Sequence[str] | None,
+    report: Callable[[str], None],
+    poll_seconds: float,
+) -> ExperimentOutcome:
+    """Run the body of :func:`run_experiment`, with the experiment directory locked."""
+    threads = max(1, usable_cpus() // parallel) if parallel > 1 else None
+    runs = plan_runs(plan, output_dir, seeds, only, device, threads)
+    results_path = output_dir / RESULTS_FILE
+    recorded = {(record["variant"], int(record["seed"])): record for record in read_results(results_path)}
+    outcome = ExperimentOutcome()
+    pending = []
+    for run in runs:
+        if check_recorded(run, recorded.get((run.variant.name, run.seed)), results_path):
+            outcome.skipped.append(run.name)
+        elif (run.run_dir / RESULT_FILE).exists() and _harvest(run, plan, results_path):
+            outcome.finished.append(
+                run.name
+            )  # scored by a worker whose runner was killed before recording it
+        else:
+            pending.append(run)
+    if outcome.skipped:
+        report(f"{plan.name}: {len(outcome.skipped)} run(s) already done: {', '.join(outcome.skipped)}")
+    share_vocabulary(pending, output_dir, report)
+    active: list[tuple[PlannedRun, subprocess.Popen[bytes], float]] = []
+    try:
+        while pending or active:
+            while pending and len(active) < parallel:
+                run = pending.pop(0)
+                active.append((run, _start_worker(run, plan), time.monotonic()))
+                state = "resuming" if (run.run_dir / "checkpoints" / "index.json").exists() else "starting"
+                report(f"{plan.name}: {state} {run.name} (log: {run.run_dir / LOG_FILE})")
+            time.sleep(poll_seconds if active else 0)
+            for item in [item for item in active if item[1].poll() is not None]:
+                active.remove(item)
+                run, process, started = item
+                if process.returncode == 0 and _harvest(run, plan, results_path):
+                    outcome.finished.append(run.name)
+                    record = json.loads((run.run_dir / RESULT_FILE).read_text(encoding="utf-8"))
+                    report(
+                        f"{plan.name}: finished {run.name} in {(time.monotonic() - started) / 60:.1f} min: "
+                        f"dev BLEU {record['dev_bleu']:.2f}, perplexity {record['dev_perplexity']:.2f}"
+                    )
+                    rebuild_reports(plan, output_dir)
+                else:
+                    outcome.failed.append(f"{run.name} ({run.run_dir / LOG_FILE})")
+                    report(
+                        f"{plan.name}: {run.name} FAILED (exit status {process.returncode}): "
+                        f"{_last_line(run.run_dir / LOG_FILE)} -- see {run.run_dir / LOG_FILE}"
+                    )
+    except BaseException:
+        for _, process, _ in active:
+            process.terminate()
+        for _, process, _ in active:
+            process.wait()
+        raise
+    rebuild_reports(plan, output_dir)
+    return outcome
+
+
+def _start_worker(run: PlannedRun, plan: ExperimentPlan) -> "subprocess.Popen[bytes]":
+    """Write the run's ``run.json`` and start its worker, output to ``log.txt``."""
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "experiment": plan.name,
+        "scale": plan.scale,
+        "variant": run.variant.name,
+        "group": run.variant.group,
+        "seed": run.seed,
+        "average_last": plan.average_last,
+        "config": run.config,
+    }
+    write_json_atomically(run.run_dir / RUN_FILE, spec)
+    (run.run_dir / RESULT_FILE).unlink(missing_ok=True)
+    with open(run.run_dir / LOG_FILE, "ab") as log:
+        log.write(f"\n=== {datetime.now(timezone.utc).isoformat(timespec='seconds')} {run.name}\n".encode())
+        log.flush()
+        return subprocess.Popen(
+            [sys.executable, "-m", "transformer.experiments.worker", str(run.run_dir)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            preexec_fn=_stop_with_parent if sys.platform == "linux" else None,
+        )
+
+
+def _stop_with_parent() -> None:
+    """Ask Linux to send the worker SIGTERM when the runner dies, even by SIGKILL (no orphans training on)."""
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def _harvest(run: PlannedRun, plan: ExperimentPlan, results_path: Path) -> bool:
+    """Append a run's ``result.json`` to ``results.jsonl`` with its configuration and provenance."""
+    result_file = run.run_dir / RESULT_FILE
+    try:
+        result = json.loads(result_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    record = {
+        **result,
+        "config": run.config,
+        "config_sha256": config_fingerprint(run.config),
+        "reported": run.variant.reported,
+        "overrides": run.variant.overrides,
+        "commit": git_commit(),
+        "machine": describe_machine(str(run.config["train"]["device"])),
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    append_result(results_path, record)
+    return True
+
+
+def _last_line(log: Path) -> str:
+    """Return the last non-empty line of a log (the error, for a run that failed)."""
+    try:
+        lines = [
+            line for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()
+        ]
+    except OSError:
+        return "(no log)"
+    return lines[-1][-300:] if lines else "(empty log)"

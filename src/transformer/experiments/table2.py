@@ -1,0 +1,379 @@
+"""``transformer experiment table2``: every row of the paper's Table 2, at a scale this machine can train.
+
+Table 2 varies the base model one aspect at a time (A heads, B key size, C size, D regularisation, E positional
+encoding, and the big model) and reports newstest2013 perplexity per word-piece, BLEU and parameters after
+100K steps (300K for big), beam search as in section 6.1 and "no checkpoint averaging".
+
+One rule maps every row onto a scale, so the ratios between rows are the paper's:
+
+* widths (``d_model``, ``d_ff``, ``d_k``, ``d_v``) are multiplied by ``w = d_model(scale) / 512``;
+* layer counts by ``l = N(scale) / 6``, rounded, at least 1;
+* head counts, dropout and label smoothing keep the paper's values;
+* every row trains the scale's number of steps, big three times as many (the paper's 300K against 100K).
+
+Scales: ``cpu`` (Multi30k, w = 1/4, l = 1/2: d_model 128, N 3; about 2.5 hours for the whole table on two CPU
+cores), ``gpu`` (Multi30k, the shipped model's size: w = 1/2, l = 2/3, d_model 256, N 4), ``paper`` (w = l = 1,
+WMT14 English-German files the user provides in ``data/wmt14_en_de``, the paper's batch of 25,000 tokens) and
+``tiny`` (the built-in grammar corpus, for tests). The CPU and GPU scales train pre-norm, as the shipped
+Multi30k recipe does: on budgets of a few thousand steps post-norm learns far more slowly (BENCHMARKS.md);
+the paper scale is post-norm, as the paper.
+"""
+
+from collections import defaultdict
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from transformer.experiments.plan import ExperimentPlan, Variant, run_config
+from transformer.experiments.results import format_metric
+from transformer.model.presets import BASE_SETTINGS, BIG_SETTINGS, TABLE2_VARIANTS
+
+#: Keys of a Table 2 variant that are widths (scaled by w) and layer counts (scaled by l).
+WIDTH_KEYS = ("d_model", "d_ff", "d_k", "d_v")
+LAYER_KEYS = ("num_encoder_layers", "num_decoder_layers")
+#: The paper's base row: N, d_model, d_ff, h, d_k, d_v, P_drop, eps_ls, train steps.
+PAPER_BASE = {**BASE_SETTINGS, "d_k": 64, "d_v": 64, "label_smoothing": 0.1}
+#: The paper's numbers for the big row (EN-DE, Table 2 last row; steps 300K).
+BIG_REPORTED = {"dev_perplexity": 4.33, "dev_bleu": 26.4, "params_millions": 213}
+BIG_STEP_FACTOR = 3
+
+
+def scale_settings(scale: str) -> dict[str, Any]:
+    """Give the per-scale constants of the mapping rule and the training recipe.
+
+    Parameters
+    ----------
+    scale : str
+        ``tiny``, ``cpu``, ``gpu`` or ``paper``.
+
+    Returns
+    -------
+    dict of str to Any
+        ``width`` and ``layers`` (the factors w and l), ``steps``, and ``base`` (the run configuration of the
+        base row, nested like a YAML file).
+
+    Notes
+    -----
+    The steps of the CPU scale were chosen by measuring the base row on a 2-core CPU (EXPERIMENTS.md) so that
+    the whole table, big's threefold steps included, fits in about 2.5 hours.
+    """
+    if scale == "paper":
+        return {
+            "width": Fraction(1),
+            "layers": Fraction(1),
+            "steps": 100_000,
+            "base": {
+                "model": {"vocab_size": 37000, "norm_first": False},
+                "data": {"corpus": "directory", "data_dir": "data/wmt14_en_de", "max_len": 256},
+                "train": {
+                    "max_steps": 100_000,
+                    "max_minutes": None,
+                    "max_tokens": 25000,
+                    "warmup_steps": 4000,
+                    "label_smoothing": 0.1,
+                    "validate_every": 5000,
+                    "checkpoint_every": 5000,
+                    "keep_checkpoints": 2,
+                },
+                "decode": {"beam_size": 4, "length_penalty": 0.6, "length_penalty_form": "gnmt"},
+            },
+        }
+    multi30k = {
+        "data": {"corpus": "multi30k", "source_lang": "en", "target_lang": "de", "max_len": 100},
+        "decode": {"beam_size": 4, "length_penalty": 1.0, "length_penalty_form": "power"},
+    }
+    if scale == "gpu":
+        steps = 2800
+        return {
+            "width": Fraction(1, 2),
+            "layers": Fraction(2, 3),
+            "steps": steps,
+            "base": {
+                **multi30k,
+                "model": {"vocab_size": 10000, "norm_first": True},
+                "train": _short_recipe(steps, max_tokens=4096, peak=0.002),
+            },
+        }
+    if scale == "cpu":
+        steps = 800
+        return {
+            "width": Fraction(1, 4),
+            "layers": Fraction(1, 2),
+            "steps": steps,
+            "base": {
+                **multi30k,
+                "model": {"vocab_size": 8000, "norm_first": True},
+                "train": _short_recipe(steps, max_tokens=2048, peak=0.002),
+            },
+        }
+    if scale == "tiny":
+        steps = 4
+        return {
+            "width": Fraction(1, 16),
+            "layers": Fraction(1, 6),
+            "steps": steps,
+            "base": {
+                "model": {"vocab_size": 120, "norm_first": True},
+                "data": {
+                    "corpus": "synthetic",
+                    "synthetic_train_pairs": 300,
+                    "synthetic_valid_pairs": 12,
+                    "synthetic_test_pairs": 12,
+                    "max_len": 64,
+                },
+                "train": {**_short_recipe(steps, max_tokens=512, peak=0.002), "threads": 1},
+                "decode": {"beam_size": 2, "max_length_offset": 5},
+            },
+        }
+    raise ValueError(f"--scale {scale}: table2 runs at scale tiny, cpu, gpu or paper")
+
+
+def _short_recipe(steps: int, max_tokens: int, peak: float) -> dict[str, Any]:
+    """Build the training section of the short scales: warm-up a tenth, cool-down a third, four checkpoints."""
+    every = max(1, steps // 4)
+    return {
+        "max_tokens": max_tokens,
+        "max_steps": steps,
+        "max_minutes": None,
+        "warmup_steps": max(1, steps // 10),
+        "peak_learning_rate": peak,
+        "cooldown_steps": steps // 3,
+        "label_smoothing": 0.1,
+        "log_every": max(1, steps // 20),
+        "validate_every": every,
+        "checkpoint_every": every,
+        "keep_checkpoints": 2,
+    }
+
+
+def _step_overrides(scale: str, steps: int) -> dict[str, Any]:
+    """Give the training keys that change with the number of steps (big trains three times as long)."""
+    if scale == "paper":
+        return {"train.max_steps": steps}
+    keys = ("max_steps", "warmup_steps", "cooldown_steps", "log_every", "validate_every", "checkpoint_every")
+    recipe = _short_recipe(steps, max_tokens=0, peak=0.0)
+    return {f"train.{key}": recipe[key] for key in keys}
+
+
+def scaled_row(settings: dict[str, Any], width: Fraction, layers: Fraction) -> dict[str, Any]:
+    """Map a row's model settings onto a scale.
+
+    Parameters
+    ----------
+    settings : dict of str to Any
+        ``TransformerConfig`` fields at the paper's size (base values merged with the row's changes).
+    width : Fraction
+        The width factor w.
+    layers : Fraction
+        The layer factor l.
+
+    Returns
+    -------
+    dict of str to Any
+        The same fields at the scale: widths times w, layer counts times l (rounded, at least 1), the rest
+        unchanged.
+
+    Notes
+    -----
+    Raises ValueError when a width does not scale to a whole number (the rule would then change ratios), e.g.
+    w = 1/16 maps d_k = 16 to 1, but w = 1/32 would map it to 1/2.
+    """
+    scaled = dict(settings)
+    for key in WIDTH_KEYS:
+        if key in settings and settings[key] is not None:
+            value = Fraction(settings[key]) * width
+            if value.denominator != 1 or value < 1:
+                raise ValueError(f"{key}={settings[key]} times {width} is not a whole number of dimensions")
+            scaled[key] = int(value)
+    for key in LAYER_KEYS:
+        if key in settings:
+            scaled[key] = max(1, round(settings[key] * layers))
+    return scaled
+
+
+def table_rows() -> list[tuple[str, str, dict[str, Any], float, dict[str, Any], int]]:
+    """List the rows of Table 2 at the paper's size, base and big included.
+
+    Returns
+    -------
+    list of tuple
+        ``(name, group, model settings, label smoothing, reported figures, step factor)`` in table order.
+
+    Notes
+    -----
+    Every row lists d_k and d_v explicitly (the paper's table does), so scaling d_model alone never changes a
+    row's key size behind its back.
+    """
+    base = {**BASE_SETTINGS, "d_k": 64, "d_v": 64}
+    rows: list[tuple[str, str, dict[str, Any], float, dict[str, Any], int]] = [
+        ("base", "base", base, 0.1, {"dev_perplexity": 4.92, "dev_bleu": 25.8, "params_millions": 65}, 1)
+    ]
+    for variant in TABLE2_VARIANTS:
+        reported: dict[str, Any] = {
+            "dev_perplexity": variant.reported_perplexity,
+            "dev_bleu": variant.reported_bleu,
+        }
+        if variant.reported_params_millions is not None:
+            reported["params_millions"] = variant.reported_params_millions
+        rows.append(
+            (
+                variant.name,
+                variant.row,
+                {**base, **variant.model_settings},
+                variant.label_smoothing,
+                reported,
+                1,
+            )
+        )
+    big = {**BIG_SETTINGS, "d_k": 64, "d_v": 64}
+    rows.append(("big", "big", big, 0.1, BIG_REPORTED, BIG_STEP_FACTOR))
+    return rows
+
+
+def build_plan(scale: str) -> ExperimentPlan:
+    """Build Table 2 at a scale.
+
+    Parameters
+    ----------
+    scale : str
+        ``tiny``, ``cpu``, ``gpu`` or ``paper``.
+
+    Returns
+    -------
+    ExperimentPlan
+        The base run configuration and one variant per row (20 rows: base, A1-A4, B1-B2, C1-C7, D1-D4, E1,
+        big), scored without checkpoint averaging.
+
+    Notes
+    -----
+    Each variant sets every model field of Table 2's columns explicitly, so the table printed from the
+    results shows the values that were trained, not the paper's.
+    """
+    settings = scale_settings(scale)
+    variants = []
+    for name, group, model_settings, smoothing, reported, step_factor in table_rows():
+        model = scaled_row(model_settings, settings["width"], settings["layers"])
+        overrides: dict[str, Any] = {f"model.{key}": value for key, value in model.items()}
+        overrides["train.label_smoothing"] = smoothing
+        if step_factor != 1:
+            overrides.update(_step_overrides(scale, settings["steps"] * step_factor))
+        variants.append(Variant(name, overrides, group, reported))
+    notes = (
+        f"Scale {scale}: widths x {settings['width']}, layers x {settings['layers']} (rounded, at least 1), heads, "
+        f"dropout and label smoothing as in the paper; {settings['steps']} steps per row, big {BIG_STEP_FACTOR}x; "
+        "no checkpoint averaging (Table 2's caption). Perplexity is per BPE token on the validation set."
+    )
+    return ExperimentPlan("table2", scale, settings["base"], variants, average_last=1, notes=notes)
+
+
+def render_table(plan: ExperimentPlan, records: list[dict[str, Any]]) -> str:
+    """Print Table 2 as the paper does, with our figures (mean ± spread over seeds) beside the paper's.
+
+    Parameters
+    ----------
+    plan : ExperimentPlan
+        The experiment.
+    records : list of dict
+        Its ``results.jsonl`` records.
+
+    Returns
+    -------
+    str
+        A Markdown table: N, d_model, d_ff, h, d_k, d_v, P_drop, eps_ls, steps, dev PPL, dev BLEU,
+        params x10^6, seeds, minutes per run, and the paper's PPL, BLEU and params.
+
+    Notes
+    -----
+    Rows without results yet show ``-``; the paper's figures are for newstest2013 EN-DE at full size, so only
+    the *differences between rows* are comparable with ours, not the values.
+    """
+    by_variant: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        by_variant[record["variant"]].append(record)
+    header = (
+        "| row | N | d_model | d_ff | h | d_k | d_v | P_drop | eps_ls | steps | PPL (dev) | BLEU (dev) | "
+        "params x10^6 | seeds | min/run | paper PPL | paper BLEU | paper params |"
+    )
+    lines = [f"# Table 2 at scale {plan.scale}", "", plan.notes, "", header, "|" + "---|" * 18]
+    for variant in plan.variants:
+        config = run_config(plan, variant, 1)
+        model, train = config["model"], config["train"]
+        found = by_variant.get(variant.name, [])
+        default_head = model["d_model"] // model["num_heads"]
+        cells = [
+            variant.name,
+            model["num_encoder_layers"],
+            model["d_model"],
+            model["d_ff"],
+            model["num_heads"],
+            model["d_k"] or default_head,
+            model["d_v"] or default_head,
+            model["dropout"],
+            train["label_smoothing"],
+            train["max_steps"],
+            format_metric([record["dev_perplexity"] for record in found], 2),
+            format_metric([record["dev_bleu"] for record in found], 1),
+            format_metric([record["params"] / 1e6 for record in found], 2),
+            len(found),
+            format_metric([record["train_seconds"] / 60 for record in found], 1),
+            variant.reported.get("dev_perplexity", "-"),
+            variant.reported.get("dev_bleu", "-"),
+            variant.reported.get("params_millions", "-"),
+        ]
+        lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(plan: ExperimentPlan, records: list[dict[str, Any]], output_dir: Path) -> list[Path]:
+    """Plot dev BLEU against dev perplexity per row, ours beside the paper's (one PNG).
+
+    Parameters
+    ----------
+    plan : ExperimentPlan
+        The experiment.
+    records : list of dict
+        Its results.
+    output_dir : Path
+        Where ``table2.png`` goes.
+
+    Returns
+    -------
+    list of Path
+        The written figure.
+
+    Notes
+    -----
+    The paper's Table 2 shows perplexity and BLEU moving together across rows; the plot lets one see at a
+    glance whether our rows keep the paper's order, which is the claim a smaller scale can test.
+    """
+    from matplotlib.figure import Figure
+
+    from transformer.visualization.attention_plot import save_figure_atomically
+
+    figure = Figure(figsize=(10, 4.5))
+    ours, paper = figure.subplots(1, 2)
+    by_variant: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        by_variant[record["variant"]].append(record)
+    for variant in plan.variants:
+        found = by_variant.get(variant.name)
+        if found:
+            perplexity = sum(record["dev_perplexity"] for record in found) / len(found)
+            bleu = sum(record["dev_bleu"] for record in found) / len(found)
+            ours.scatter([perplexity], [bleu], s=12)
+            ours.annotate(variant.name, (perplexity, bleu), fontsize=7)
+        if "dev_perplexity" in variant.reported:
+            paper.scatter([variant.reported["dev_perplexity"]], [variant.reported["dev_bleu"]], s=12)
+            paper.annotate(
+                variant.name, (variant.reported["dev_perplexity"], variant.reported["dev_bleu"]), fontsize=7
+            )
+    ours.set(
+        title=f"ours (scale {plan.scale}, validation)",
+        xlabel="dev perplexity (per BPE token)",
+        ylabel="dev BLEU",
+    )
+    paper.set(title="paper (newstest2013, full size)", xlabel="dev perplexity", ylabel="dev BLEU")
+    figure.tight_layout()
+    path = output_dir / "table2.png"
+    save_figure_atomically(figure, path)
+    return [path]

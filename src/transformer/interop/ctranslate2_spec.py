@@ -82,11 +82,13 @@ def check_ctranslate2_exportable(config: TransformerConfig, source: str) -> None
     -----
     Post-norm and pre-norm, sinusoidal and learned positions, every activation, shared or separate
     vocabularies, tied or untied output projections and the logits bias are supported; additive or windowed
-    attention and per-head widths other than ``d_model / num_heads`` raise ValueError naming the field.
+    attention, a score scaling other than 1/sqrt(d_k) and per-head widths other than ``d_model / num_heads``
+    raise ValueError naming the field.
     """
     default_head_dim = config.d_model // config.num_heads
     for field, value, supported in (
         ("attention_scoring", config.attention_scoring, "dot_product"),
+        ("attention_scaling", config.attention_scaling, "sqrt"),
         ("attention_window", config.attention_window, None),
         ("d_k", config.head_dims[0], default_head_dim),
         ("d_v", config.head_dims[1], default_head_dim),

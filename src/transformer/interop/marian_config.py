@@ -171,15 +171,17 @@ def check_exportable(config: TransformerConfig, source: str) -> None:
 
     Notes
     -----
-    MarianMT is post-norm with sinusoidal positions, dot-product attention over the full sequence, head
-    widths ``d_model / num_heads`` and LayerNorm epsilon 1e-5; each other choice raises ValueError naming
-    our config field. Both sinusoidal layouts are exportable (the interleaved one by a change of basis).
+    MarianMT is post-norm with sinusoidal positions, dot-product attention scaled by 1/sqrt(d_k) over the
+    full sequence, head widths ``d_model / num_heads`` and LayerNorm epsilon 1e-5; each other choice raises
+    ValueError naming our config field. Both sinusoidal layouts are exportable (the interleaved one by a
+    change of basis).
     """
     default_head_dim = config.d_model // config.num_heads
     refusals = [
         ("norm_first", config.norm_first, False),
         ("positional_encoding", config.positional_encoding, "sinusoidal"),
         ("attention_scoring", config.attention_scoring, "dot_product"),
+        ("attention_scaling", config.attention_scaling, "sqrt"),
         ("attention_window", config.attention_window, None),
         ("d_k", config.head_dims[0], default_head_dim),
         ("d_v", config.head_dims[1], default_head_dim),

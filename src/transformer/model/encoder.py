@@ -19,7 +19,7 @@ def build_attention(config: TransformerConfig) -> MultiHeadAttention:
     Returns
     -------
     MultiHeadAttention
-        With the config's heads, d_k, d_v, attention dropout and scoring.
+        With the config's heads, d_k, d_v, attention dropout, scoring and scaling.
 
     Notes
     -----
@@ -33,6 +33,7 @@ def build_attention(config: TransformerConfig) -> MultiHeadAttention:
         dropout=config.attention_dropout,
         scoring=config.attention_scoring,
         implementation=config.attention_implementation,
+        scaling=config.attention_scaling,
     )
 
 

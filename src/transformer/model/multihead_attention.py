@@ -6,6 +6,8 @@ encoder-decoder (cross) attention. For incremental decoding the projection and t
 exposed separately, so a decoder can cache projected keys and values.
 """
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
@@ -14,10 +16,15 @@ from transformer.model.additive_attention import AdditiveScore, additive_attenti
 from transformer.model.scaled_dot_product_attention import (
     ATTENTION_IMPLEMENTATIONS,
     EXPLICIT_MAX_LENGTH,
+    SCORE_SCALINGS,
+    attend_with_scores,
+    attention_logits,
     scaled_dot_product_attention,
 )
 
 ATTENTION_SCORINGS = ("dot_product", "additive")
+#: ``hook(query_heads, key_heads, logits, attend_mask) -> logits``: sees (and may replace) the attention logits.
+LogitsHook = Callable[[Tensor, Tensor, Tensor, Tensor | None], Tensor]
 
 
 def _same_tensors(held: list[Tensor], versions: list[int], current: list[Tensor], now: list[int]) -> bool:
@@ -99,12 +106,20 @@ class MultiHeadAttention(nn.Module):
     implementation : {"fused", "explicit", "auto"}
         How dot-product attention is computed when weights are not needed (see
         :func:`transformer.model.scaled_dot_product_attention.scaled_dot_product_attention`).
+    scaling : {"sqrt", "none", "linear"}
+        Factor on the dot products: 1/sqrt(d_k) (Eq. 1), 1 or 1/d_k. Must be "sqrt" with additive scoring,
+        which has no such factor.
 
     Notes
     -----
     ``d_k`` and ``d_v`` may differ from ``d_model // num_heads``, as in Table 2 rows (A) and (B). The
     projections are ``nn.Linear`` attributes ``q_proj``, ``k_proj``, ``v_proj`` and ``out_proj``, so weights
     map one-to-one onto ``torch.nn.MultiheadAttention`` and HuggingFace Marian.
+
+    ``logits_hook`` (None by default, not a constructor argument) lets an inspection tool see the attention
+    logits, the scores just before the mask and the softmax: while set, :meth:`attend` computes them
+    explicitly, calls ``logits_hook(query_heads, key_heads, logits, attend_mask)`` and normalises what it
+    returns. ``transformer.experiments.attention_statistics`` uses it to measure scores and their gradients.
     """
 
     def __init__(
@@ -117,6 +132,7 @@ class MultiHeadAttention(nn.Module):
         bias: bool = True,
         scoring: str = "dot_product",
         implementation: str = "fused",
+        scaling: str = "sqrt",
     ) -> None:
         super().__init__()
         if d_model <= 0 or num_heads <= 0:
@@ -129,6 +145,12 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"implementation={implementation!r} is not one of {ATTENTION_IMPLEMENTATIONS}")
         if scoring not in ATTENTION_SCORINGS:
             raise ValueError(f"scoring={scoring!r} is not one of {ATTENTION_SCORINGS}")
+        if scaling not in SCORE_SCALINGS:
+            raise ValueError(f"scaling={scaling!r} is not one of {SCORE_SCALINGS}")
+        if scoring == "additive" and scaling != "sqrt":
+            raise ValueError(
+                f"scaling={scaling!r} applies to dot products; additive scoring has no scale factor"
+            )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout={dropout} must be in [0, 1)")
         self.num_heads = num_heads
@@ -138,6 +160,8 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"d_k={self.d_k} and d_v={self.d_v} must be positive")
         self.dropout = dropout
         self.implementation = implementation
+        self.scaling = scaling
+        self.logits_hook: LogitsHook | None = None
         # The length threshold of implementation="auto"; training and translation set it from a measurement
         # on the machine at hand (transformer.autotune.attention_probe).
         self.explicit_max_length = EXPLICIT_MAX_LENGTH
@@ -330,11 +354,20 @@ class MultiHeadAttention(nn.Module):
         -----
         Taking projected heads lets incremental decoding pass cached keys and values without projecting them
         again. Attention dropout is active only in training mode. The explicit weights are computed only
-        when needed (``need_weights``, additive scoring, or the explicit path of ``implementation``).
+        when needed (``need_weights``, additive scoring, ``logits_hook``, or the explicit path of
+        ``implementation``).
         """
         dropout_p = self.dropout if self.training else 0.0
         weights: Tensor | None
-        if self.additive_score is not None:
+        if self.logits_hook is not None:
+            if self.additive_score is not None:
+                logits = self.additive_score(query_heads, key_heads)
+            else:
+                logits = attention_logits(query_heads, key_heads, self.scaling)
+            logits = self.logits_hook(query_heads, key_heads, logits, attend_mask)
+            heads, weights = attend_with_scores(logits, value_heads, attend_mask, dropout_p)
+            weights = weights if need_weights else None
+        elif self.additive_score is not None:
             heads, weights = additive_attention(
                 self.additive_score, query_heads, key_heads, value_heads, attend_mask, dropout_p
             )
@@ -349,5 +382,6 @@ class MultiHeadAttention(nn.Module):
                 need_weights,
                 self.implementation,
                 self.explicit_max_length,
+                self.scaling,
             )
         return self.out_proj(merge_heads(heads)), weights

@@ -201,6 +201,7 @@ class Int8MultiHeadAttention(MultiHeadAttention):
             bias=attention.q_proj.bias is not None,
             scoring="dot_product" if attention.additive_score is None else "additive",
             implementation=attention.implementation,
+            scaling=attention.scaling,
         )
         self.explicit_max_length = attention.explicit_max_length
         self.additive_score = attention.additive_score

@@ -81,19 +81,18 @@ class Transformer(nn.Module):
                 scale=config.scale_embeddings,
             )
         )
-        if config.positional_encoding == "none" or config.attention_scaling != "sqrt":
-            raise ValueError(
-                "positional_encoding='none' and attention_scaling other than 'sqrt' are not built yet"
-            )
-        self.positional_encoding: SinusoidalPositionalEncoding | LearnedPositionalEmbedding
+        # None for positional_encoding "none": the embeddings alone, no position information at all.
+        self.positional_encoding: SinusoidalPositionalEncoding | LearnedPositionalEmbedding | None
         if config.positional_encoding == "learned":
             self.positional_encoding = LearnedPositionalEmbedding(
                 d_model=config.d_model, max_positions=config.max_positions
             )
-        else:
+        elif config.positional_encoding == "sinusoidal":
             self.positional_encoding = SinusoidalPositionalEncoding(
                 d_model=config.d_model, layout=config.sinusoidal_layout
             )
+        else:
+            self.positional_encoding = None
         self.embedding_dropout = Dropout(config.dropout)
         self.encoder = Encoder(config)
         self.decoder = Decoder(config)
@@ -184,10 +183,14 @@ class Transformer(nn.Module):
 
         Notes
         -----
-        Section 5.4: dropout is applied "to the sums of the embeddings and the positional encodings".
+        Section 5.4: dropout is applied "to the sums of the embeddings and the positional encodings". With
+        ``positional_encoding="none"`` nothing is added (``offset`` is then unused): a token gets the same
+        vector wherever it stands, so the encoder cannot tell word orders apart (it is permutation-equivariant).
         """
-        positions = self.positional_encoding(tokens.size(1), offset)  # (seq_len, d_model)
         embedded = embedding(tokens)
+        if self.positional_encoding is None:
+            return self.embedding_dropout(embedded)
+        positions = self.positional_encoding(tokens.size(1), offset)  # (seq_len, d_model)
         return self.embedding_dropout(embedded + positions.to(embedded.dtype))
 
     def encode(self, src_tokens: Tensor) -> Tensor:

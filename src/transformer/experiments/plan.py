@@ -294,13 +294,15 @@ def default_config() -> dict[str, Any]:
     Returns
     -------
     dict of str to Any
-        ``ExperimentConfig().to_dict()`` with the default model (the paper's base).
+        ``ExperimentConfig().to_dict()`` with the default model (the paper's base; ``vocab_size`` 8, which
+        has no default).
 
     Notes
     -----
     Used to accept results recorded before an option was added (see :func:`config_differences`).
     """
-    return experiment_from_dict({}, source="defaults").to_dict()
+    # vocab_size has no default; any value serves, since every configuration records it.
+    return experiment_from_dict({"model": {"vocab_size": 8}}, source="defaults").to_dict()
 
 
 def with_base_overrides(plan: ExperimentPlan, overrides: Sequence[str]) -> ExperimentPlan:

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from transformer.atomic_files import write_bytes_atomically
+
 RESULTS_FILE = "results.jsonl"
 
 
@@ -69,13 +71,16 @@ def append_result(path: Path, record: dict[str, Any]) -> None:
     Notes
     -----
     The line is serialised first and written with a single ``write`` of the whole line, then fsynced: a
-    crash leaves at most one torn last line, which :func:`read_results` ignores. A previous torn line is
-    ended with a newline first, so it cannot swallow the new record.
+    crash leaves at most one torn last line, which :func:`read_results` ignores. Before the next append that
+    torn line is removed (the file is rewritten atomically without it), so it never ends up in the middle.
     """
     line = json.dumps(record, sort_keys=True, allow_nan=True) + "\n"
-    torn = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
+    if path.exists():
+        contents = path.read_bytes()
+        if contents and not contents.endswith(b"\n"):
+            write_bytes_atomically(path, contents[: contents.rfind(b"\n") + 1])
     with open(path, "a", encoding="utf-8") as handle:
-        handle.write(("\n" if torn else "") + line)
+        handle.write(line)
         handle.flush()
         os.fsync(handle.fileno())
 

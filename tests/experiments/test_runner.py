@@ -1,0 +1,194 @@
+"""The experiment runner at tiny scale: end to end, skip on rerun, resume after a kill, failures, stale configs."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from transformer.checkpoint import read_index
+from transformer.experiments.plan import Variant, config_differences, run_config
+from transformer.experiments.results import append_result, format_metric, read_results
+from transformer.experiments.runner import run_experiment
+from transformer.experiments.table2 import build_plan, scaled_row
+
+
+def test_tiny_table_runs_end_to_end_and_a_rerun_skips_it(tmp_path: Path) -> None:
+    plan = build_plan("tiny")
+    messages: list[str] = []
+    outcome = run_experiment(plan, tmp_path, only=["base", "C4"], report=messages.append, poll_seconds=0.05)
+    assert outcome.finished == ["base-s1", "C4-s1"] and not outcome.failed and not outcome.skipped
+    records = {record["variant"]: record for record in read_results(tmp_path / "results.jsonl")}
+    assert set(records) == {"base", "C4"}
+    for record in records.values():
+        assert record["train_steps"] == 4 and record["stop_reason"] == "max_steps"
+        assert 1.0 < record["dev_perplexity"] < 1000 and 0.0 <= record["dev_bleu"] <= 100.0
+        assert record["config_sha256"] and record["seed"] == 1 and record["machine"]
+    # C4 halves d_model (and d_k), so it has fewer parameters; both share one vocabulary.
+    assert (
+        records["C4"]["config"]["model"]["d_model"] == 16
+        and records["base"]["config"]["model"]["d_model"] == 32
+    )
+    assert records["C4"]["params"] < records["base"]["params"]
+    tokenizers = {
+        (tmp_path / "runs" / name / "tokenizer.model").read_bytes() for name in ("base-s1", "C4-s1")
+    }
+    assert len(tokenizers) == 1
+    table = (tmp_path / "table.md").read_text(encoding="utf-8")
+    base_row = next(line for line in table.splitlines() if line.startswith("| base |"))
+    assert base_row.startswith("| base | 1 | 32 | 128 | 8 | 4 | 4 | 0.1 | 0.1 | 4 |")
+    assert f"{records['base']['dev_perplexity']:.2f}" in base_row
+    assert next(line for line in table.splitlines() if line.startswith("| A1 |")).count(" - ") >= 4  # not run
+    assert (tmp_path / "table2.png").stat().st_size > 1000
+
+    again = run_experiment(plan, tmp_path, only=["base", "C4"], report=messages.append, poll_seconds=0.05)
+    assert again.skipped == ["base-s1", "C4-s1"] and not again.finished
+    assert len(read_results(tmp_path / "results.jsonl")) == 2
+
+
+def test_a_failing_variant_is_reported_with_its_log_and_the_others_go_on(tmp_path: Path) -> None:
+    plan = build_plan("tiny")
+    broken = Variant("broken", {"train.max_tokens": 4}, "broken")  # no sentence pair fits: training fails
+    plan = dataclasses.replace(plan, variants=[broken, plan.variant("base")])
+    messages: list[str] = []
+    outcome = run_experiment(plan, tmp_path, report=messages.append, poll_seconds=0.05)
+    log = tmp_path / "runs" / "broken-s1" / "log.txt"
+    assert outcome.failed == [f"broken-s1 ({log})"] and outcome.finished == ["base-s1"]
+    failure = next(message for message in messages if "broken-s1 FAILED" in message)
+    assert "max_tokens" in failure and str(log) in failure
+    assert [record["variant"] for record in read_results(tmp_path / "results.jsonl")] == ["base"]
+
+
+def test_the_command_resumes_a_killed_run_and_refuses_a_changed_configuration(tmp_path: Path) -> None:
+    command = [
+        sys.executable, "-m", "transformer.cli", "experiment", "table2", "--scale", "tiny", "--only", "base",
+        "--output-dir", str(tmp_path), "--set", "train.max_steps=30", "--set", "train.checkpoint_every=5",
+        "--set", "train.validate_every=5", "--set", "train.log_every=5",
+    ]  # fmt: skip
+    runner = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    checkpoints = tmp_path / "runs" / "base-s1" / "checkpoints"
+    deadline = time.monotonic() + 120
+    while not (checkpoints / "index.json").exists() or read_index(checkpoints)["latest"] < "step-00000010":
+        assert runner.poll() is None and time.monotonic() < deadline, (
+            runner.stdout.read() if runner.stdout else ""
+        )
+        time.sleep(0.05)
+    runner.kill()  # SIGKILL: no cleanup in the runner; its worker is stopped by the kernel (PR_SET_PDEATHSIG)
+    runner.wait()
+    lock = json.loads((tmp_path / "runs" / "base-s1" / "run.lock").read_text(encoding="utf-8"))
+    deadline = time.monotonic() + 30
+    while _alive(lock["pid"]):
+        assert time.monotonic() < deadline, "the worker outlived its runner"
+        time.sleep(0.05)
+    assert not read_results(tmp_path / "results.jsonl")
+
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "resuming base-s1" in resumed.stdout
+    assert "resumed from" in (tmp_path / "runs" / "base-s1" / "log.txt").read_text(encoding="utf-8")
+    [record] = read_results(tmp_path / "results.jsonl")
+    assert record["train_steps"] == 30
+
+    changed = subprocess.run(
+        [*command, "--set", "train.warmup_steps=3"], capture_output=True, text=True, timeout=120
+    )
+    assert changed.returncode == 2
+    assert (
+        "run base-s1 was made with another configuration (train.warmup_steps: 1 (recorded) != 3 (now))"
+        in (changed.stderr)
+    )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_scale_rule_keeps_ratios_and_refuses_fractional_widths() -> None:
+    row = {
+        "d_model": 512,
+        "d_ff": 2048,
+        "d_k": 16,
+        "d_v": 64,
+        "num_encoder_layers": 8,
+        "num_decoder_layers": 2,
+    }
+    scaled = scaled_row(row, Fraction(1, 4), Fraction(1, 2))
+    assert scaled == {
+        "d_model": 128,
+        "d_ff": 512,
+        "d_k": 4,
+        "d_v": 16,
+        "num_encoder_layers": 4,
+        "num_decoder_layers": 1,
+    }
+    with pytest.raises(ValueError, match="d_k=16 times 1/32 is not a whole number"):
+        scaled_row(row, Fraction(1, 32), Fraction(1))
+
+
+def test_every_table2_row_at_every_scale_is_a_valid_configuration() -> None:
+    for scale in ("tiny", "cpu", "gpu", "paper"):
+        plan = build_plan(scale)
+        assert [variant.name for variant in plan.variants][:2] == ["base", "A1"] and plan.variants[
+            -1
+        ].name == "big"
+        configs = {variant.name: run_config(plan, variant, 1) for variant in plan.variants}
+        base, big = configs["base"]["model"], configs["big"]["model"]
+        assert big["d_model"] == 2 * base["d_model"] and big["num_heads"] == 16 and big["dropout"] == 0.3
+        assert configs["big"]["train"]["max_steps"] == 3 * configs["base"]["train"]["max_steps"]
+        assert (
+            configs["D3"]["train"]["label_smoothing"] == 0.0
+            and configs["E1"]["model"]["positional_encoding"] == "learned"
+        )
+        for name in ("A1", "A2", "A3", "A4"):  # rows A keep h * d_k = d_model
+            model = configs[name]["model"]
+            assert model["num_heads"] * model["d_k"] == base["d_model"]
+    with pytest.raises(ValueError, match="--scale huge"):
+        build_plan("huge")
+
+
+def test_only_names_variants_or_groups_and_refuses_typos() -> None:
+    plan = build_plan("tiny")
+    assert [variant.name for variant in plan.select(["A", "big"])] == ["A1", "A2", "A3", "A4", "big"]
+    with pytest.raises(ValueError, match="--only Z9: table2 has no such variant or group"):
+        plan.select(["A", "Z9"])
+
+
+def test_config_differences_name_keys_and_accept_options_added_with_their_default() -> None:
+    plan = build_plan("tiny")
+    current = run_config(plan, plan.variant("base"), 1)
+    recorded = json.loads(json.dumps(current))
+    del recorded["model"]["attention_scaling"]  # written before the option existed: its default reproduces it
+    recorded["train"]["device"] = "cuda"  # the machine, not the experiment
+    assert config_differences(recorded, current) == []
+    recorded["model"]["d_ff"] = 64
+    assert config_differences(recorded, current) == ["model.d_ff: 64 (recorded) != 128 (now)"]
+
+
+def test_results_file_ignores_a_torn_last_line_and_refuses_a_broken_one(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    append_result(path, {"variant": "base", "seed": 1, "dev_bleu": 1.0})
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write('{"variant": "A1", "se')  # a crash in the middle of a write
+    assert [record["variant"] for record in read_results(path)] == ["base"]
+    append_result(path, {"variant": "A1", "seed": 1, "dev_bleu": 2.0})
+    assert [record["dev_bleu"] for record in read_results(path)] == [1.0, 2.0]
+    path.write_text(
+        '{"variant": "base", "seed": 1}\nnot json\n{"variant": "A1", "seed": 1}\n', encoding="utf-8"
+    )
+    with pytest.raises(ValueError, match=r"results.jsonl:2: not a JSON record"):
+        read_results(path)
+
+
+def test_metrics_print_mean_and_spread_over_seeds() -> None:
+    assert format_metric([24.0, 26.0], 1) == "25.0 ± 1.4"
+    assert format_metric([5.0], 2) == "5.00"
+    assert format_metric([None, float("nan")], 2) == "-"

@@ -28,6 +28,13 @@ def test_table2_selection_by_row_and_setting() -> None:
     assert TransformerConfig.table2("C", d_model=256, vocab_size=1000, dropout=0.3).dropout == 0.3
 
 
+def test_table2_full_name_refuses_a_contradicting_setting() -> None:
+    # Before, the d_model given was dropped silently and C4's 256 built.
+    with pytest.raises(ValueError, match=r"variant C4 sets .*'d_model': 512\} contradicts it"):
+        TransformerConfig.table2("C4", d_model=512)
+    assert TransformerConfig.table2("C4", d_model=256).d_model == 256  # repeating the variant's value is fine
+
+
 def test_table2_ambiguous_or_unknown_selection_fails() -> None:
     with pytest.raises(ValueError, match="select 0 variants"):
         TransformerConfig.table2("C", d_model=300)

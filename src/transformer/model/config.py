@@ -336,6 +336,17 @@ class TransformerConfig:
         varied = varied_settings(row[0]) if row else set()
         selectors = {key: value for key, value in settings.items() if key in varied}
         variant = find_table2_variant(row, selectors)
+        if len(row) > 1:  # a full name such as "C4": a varied setting may only repeat the variant's value
+            contradicted = {
+                key: value
+                for key, value in selectors.items()
+                if value != variant.model_settings.get(key, BASE_SETTINGS.get(key, value))
+            }
+            if contradicted:
+                raise ValueError(
+                    f"Table 2 variant {variant.name} sets {dict(variant.model_settings)}; {contradicted} contradicts "
+                    f"it (name the row letter {variant.row!r} to select by setting instead)"
+                )
         overrides = {key: value for key, value in settings.items() if key not in varied}
         values = {**BASE_SETTINGS, "vocab_size": vocab_size, **variant.model_settings, **overrides}
         return cls.from_dict(values)

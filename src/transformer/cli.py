@@ -800,16 +800,38 @@ def run_experiment_command(args: argparse.Namespace) -> int:
     Notes
     -----
     Rerunning the same command skips finished runs and resumes interrupted ones; ``--set`` changes the
-    configuration, so runs recorded without it are refused rather than mixed with new ones.
+    configuration, so runs recorded without it are refused rather than mixed with new ones. A measurement
+    experiment (a module with ``run_measurement``, e.g. ``table1``) trains nothing: it is called directly,
+    and ``--seeds``, ``--parallel``, ``--only`` and ``--set`` are refused for it.
     """
     check_device_flag(args.device)
-    plan = with_base_overrides(experiment_module(args.name).build_plan(args.scale), args.overrides)
+    module = experiment_module(args.name)
     output_dir = (
         Path(args.output_dir)
         if args.output_dir
         else Path("runs") / "experiments" / f"{args.name}-{args.scale}"
     )
     check_output_directory(output_dir, "--output-dir")
+    if hasattr(module, "run_measurement"):
+        given = [
+            flag
+            for flag, value, default in (
+                ("--seeds", args.seeds, 1),
+                ("--parallel", args.parallel, 1),
+                ("--only", args.only, None),
+                ("--set", args.overrides, []),
+            )
+            if value != default
+        ]
+        if given:
+            raise ValueError(
+                f"{args.name} is a measurement, not a training: {', '.join(given)} "
+                f"{'does' if len(given) == 1 else 'do'} not apply"
+            )
+        report_path = module.run_measurement(output_dir, args.device, args.scale, print)
+        print(f"{args.name}: report: {report_path}")
+        return 0
+    plan = with_base_overrides(module.build_plan(args.scale), args.overrides)
     only = [name.strip() for name in args.only.split(",") if name.strip()] if args.only else None
     outcome = run_experiment(plan, output_dir, args.seeds, args.parallel, args.device, only)
     print(
@@ -1019,7 +1041,9 @@ def build_parser() -> argparse.ArgumentParser:
     plot.set_defaults(handler=run_plot)
 
     experiment = commands.add_parser(
-        "experiment", help="train and score the variants of one of the paper's experiments (resumable)"
+        "experiment",
+        help="train and score the variants of one of the paper's experiments (resumable), or measure one "
+        "(table1)",
     )
     experiment.add_argument("name", choices=sorted(EXPERIMENTS), help="the experiment")
     experiment.add_argument(

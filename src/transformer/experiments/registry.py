@@ -13,6 +13,7 @@ from transformer.experiments.plan import MeasureHook
 
 #: Experiment name -> module.
 EXPERIMENTS = {
+    "table1": "transformer.experiments.table1",
     "table2": "transformer.experiments.table2",
 }
 #: The scales every experiment accepts.

@@ -15,6 +15,7 @@ from transformer.experiments.plan import MeasureHook
 EXPERIMENTS = {
     "table1": "transformer.experiments.table1",
     "table2": "transformer.experiments.table2",
+    "positions": "transformer.experiments.positions",
 }
 #: The scales every experiment accepts.
 SCALES = ("tiny", "cpu", "gpu", "paper")

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from transformer.checkpoint import TOKENIZER_FILE, load_checkpoint, load_checkpoint_tokenizer
 from transformer.data.marian_tokenizer import OPTIONAL_FILES, REQUIRED_FILES
 from transformer.data.text_tokenizer import TextTokenizer
@@ -68,7 +70,8 @@ def export_ctranslate2(checkpoint_dir: Path, output_dir: Path, quantization: str
     Needs the ``ctranslate2`` package. The directory is filled in a hidden sibling and moved into place, so a
     failed export leaves an earlier one intact. Only known tokenizer file names are copied, so a stray file
     in the checkpoint cannot overwrite one CTranslate2 wrote. Raises ValueError naming an unsupported config
-    field or quantization.
+    field or quantization. A model without positions (``positional_encoding="none"``) is stored with an
+    all-zero position table: CTranslate2 always adds one, and adding zeros is exactly adding nothing.
     """
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization={quantization!r} is not one of {QUANTIZATIONS}")
@@ -77,6 +80,9 @@ def export_ctranslate2(checkpoint_dir: Path, output_dir: Path, quantization: str
     check_ctranslate2_exportable(config, source)
     tokenizer = load_checkpoint_tokenizer(checkpoint.path)
     spec = build_transformer_spec(checkpoint.weights, config)
+    if config.positional_encoding == "none":
+        for stack in (spec.encoder, spec.decoder):
+            stack.position_encodings.encodings = np.zeros_like(stack.position_encodings.encodings)
     register_vocabularies(spec, tokenizer, config)
     spec.validate()
     spec.optimize(quantization=quantization)

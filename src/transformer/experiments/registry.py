@@ -16,6 +16,7 @@ EXPERIMENTS = {
     "table1": "transformer.experiments.table1",
     "table2": "transformer.experiments.table2",
     "positions": "transformer.experiments.positions",
+    "attention-scoring": "transformer.experiments.attention_scoring",
 }
 #: The scales every experiment accepts.
 SCALES = ("tiny", "cpu", "gpu", "paper")

@@ -42,6 +42,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     "experiments": {
         "atomic_files",
+        "loss",
         "model",
         "config",
         "data",

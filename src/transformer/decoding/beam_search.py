@@ -195,7 +195,8 @@ def _run_beam_search(
     """Step all sentences' beams together until every sentence is done."""
     batch_size, beam_size, device = src_tokens.size(0), config.beam_size, src_tokens.device
     special_ids = torch.tensor([step_model.pad_id, step_model.bos_id, step_model.eos_id], device=device)
-    max_lengths = output_length_limits(src_tokens, step_model.pad_id, config)  # (batch,)
+    position_limit = getattr(step_model, "max_output_length", None)
+    max_lengths = output_length_limits(src_tokens, step_model.pad_id, config, position_limit)  # (batch,)
     max_steps = int(max_lengths.max())  # read once, before the loop: sizes the finished table
     check_interval = completion_check_interval(device)
     finished = _empty_finished(batch_size, beam_size, max_steps, step_model.pad_id, device)

@@ -70,7 +70,8 @@ def _run_greedy(step_model: StepModel[Any], src_tokens: Tensor, config: DecodeCo
     """Decode every sentence until EOS or its length limit; return one hypothesis per sentence."""
     batch_size, device = src_tokens.size(0), src_tokens.device
     special_ids = torch.tensor([step_model.pad_id, step_model.bos_id, step_model.eos_id], device=device)
-    max_lengths = output_length_limits(src_tokens, step_model.pad_id, config)  # (batch,)
+    position_limit = getattr(step_model, "max_output_length", None)
+    max_lengths = output_length_limits(src_tokens, step_model.pad_id, config, position_limit)  # (batch,)
     max_steps = int(max_lengths.max())  # read once, before the loop: sizes the token table
     check_interval = completion_check_interval(device)
     tokens = torch.full((batch_size, max_steps), step_model.pad_id, dtype=torch.long, device=device)

@@ -96,7 +96,9 @@ def normalise_scores(log_probs: Tensor, num_steps: Tensor, config: DecodeConfig)
     return log_probs / length_penalty(num_steps, config.length_penalty, config.length_penalty_form)
 
 
-def output_length_limits(src_tokens: Tensor, pad_id: int, config: DecodeConfig) -> Tensor:
+def output_length_limits(
+    src_tokens: Tensor, pad_id: int, config: DecodeConfig, position_limit: int | None = None
+) -> Tensor:
     """Compute the most output tokens (EOS excluded) each sentence may get.
 
     Parameters
@@ -107,21 +109,28 @@ def output_length_limits(src_tokens: Tensor, pad_id: int, config: DecodeConfig) 
         Id of the padding token.
     config : DecodeConfig
         Supplies ``max_length_offset``, ``max_length`` and ``min_length``.
+    position_limit : int or None
+        The most target positions the model can encode (a learned position table's size), or None.
 
     Returns
     -------
     torch.Tensor, shape (batch,), int64
-        ``min(max(source length + max_length_offset, min_length, 1), max_length)``.
+        ``min(max(source length + max_length_offset, min_length, 1), max_length, position_limit)``.
 
     Notes
     -----
     Section 6.1: "maximum output length to input length + 50". ``min_length`` wins over the source-relative
     limit; ``max_length`` wins over both (the config guarantees ``max_length >= max(1, min_length)``).
+    ``position_limit`` wins over everything: generating token k feeds the decoder k positions, so a model
+    with learned positions would otherwise fail in the middle of a search once a hypothesis outgrew its
+    table.
     """
     src_lengths = src_tokens.ne(pad_id).sum(dim=1)  # (batch,)
     limits = (src_lengths + config.max_length_offset).clamp(min=max(1, config.min_length))
     if config.max_length is not None:
         limits = limits.clamp(max=config.max_length)
+    if position_limit is not None:
+        limits = limits.clamp(max=position_limit)
     return limits
 
 

@@ -230,6 +230,24 @@ class TransformerStepModel:
         return self.model.config.start_id
 
     @property
+    def max_output_length(self) -> int | None:
+        """The most tokens a hypothesis may have: the learned position table's size, else no limit.
+
+        Returns
+        -------
+        int or None
+            ``model.config.max_positions`` with learned positions; None with sinusoidal ones or none.
+
+        Notes
+        -----
+        Generating token k feeds the decoder k positions (the start token and k - 1 outputs), so a learned
+        table of M rows allows M output tokens; the searches cap their length limits with it
+        (:func:`~transformer.decoding.search.output_length_limits`) instead of failing mid-search.
+        """
+        config = self.model.config
+        return config.max_positions if config.positional_encoding == "learned" else None
+
+    @property
     def eos_id(self) -> int:
         """Id of the end-of-sentence token (``model.config.eos_id``).
 

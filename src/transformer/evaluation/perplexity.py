@@ -121,10 +121,14 @@ def corpus_perplexity(
 
     Notes
     -----
-    No length filter is applied beyond ``max_tokens`` itself: every non-empty pair is scored.
+    No length filter is applied beyond ``max_tokens`` itself, and for learned positions ``max_positions``
+    (such a model cannot encode a longer pair): every other non-empty pair is scored, and ``num_pairs`` says
+    how many were.
     """
     config = model.config
-    corpus = encode_corpus(pairs, tokenizer, max_len=max_tokens, eos_id=config.eos_id)
+    # A learned position table cannot encode longer pairs: leave them out rather than fail (num_pairs says).
+    limit = min(max_tokens, config.max_positions) if config.positional_encoding == "learned" else max_tokens
+    corpus = encode_corpus(pairs, tokenizer, max_len=limit, eos_id=config.eos_id)
     sampler = TokenBatchSampler(corpus.source_lengths, corpus.target_lengths, max_tokens, shuffle=False)
     device = next(model.parameters()).device
     batches = (

@@ -1,9 +1,11 @@
 """The experiments ``transformer experiment NAME`` knows, and what each module must provide.
 
-An experiment module defines ``build_plan(scale) -> ExperimentPlan``, ``render_table(plan, records) -> str``
-and optionally ``measure(**inputs) -> dict`` (extra metrics computed by the worker on the trained model) and
-``plot(plan, records, output_dir) -> list[Path]``. Modules are imported on first use, so listing the
-experiments costs nothing.
+Two kinds of module. A *training* experiment defines ``build_plan(scale) -> ExperimentPlan`` and
+``render_table(plan, records) -> str``, optionally ``measure(**inputs) -> dict`` (extra metrics computed by the
+worker on the trained model) and ``plot(plan, records, output_dir) -> list[Path]``; the runner trains its
+variants. A *measurement* (Table 1: timing layers, nothing trained) defines ``run_measurement(output_dir,
+device, scale, report) -> Path`` instead. Modules are imported on first use, so listing the experiments costs
+nothing.
 """
 
 import importlib

@@ -32,10 +32,11 @@ without weight decay leaves them at their random initialisation). Its ``measure`
   the library's behaviour shows: the :class:`~transformer.decoding.translator.Translator` truncates every
   input to ``max_positions`` tokens (the share truncated is reported per bucket, 100% beyond L by
   construction), and the model raises ``ValueError`` ("sequence needs position ... but the learned
-  positional embedding has max_positions=...") for anything longer, which the Translator does *not* prevent
-  on the output side: a hypothesis that reaches L target tokens raises mid-search. The table says, per
-  bucket, whether that happened with the run's decode settings; the BLEU shown is with outputs capped at L
-  tokens (``DecodeConfig.max_length = L``), the only way a table of L rows can translate.
+  positional embedding has max_positions=...") for anything longer. On the output side the searches cap
+  every hypothesis at the table's size (``TransformerStepModel.max_output_length``; before that fix a
+  hypothesis reaching L target tokens raised mid-search). The table says, per bucket, whether a search
+  raised with the run's decode settings; the BLEU shown is with outputs capped at L tokens
+  (``DecodeConfig.max_length = L``), the only way a table of L rows can translate.
 
 Scales (one seed per run by default): ``tiny`` (seconds per run, the grammar corpus in both groups, for
 tests); ``cpu`` (group ``multi30k`` = ``table2 --scale cpu``'s base row: d_model 128, 3+3 layers, 800 steps on

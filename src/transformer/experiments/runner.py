@@ -439,6 +439,7 @@ def _start_worker(run: PlannedRun, plan: ExperimentPlan) -> "subprocess.Popen[by
         "seed": run.seed,
         "average_last": plan.average_last,
         "config": run.config,
+        "commit": git_commit(),  # the code that trains it, recorded when the run starts
     }
     write_json_atomically(run.run_dir / RUN_FILE, spec)
     (run.run_dir / RESULT_FILE).unlink(missing_ok=True)
@@ -476,7 +477,7 @@ def _harvest(run: PlannedRun, plan: ExperimentPlan, results_path: Path) -> bool:
         "config_sha256": config_fingerprint(run.config),
         "reported": run.variant.reported,
         "overrides": run.variant.overrides,
-        "commit": git_commit(),
+        "commit": result.get("commit", git_commit()),
         "machine": describe_machine(str(run.config["train"]["device"])),
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }

@@ -141,6 +141,7 @@ def run(run_dir: Path) -> dict[str, Any]:
         "train_seconds": result.elapsed_seconds,
         "stop_reason": result.stop_reason,
         "worker_seconds": time.monotonic() - started,
+        "commit": spec.get("commit"),
         **metrics,
     }
     write_json_atomically(run_dir / RESULT_FILE, record)

@@ -1,0 +1,221 @@
+"""Hyper-parameters of the attentional LSTM encoder-decoder (:class:`RNNConfig`) and its attention options.
+
+The recurrent model is the baseline the Transformer replaced (the paper's results compare against such
+models): a bidirectional LSTM encoder and an LSTM decoder with global attention (Luong et al., 2015), scoring
+with a dot product, a bilinear form ("general") or Bahdanau et al.'s (2015) additive network. The config
+mirrors :class:`~transformer.model.config.TransformerConfig` where the rest of the package reads it
+(vocabulary sizes, special ids, ``start_id``), so token batches, the loss, checkpoints and the searches treat
+both alike.
+"""
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from transformer.typed_fields import build_dataclass, check_field_types
+
+#: The scoring functions of the decoder's attention: Luong's "dot" and "general", Bahdanau's "additive".
+RNN_ATTENTIONS = ("dot", "general", "additive")
+
+
+@dataclass(frozen=True)
+class RNNConfig:
+    """Hyper-parameters of the attentional LSTM encoder-decoder.
+
+    Parameters
+    ----------
+    architecture : str
+        Always "rnn": the key a YAML ``model`` section and a checkpoint's model config use to select this
+        class instead of :class:`~transformer.model.config.TransformerConfig`.
+    vocab_size : int
+        Source vocabulary size, and target vocabulary size unless ``target_vocab_size`` is set.
+    target_vocab_size : int or None
+        Target vocabulary size when it differs from the source's (requires ``share_embeddings=False``).
+    embedding_dim : int
+        Width of the source and target token embeddings.
+    hidden_size : int
+        Width of the decoder's LSTM states, of the attentional hidden state h~_t and of the encoder output
+        (each encoder direction has ``hidden_size // 2`` units and the two are concatenated); must be even.
+    num_encoder_layers : int
+        Stacked bidirectional LSTM layers of the encoder.
+    num_decoder_layers : int
+        Stacked LSTM layers of the decoder.
+    dropout : float
+        Dropout on the embeddings, between stacked LSTM layers and on h~_t before the output projection.
+    attention : str
+        Scoring of the global attention: "dot" (h_t^T h̄_s), "general" (h_t^T W_a h̄_s), both Luong et al.
+        (2015), or "additive" (v_a^T tanh(W_a h_t + U_a h̄_s), Bahdanau et al., 2015).
+    input_feeding : bool
+        Concatenate h~_{t-1} to the embedding of the decoder input at step t (Luong et al., 2015, section
+        3.3), so that the decoder knows where it attended before. Without it the decoder's LSTM runs over
+        the whole target at once in training.
+    share_embeddings : bool
+        One embedding matrix for source and target tokens (a joint vocabulary).
+    tie_output_projection : bool
+        Use the target embedding matrix as the output projection W_s (requires ``embedding_dim ==
+        hidden_size``).
+    pad_id, bos_id, eos_id, unk_id : int
+        Ids of the special tokens, fixed by the tokenizer.
+    decoder_start_id : int or None
+        First decoder input token; None means ``bos_id``.
+
+    Notes
+    -----
+    Frozen and validated at construction like ``TransformerConfig``: an invalid value raises ValueError
+    naming the field, a wrongly typed one TypeError. ``to_dict`` includes ``architecture``, so a checkpoint's
+    stored config says which model to build.
+    """
+
+    vocab_size: int
+    architecture: str = "rnn"
+    target_vocab_size: int | None = None
+    embedding_dim: int = 512
+    hidden_size: int = 512
+    num_encoder_layers: int = 2
+    num_decoder_layers: int = 2
+    dropout: float = 0.3
+    attention: str = "general"
+    input_feeding: bool = True
+    share_embeddings: bool = True
+    tie_output_projection: bool = True
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+    unk_id: int = 3
+    decoder_start_id: int | None = None
+
+    def __post_init__(self) -> None:
+        check_field_types(self)
+        if self.architecture != "rnn":
+            raise ValueError(f"RNNConfig.architecture={self.architecture!r} must be 'rnn'")
+        for name in (
+            "vocab_size",
+            "embedding_dim",
+            "hidden_size",
+            "num_encoder_layers",
+            "num_decoder_layers",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"RNNConfig.{name}={getattr(self, name)} must be positive")
+        if self.target_vocab_size is not None and self.target_vocab_size <= 0:
+            raise ValueError(f"RNNConfig.target_vocab_size={self.target_vocab_size} must be positive or None")
+        if self.hidden_size % 2:
+            raise ValueError(
+                f"RNNConfig.hidden_size={self.hidden_size} must be even: each encoder direction has half"
+            )
+        if self.attention not in RNN_ATTENTIONS:
+            raise ValueError(f"RNNConfig.attention={self.attention!r} is not one of {RNN_ATTENTIONS}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"RNNConfig.dropout={self.dropout} must be in [0, 1)")
+        if self.tie_output_projection and self.embedding_dim != self.hidden_size:
+            raise ValueError(
+                "RNNConfig.tie_output_projection needs embedding_dim == hidden_size, got "
+                f"{self.embedding_dim} and {self.hidden_size}"
+            )
+        self._check_vocabulary()
+
+    def _check_vocabulary(self) -> None:
+        special = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id, "unk_id": self.unk_id}
+        if self.decoder_start_id is not None:
+            special["decoder_start_id"] = self.decoder_start_id
+        smallest = min(self.vocab_size, self.tgt_vocab_size)
+        for name, value in special.items():
+            if not 0 <= value < smallest:
+                raise ValueError(f"RNNConfig.{name}={value} is outside the vocabulary [0, {smallest})")
+        for first, second in (
+            ("pad_id", "eos_id"),
+            ("pad_id", "unk_id"),
+            ("eos_id", "unk_id"),
+            ("pad_id", "bos_id"),
+        ):
+            if special[first] == special[second]:
+                raise ValueError(f"RNNConfig.{first} and {second} must differ, both are {special[first]}")
+        if self.share_embeddings and self.tgt_vocab_size != self.vocab_size:
+            raise ValueError(
+                f"RNNConfig.share_embeddings needs equal vocabularies, got vocab_size={self.vocab_size} "
+                f"and target_vocab_size={self.target_vocab_size}"
+            )
+
+    @property
+    def start_id(self) -> int:
+        """The first decoder input token: ``decoder_start_id``, else ``bos_id``.
+
+        Returns
+        -------
+        int
+            The id every target's decoder input, and every search, starts with.
+
+        Notes
+        -----
+        The same rule as ``TransformerConfig.start_id``: token batches and the searches read this property
+        and never ``bos_id`` directly, so both architectures are trained and decoded from the same token.
+        """
+        return self.decoder_start_id if self.decoder_start_id is not None else self.bos_id
+
+    @property
+    def src_vocab_size(self) -> int:
+        """Source vocabulary size.
+
+        Returns
+        -------
+        int
+            ``vocab_size``: the source embedding's rows.
+
+        Notes
+        -----
+        An alias that reads symmetrically with :attr:`tgt_vocab_size`, as on ``TransformerConfig``; the
+        joint BPE vocabulary of a training run has ``vocab_size`` pieces.
+        """
+        return self.vocab_size
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        """Target vocabulary size (``target_vocab_size`` or else ``vocab_size``).
+
+        Returns
+        -------
+        int
+            The target embedding's rows and the width of the output logits.
+
+        Notes
+        -----
+        Read this, never ``target_vocab_size`` directly, which is None for a shared vocabulary; the
+        translator checks it against the tokenizer.
+        """
+        return self.target_vocab_size if self.target_vocab_size is not None else self.vocab_size
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "RNNConfig":
+        """Build a config from a mapping (a YAML ``model`` section or a checkpoint's stored config).
+
+        Parameters
+        ----------
+        values : dict of str to Any
+            Field names and values; ``architecture`` may be given ("rnn") or left out.
+
+        Returns
+        -------
+        RNNConfig
+            The validated config.
+
+        Notes
+        -----
+        An unknown key raises ValueError listing the known fields, so a Transformer setting such as
+        ``d_model`` in an RNN config is refused rather than ignored.
+        """
+        return build_dataclass(cls, values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the fields as a plain dictionary.
+
+        Returns
+        -------
+        dict of str to Any
+            Every field and its value, ``architecture`` included; round-trips through :meth:`from_dict`.
+
+        Notes
+        -----
+        Checkpoints store this dict as JSON in the weights file's metadata; its ``architecture`` key is how
+        :func:`transformer.architectures.model_config_from_dict` knows to rebuild an ``RNNConfig``.
+        """
+        return dataclasses.asdict(self)

@@ -29,12 +29,17 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from transformer.architectures import (
+    ModelConfig,
+    SequenceModel,
+    architecture_of,
+    build_model,
+    model_config_from_dict,
+)
 from transformer.atomic_files import staged_directory
 from transformer.config import DecodeConfig
 from transformer.data.text_tokenizer import TextTokenizer
 from transformer.data.tokenizer import Tokenizer
-from transformer.model.config import TransformerConfig
-from transformer.model.transformer import Transformer
 from transformer.typed_fields import build_dataclass
 
 FORMAT = "transformer-checkpoint-v1"
@@ -129,8 +134,8 @@ class Checkpoint:
     ----------
     path : Path
         The checkpoint directory.
-    model_config : TransformerConfig
-        Architecture of the saved model.
+    model_config : TransformerConfig or RNNConfig
+        Architecture of the saved model (the stored config's ``architecture`` key; a Transformer without it).
     weights : dict of str to torch.Tensor
         Model weights (shared tensors once).
     decode_config : DecodeConfig or None
@@ -146,7 +151,7 @@ class Checkpoint:
     """
 
     path: Path
-    model_config: TransformerConfig
+    model_config: ModelConfig
     weights: dict[str, Tensor]
     decode_config: DecodeConfig | None = None
 
@@ -171,19 +176,19 @@ class Checkpoint:
             if path.is_file() and path.name not in NON_TOKENIZER_FILES
         }
 
-    def build_model(self) -> Transformer:
+    def build_model(self) -> SequenceModel:
         """Instantiate the saved model with its weights.
 
         Returns
         -------
-        transformer.Transformer
-            In eval mode, on the CPU.
+        transformer.Transformer or transformer.baselines.RNNEncoderDecoder
+            The architecture the config names, in eval mode, on the CPU.
 
         Notes
         -----
         Raises CheckpointError if the weights do not fit the config.
         """
-        model = Transformer(self.model_config)
+        model = build_model(self.model_config)
         load_model_tensors(model, self.weights, str(self.path / MODEL_FILE))
         return model.eval()
 
@@ -191,7 +196,7 @@ class Checkpoint:
 def write_model_files(
     directory: Path,
     weights: dict[str, Tensor],
-    model_config: TransformerConfig,
+    model_config: ModelConfig,
     tokenizer_files: dict[str, bytes],
     decode_config: DecodeConfig | None = None,
 ) -> None:
@@ -203,8 +208,9 @@ def write_model_files(
         An existing (staging) directory.
     weights : dict of str to torch.Tensor
         Model weights, each shared tensor once (:func:`model_tensors`).
-    model_config : TransformerConfig
-        The architecture, stored as JSON in the weights file's metadata.
+    model_config : TransformerConfig or RNNConfig
+        The architecture, stored as JSON in the weights file's metadata (an ``RNNConfig``'s includes
+        ``architecture: "rnn"``; a Transformer's has no such key, as before the recurrent model existed).
     tokenizer_files : dict of str to bytes
         File name to contents, stored beside the weights.
     decode_config : DecodeConfig or None
@@ -231,7 +237,7 @@ def write_model_files(
 def save_checkpoint(
     directory: Path,
     model: nn.Module,
-    model_config: TransformerConfig,
+    model_config: ModelConfig,
     tokenizer_files: dict[str, bytes],
     decode_config: DecodeConfig | None = None,
 ) -> Path:
@@ -243,7 +249,7 @@ def save_checkpoint(
         Final checkpoint directory; replaced if it exists.
     model : torch.nn.Module
         The model (unwrapped from DistributedDataParallel).
-    model_config : TransformerConfig
+    model_config : TransformerConfig or RNNConfig
         Its architecture.
     tokenizer_files : dict of str to bytes
         Tokenizer files stored beside the weights (``{"tokenizer.model": ...}`` for this project's models).
@@ -293,7 +299,10 @@ def load_checkpoint(path: Path) -> Checkpoint:
         config_values = json.loads(metadata["model_config"])
     except (OSError, SafetensorError, KeyError, ValueError) as error:
         raise CheckpointError(f"{model_file}: not a readable checkpoint ({error})") from None
-    model_config = TransformerConfig.from_dict(config_values)
+    try:
+        model_config = model_config_from_dict(config_values)
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{model_file}: unreadable model config ({error})") from None
     decode_values = None
     try:
         if (path / STATE_FILE).exists():
@@ -427,14 +436,14 @@ def read_index(checkpoint_dir: Path) -> dict[str, Any]:
     return values
 
 
-def describe_mismatch(expected: TransformerConfig, actual: TransformerConfig, source: str) -> None:
+def describe_mismatch(expected: ModelConfig, actual: ModelConfig, source: str) -> None:
     """Refuse a model config that differs from the expected one, saying which fields differ.
 
     Parameters
     ----------
-    expected : TransformerConfig
+    expected : TransformerConfig or RNNConfig
         The config in use.
-    actual : TransformerConfig
+    actual : TransformerConfig or RNNConfig
         The config found in a checkpoint.
     source : str
         The checkpoint, for the message.
@@ -447,8 +456,14 @@ def describe_mismatch(expected: TransformerConfig, actual: TransformerConfig, so
     -----
     Raises CheckpointError such as "run/step-1: model config differs: d_model 256 (checkpoint) != 512".
     Every field is compared, including ones that do not change the weights' shapes (``dropout``,
-    ``attention_implementation``), so a resume with such a setting changed is refused too.
+    ``attention_implementation``), so a resume with such a setting changed is refused too. Configs of two
+    architectures differ in ``model.architecture`` alone (their fields are not comparable).
     """
+    if architecture_of(actual) != architecture_of(expected):
+        raise CheckpointError(
+            f"{source}: model config differs: model.architecture {architecture_of(actual)!r} (checkpoint) "
+            f"!= {architecture_of(expected)!r}"
+        )
     differences = [
         f"{key} {value!r} (checkpoint) != {expected.to_dict()[key]!r}"
         for key, value in actual.to_dict().items()

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from transformer.architectures import architecture_of
 from transformer.atomic_files import write_text_atomically
 from transformer.averaging import (
     average_checkpoints,
@@ -33,6 +34,7 @@ from transformer.experiments.registry import EXPERIMENTS, SCALES, experiment_mod
 from transformer.experiments.runner import run_experiment
 from transformer.interop.ctranslate2 import CTranslate2Translator, export_ctranslate2
 from transformer.interop.marian import export_marian, import_marian
+from transformer.model.transformer import Transformer
 from transformer.training.launch import claim_run_dir_if_main, is_main_process, train_experiment
 from transformer.training.trainer import TrainingDivergedError, TrainResult
 from transformer.visualization.attention_html import write_attention_html
@@ -734,10 +736,18 @@ def run_attention(args: argparse.Namespace) -> int:
     Notes
     -----
     Runs on the CPU in float32 whatever the machine: the maps are for reading, and the explicit attention
-    formula they need is quadratic in memory. The decoder axis starts with the model's start token.
+    formula they need is quadratic in memory. The decoder axis starts with the model's start token. The
+    maps are the Transformer's (encoder, decoder and cross-attention per layer and head): a checkpoint of the
+    recurrent baseline is refused (its single alignment per target token is
+    ``RNNEncoderDecoder.forward_with_attention``'s).
     """
     check_output_directory(Path(args.output_dir), "--output-dir")
     translator = Translator.from_checkpoint(args.checkpoint, device="cpu")  # the run's search settings
+    if not isinstance(translator.model, Transformer):
+        raise ValueError(
+            f"{args.checkpoint}: attention maps are drawn for Transformer models; this checkpoint's "
+            f"model.architecture is {architecture_of(translator.model.config)!r}"
+        )
     if args.beam is not None:
         translator.decode_config = dataclasses.replace(translator.decode_config, beam_size=args.beam)
     target = args.target if args.target is not None else translator.translate([args.text])[0]

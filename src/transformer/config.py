@@ -1,8 +1,9 @@
 """Typed run configuration: data, training and decoding, composed with the model's; ``configs/*.yaml`` hold values.
 
 :class:`ExperimentConfig` is what ``transformer train --config`` reads: a ``model`` section
-(:class:`~transformer.model.config.TransformerConfig`, defined in the model package and re-exported here), and
-``data``, ``train`` and ``decode`` sections defined below.
+(:class:`~transformer.model.config.TransformerConfig`, defined in the model package and re-exported here, or
+with ``architecture: rnn`` the recurrent baseline's :class:`~transformer.baselines.rnn_config.RNNConfig`),
+and ``data``, ``train`` and ``decode`` sections defined below.
 """
 
 import dataclasses
@@ -14,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from transformer.architectures import ARCHITECTURES, ModelConfig, model_config_from_dict
+from transformer.baselines.rnn_config import RNNConfig
 from transformer.model.config import TransformerConfig as TransformerConfig
 from transformer.typed_fields import build_dataclass, check_field_types
 
@@ -264,8 +267,9 @@ class ExperimentConfig:
 
     Parameters
     ----------
-    model : TransformerConfig
-        The model; ``vocab_size`` is also the size of the joint BPE vocabulary trained on the data.
+    model : TransformerConfig or RNNConfig
+        The model (the YAML key ``model.architecture`` picks the class: "transformer", the default, or
+        "rnn"); ``vocab_size`` is also the size of the joint BPE vocabulary trained on the data.
     data : DataConfig
         The corpus.
     train : TrainConfig
@@ -280,7 +284,7 @@ class ExperimentConfig:
     ``ExperimentConfig`` built in code is checked too.
     """
 
-    model: TransformerConfig
+    model: TransformerConfig | RNNConfig
     data: DataConfig = DataConfig()
     train: TrainConfig = TrainConfig()
     decode: DecodeConfig = DecodeConfig()
@@ -302,6 +306,7 @@ class ExperimentConfig:
         return dataclasses.asdict(self)
 
 
+#: Section name -> its dataclass (for ``model`` the default: ``model.architecture`` may pick ``RNNConfig``).
 SECTIONS: dict[str, type] = {
     "model": TransformerConfig,
     "data": DataConfig,
@@ -316,8 +321,9 @@ def experiment_from_dict(values: dict[str, Any], source: str = "config") -> Expe
     Parameters
     ----------
     values : dict of str to Any
-        Sections ``model`` (required), ``data``, ``train`` and ``decode``. The model section may name a
-        ``preset`` ("base", "big" or a Table 2 variant such as "C4") whose values the other keys override.
+        Sections ``model`` (required), ``data``, ``train`` and ``decode``. The model section may name an
+        ``architecture`` ("transformer", the default, or "rnn") and, for a Transformer, a ``preset`` ("base",
+        "big" or a Table 2 variant such as "C4") whose values the other keys override.
     source : str
         Where the values came from (a file name), for error messages.
 
@@ -350,10 +356,16 @@ def experiment_from_dict(values: dict[str, Any], source: str = "config") -> Expe
     return ExperimentConfig(**built)
 
 
-def _model_from_dict(values: dict[str, Any]) -> TransformerConfig:
+def _model_from_dict(values: dict[str, Any]) -> ModelConfig:
+    architecture = values.get("architecture", ARCHITECTURES[0])
     preset = values.pop("preset", None)
+    if architecture != "transformer" and preset is not None:
+        raise ValueError(
+            f"model.preset={preset!r} names a Transformer; model.architecture={architecture!r} has no presets"
+        )
     if preset is None:
-        return TransformerConfig.from_dict(values)
+        return model_config_from_dict(values)
+    values.pop("architecture", None)
     vocab_size = values.pop("vocab_size", 37000)
     if preset == "base":
         return TransformerConfig.base(vocab_size, **values)

@@ -1,4 +1,8 @@
-"""Resolve every automatic default of a model on a device: precision, thread count, attention threshold."""
+"""Resolve every automatic default of a model on a device: precision, thread count, attention threshold.
+
+The probes time products at the model's widths: a Transformer's feed-forward block (d_model x d_ff), or for
+the recurrent baseline its LSTM gate product (hidden_size x 4 hidden_size), the largest product of a step.
+"""
 
 from dataclasses import dataclass, field
 
@@ -11,6 +15,7 @@ from transformer.autotune.machine import default_cache_dir
 from transformer.autotune.precision_probe import decide_precision
 from transformer.autotune.thread_probe import decide_threads
 from transformer.autotune.workload import ProbeShape
+from transformer.baselines.rnn_config import RNNConfig
 from transformer.model.config import TransformerConfig
 
 
@@ -77,8 +82,33 @@ def head_dim_of(config: TransformerConfig) -> int:
     return config.d_k if config.d_k is not None else config.d_model // config.num_heads
 
 
+def probe_widths(config: TransformerConfig | RNNConfig) -> tuple[int, int]:
+    """Return the widths of the product the precision and thread probes time for a model.
+
+    Parameters
+    ----------
+    config : TransformerConfig or RNNConfig
+        The model.
+
+    Returns
+    -------
+    tuple[int, int]
+        ``(d_model, d_ff)`` for a Transformer; ``(hidden_size, 4 * hidden_size)`` for the recurrent model.
+
+    Notes
+    -----
+    An LSTM step multiplies its input and its state by weights of ``4 * hidden_size`` rows (the input,
+    forget and output gates and the cell candidate): the same (width x 4 width) shape as a feed-forward
+    block, so the feed-forward probe measures it without a probe of its own. The cache key holds the
+    widths, so the two architectures share an answer only where their products have the same shape.
+    """
+    if isinstance(config, RNNConfig):
+        return config.hidden_size, 4 * config.hidden_size
+    return config.d_model, config.d_ff
+
+
 def tune_model(
-    config: TransformerConfig,
+    config: TransformerConfig | RNNConfig,
     device: torch.device,
     batch_tokens: int,
     precision: str,
@@ -89,7 +119,7 @@ def tune_model(
 
     Parameters
     ----------
-    config : TransformerConfig
+    config : TransformerConfig or RNNConfig
         The model.
     device : torch.device
         Where it runs.
@@ -113,10 +143,11 @@ def tune_model(
     threshold in that precision. Translation keeps the default threshold (256): its decoder attends one new
     query to the cached keys, a shape where the explicit products stayed faster even on the CPU where the
     fused kernel won every training shape (base model, fp32, batch 32: greedy 3.03 s against 3.54 s, beam 4
-    8.08 s against 8.43 s), so a square-shape probe would mislead it.
+    8.08 s against 8.43 s), so a square-shape probe would mislead it. The recurrent model has no
+    ``attention_implementation`` and gets no attention probe (``explicit_max_length`` stays None).
     """
     cache = cache or default_probe_cache()
-    shape = ProbeShape.for_model(config.d_model, config.d_ff, batch_tokens)
+    shape = ProbeShape.for_model(*probe_widths(config), batch_tokens)
     tuning = ModelTuning()
     if threads is not None:
         torch.set_num_threads(threads)
@@ -128,7 +159,11 @@ def tune_model(
         resolved = tuning.precision = _noted(
             tuning, decide_precision(shape, device, cache), "precision"
         ).value
-    if config.attention_implementation == "auto" and config.attention_scoring == "dot_product":
+    if (
+        isinstance(config, TransformerConfig)
+        and config.attention_implementation == "auto"
+        and config.attention_scoring == "dot_product"
+    ):
         decision = decide_explicit_max_length(
             config.num_heads, head_dim_of(config), resolved, device, cache, backward=True
         )

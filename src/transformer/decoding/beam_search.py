@@ -28,8 +28,7 @@ from transformer.decoding.search import (
     normalise_scores,
     output_length_limits,
 )
-from transformer.decoding.step_model import StepModel, as_step_model, inference_context
-from transformer.model.transformer import Transformer
+from transformer.decoding.step_model import Decodable, StepModel, as_step_model, inference_context
 
 
 @dataclass
@@ -114,7 +113,7 @@ class FinishedHypotheses:
 
 
 def beam_search(
-    model_or_step_model: Transformer | StepModel[Any],
+    model_or_step_model: Decodable,
     src_tokens: Tensor,
     config: DecodeConfig | None = None,
 ) -> list[list[Hypothesis]]:
@@ -122,8 +121,9 @@ def beam_search(
 
     Parameters
     ----------
-    model_or_step_model : Transformer or StepModel
-        The model (wrapped in a ``TransformerStepModel``) or any step model, e.g. a test oracle.
+    model_or_step_model : Transformer, MakesStepModel or StepModel
+        The model (wrapped in its step model: ``TransformerStepModel``, or what the model's
+        ``make_step_model`` returns) or any step model, e.g. a test oracle.
     src_tokens : torch.Tensor, shape (batch, src_len), int64
         Source token ids, each row ending with EOS and right-padded with the pad id.
     config : DecodeConfig, optional
@@ -159,7 +159,7 @@ def beam_search(
 
 
 def search(
-    model_or_step_model: Transformer | StepModel[Any],
+    model_or_step_model: Decodable,
     src_tokens: Tensor,
     config: DecodeConfig | None = None,
 ) -> list[list[Hypothesis]]:
@@ -167,8 +167,8 @@ def search(
 
     Parameters
     ----------
-    model_or_step_model : Transformer or StepModel
-        The model or any step model.
+    model_or_step_model : Transformer, MakesStepModel or StepModel
+        The model (a Transformer or a model with ``make_step_model``) or any step model.
     src_tokens : torch.Tensor, shape (batch, src_len), int64
         Source token ids, right-padded with the pad id.
     config : DecodeConfig, optional

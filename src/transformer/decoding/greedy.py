@@ -16,12 +16,11 @@ from transformer.decoding.search import (
     normalise_scores,
     output_length_limits,
 )
-from transformer.decoding.step_model import StepModel, as_step_model, inference_context
-from transformer.model.transformer import Transformer
+from transformer.decoding.step_model import Decodable, StepModel, as_step_model, inference_context
 
 
 def greedy_search(
-    model_or_step_model: Transformer | StepModel[Any],
+    model_or_step_model: Decodable,
     src_tokens: Tensor,
     config: DecodeConfig | None = None,
 ) -> list[list[Hypothesis]]:
@@ -29,8 +28,9 @@ def greedy_search(
 
     Parameters
     ----------
-    model_or_step_model : Transformer or StepModel
-        The model (wrapped in a ``TransformerStepModel``) or any step model, e.g. a test oracle.
+    model_or_step_model : Transformer, MakesStepModel or StepModel
+        The model (wrapped in its step model: ``TransformerStepModel``, or what the model's
+        ``make_step_model`` returns) or any step model, e.g. a test oracle.
     src_tokens : torch.Tensor, shape (batch, src_len), int64
         Source token ids, each row ending with EOS and right-padded with the pad id.
     config : DecodeConfig, optional

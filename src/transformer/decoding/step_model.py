@@ -10,10 +10,10 @@ probability tables to check the search against answers computed by hand (an orac
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.nn import functional as F
 
 from transformer.decoding.cache_rows import reorder_decoder_cache
@@ -342,15 +342,52 @@ class TransformerStepModel:
         state.tgt_prefix = state.tgt_prefix.index_select(0, row_indices)
 
 
-def as_step_model(model_or_step_model: Transformer | StepModel[Any], use_cache: bool) -> StepModel[Any]:
-    """Wrap a Transformer in a :class:`TransformerStepModel`; pass a step model through.
+@runtime_checkable
+class MakesStepModel(Protocol):
+    """A model that brings its own step model (the recurrent baseline does).
+
+    Notes
+    -----
+    How the searches decode an architecture this package does not import: the model's
+    ``make_step_model(use_cache)`` returns an object satisfying :class:`StepModel`. The Transformer has no
+    such method because the model package sits below this one; :func:`as_step_model` wraps it in
+    :class:`TransformerStepModel` instead.
+    """
+
+    def make_step_model(self, use_cache: bool) -> StepModel[Any]:
+        """Return the model's adapter to the step-model protocol.
+
+        Parameters
+        ----------
+        use_cache : bool
+            Whether the adapter carries state between steps (incremental decoding) or recomputes the prefix.
+
+        Returns
+        -------
+        StepModel
+            The step model to drive.
+
+        Notes
+        -----
+        Called once per search; the adapter keeps a reference to the model, whose eval mode
+        :func:`inference_context` sets through the adapter's ``model`` attribute.
+        """
+        ...
+
+
+#: What every search entry point accepts: a Transformer, a model with ``make_step_model``, or a step model.
+Decodable = Transformer | MakesStepModel | StepModel[Any]
+
+
+def as_step_model(model_or_step_model: Decodable, use_cache: bool) -> StepModel[Any]:
+    """Wrap a model in its step model; pass a step model through.
 
     Parameters
     ----------
-    model_or_step_model : Transformer or StepModel
+    model_or_step_model : Transformer, MakesStepModel or StepModel
         What the search should decode with.
     use_cache : bool
-        Whether a wrapped Transformer decodes incrementally; ignored for a step model.
+        Whether a wrapped model decodes incrementally; ignored for a step model.
 
     Returns
     -------
@@ -359,10 +396,13 @@ def as_step_model(model_or_step_model: Transformer | StepModel[Any], use_cache: 
 
     Notes
     -----
-    Lets every search entry point accept the model itself or a test's oracle.
+    Lets every search entry point accept the model itself (a Transformer, or any model with
+    ``make_step_model``, such as :class:`transformer.baselines.rnn.RNNEncoderDecoder`) or a test's oracle.
     """
     if isinstance(model_or_step_model, Transformer):
         return TransformerStepModel(model_or_step_model, use_cache)
+    if isinstance(model_or_step_model, MakesStepModel):
+        return model_or_step_model.make_step_model(use_cache)
     return model_or_step_model
 
 
@@ -373,7 +413,8 @@ def inference_context(step_model: StepModel[Any]) -> Iterator[None]:
     Parameters
     ----------
     step_model : StepModel
-        The step model; when it wraps a Transformer, that model is switched to eval mode.
+        The step model; when it wraps a model (its ``model`` attribute is a module), that model is switched
+        to eval mode.
 
     Returns
     -------
@@ -386,7 +427,8 @@ def inference_context(step_model: StepModel[Any]) -> Iterator[None]:
     was partly in eval mode comes back exactly as it was. Eval mode turns dropout off, which makes the
     search deterministic.
     """
-    model = step_model.model if isinstance(step_model, TransformerStepModel) else None
+    wrapped = getattr(step_model, "model", None)
+    model = wrapped if isinstance(wrapped, nn.Module) else None
     modules = list(model.modules()) if model is not None else []
     training_flags = [module.training for module in modules]
     if model is not None:

@@ -6,12 +6,14 @@ from pathlib import Path
 
 import torch
 
+from transformer.architectures import SequenceModel, architecture_of
 from transformer.checkpoint import load_checkpoint, load_checkpoint_tokenizer
 from transformer.config import DecodeConfig
 from transformer.data.batching import inference_batches, pad_sequences
 from transformer.data.text_tokenizer import TextTokenizer
 from transformer.decoding.beam_search import search
 from transformer.device import resolve_device
+from transformer.model.config import TransformerConfig
 from transformer.model.quantization import quantize_for_inference
 from transformer.model.transformer import Transformer
 
@@ -52,7 +54,7 @@ class Translator:
 
     Parameters
     ----------
-    model : Transformer
+    model : Transformer or RNNEncoderDecoder
         A trained model (moved to ``device`` and put in eval mode).
     tokenizer : TextTokenizer
         Its tokenizer (this project's joint BPE, or a converted Marian vocabulary).
@@ -63,7 +65,7 @@ class Translator:
     precision : {"fp32", "bf16", "int8"}
         "fp32"; "bf16" (weights cast to bf16: faster on CPUs with AMX and on GPUs, slower on CPUs without);
         or "int8" (CPU only: linear layers, the output projection included, with int8 weights and
-        activations, see :func:`transformer.model.quantization.quantize_for_inference`).
+        activations, see :func:`transformer.model.quantization.quantize_for_inference`; Transformers only).
     max_tokens : int
         Source-token budget per batch (times the beam size in rows decoded together).
     max_input_tokens : int or None
@@ -75,12 +77,13 @@ class Translator:
     Inputs are sorted by length for batching and the outputs put back in input order. An empty or
     whitespace-only line translates to an empty line without running the model. ``model`` itself is cast
     (bf16) or has its linear layers replaced (int8); pass a copy to keep the original. Raises ValueError for
-    an unknown precision, or "int8" on a GPU.
+    an unknown precision, or "int8" on a GPU or for a model other than a Transformer (the recurrent
+    baseline's LSTMs have no int8 kernels here).
     """
 
     def __init__(
         self,
-        model: Transformer,
+        model: SequenceModel,
         tokenizer: TextTokenizer,
         decode_config: DecodeConfig | None = None,
         device: str = "auto",
@@ -100,15 +103,22 @@ class Translator:
                 f"precision='int8' runs on the CPU only (PyTorch's int8 linear kernels, FBGEMM and oneDNN, have "
                 f"no {self.device.type} implementation); on {self.device} use precision='bf16'"
             )
+        if precision == "int8" and not isinstance(model, Transformer):
+            raise ValueError(
+                f"precision='int8' quantizes Transformer models only; this model's architecture is "
+                f"{architecture_of(model.config)!r} (use precision='fp32' or 'bf16')"
+            )
         dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-        self.model = model.to(device=self.device, dtype=dtype).eval()
-        if precision == "int8":
+        self.model: SequenceModel = model.to(device=self.device, dtype=dtype).eval()
+        if isinstance(self.model, Transformer) and precision == "int8":
             self.model = quantize_for_inference(self.model)
         self.precision = precision
         self.tokenizer = tokenizer
         self.decode_config = decode_config or DecodeConfig()
         self.max_tokens = max_tokens
-        learned_limit = model.config.max_positions if model.config.positional_encoding == "learned" else None
+        config, learned_limit = model.config, None
+        if isinstance(config, TransformerConfig) and config.positional_encoding == "learned":
+            learned_limit = config.max_positions
         self.max_input_tokens = max_input_tokens or learned_limit or DEFAULT_MAX_INPUT_TOKENS
         self.truncated_count = 0
 

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from transformer.architectures import SequenceModel
 from transformer.data.batching import Batch, TokenBatchSampler, collate
 from transformer.data.dataset import encode_corpus
 from transformer.data.text_tokenizer import TextTokenizer
 from transformer.loss import label_smoothed_nll_loss
-from transformer.model.transformer import Transformer
+from transformer.model.config import TransformerConfig
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,9 @@ def sum_batch_losses(
     Parameters
     ----------
     model : torch.nn.Module
-        The model (a :class:`Transformer`, possibly wrapped for distributed training); called as
-        ``model(src_tokens, tgt_input)`` and returning logits of shape (batch, tgt_len, tgt_vocab_size).
+        The model (a Transformer or the recurrent baseline, possibly wrapped for distributed training);
+        called as ``model(src_tokens, tgt_input)`` and returning logits of shape (batch, tgt_len,
+        tgt_vocab_size).
     batches : iterable of Batch
         Padded batches already on the model's device.
     label_smoothing : float
@@ -99,13 +101,13 @@ def sum_batch_losses(
 
 
 def corpus_perplexity(
-    model: Transformer, tokenizer: TextTokenizer, pairs: Sequence[tuple[str, str]], max_tokens: int = 4096
+    model: SequenceModel, tokenizer: TextTokenizer, pairs: Sequence[tuple[str, str]], max_tokens: int = 4096
 ) -> PerplexityResult:
     """Score reference translations with teacher forcing.
 
     Parameters
     ----------
-    model : Transformer
+    model : Transformer or RNNEncoderDecoder
         The model (its device and dtype are used as they are).
     tokenizer : TextTokenizer
         The model's tokenizer.
@@ -127,7 +129,9 @@ def corpus_perplexity(
     """
     config = model.config
     # A learned position table cannot encode longer pairs: leave them out rather than fail (num_pairs says).
-    limit = min(max_tokens, config.max_positions) if config.positional_encoding == "learned" else max_tokens
+    limit = max_tokens
+    if isinstance(config, TransformerConfig) and config.positional_encoding == "learned":
+        limit = min(max_tokens, config.max_positions)
     corpus = encode_corpus(pairs, tokenizer, max_len=limit, eos_id=config.eos_id)
     sampler = TokenBatchSampler(corpus.source_lengths, corpus.target_lengths, max_tokens, shuffle=False)
     device = next(model.parameters()).device

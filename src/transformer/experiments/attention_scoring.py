@@ -78,6 +78,7 @@ from transformer.data.text_tokenizer import TextTokenizer
 from transformer.experiments.attention_statistics import STATISTICS, measure_pairs
 from transformer.experiments.plan import ExperimentPlan, Variant, run_config
 from transformer.experiments.results import format_metric
+from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
 
 #: Scoring name -> model overrides.
@@ -333,6 +334,9 @@ def measure(
     smoothing = config.train.label_smoothing
     selected = list(pairs)[:STATISTICS_PAIRS]
     trained = measure_pairs(model, tokenizer, selected, smoothing, max_tokens=STATISTICS_MAX_TOKENS)
+    if not isinstance(config.model, TransformerConfig):
+        architecture = config.model.architecture
+        raise ValueError(f"attention statistics are a Transformer's; model.architecture is {architecture!r}")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.train.seed)
         initial = Transformer(config.model)

@@ -70,13 +70,19 @@ def export_ctranslate2(checkpoint_dir: Path, output_dir: Path, quantization: str
     Needs the ``ctranslate2`` package. The directory is filled in a hidden sibling and moved into place, so a
     failed export leaves an earlier one intact. Only known tokenizer file names are copied, so a stray file
     in the checkpoint cannot overwrite one CTranslate2 wrote. Raises ValueError naming an unsupported config
-    field or quantization. A model without positions (``positional_encoding="none"``) is stored with an
-    all-zero position table: CTranslate2 always adds one, and adding zeros is exactly adding nothing.
+    field (``model.architecture`` for the recurrent baseline) or quantization. A model without positions
+    (``positional_encoding="none"``) is stored with an all-zero position table: CTranslate2 always adds one,
+    and adding zeros is exactly adding nothing.
     """
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization={quantization!r} is not one of {QUANTIZATIONS}")
     checkpoint = load_checkpoint(Path(checkpoint_dir))
     config, source = checkpoint.model_config, str(checkpoint.path)
+    if not isinstance(config, TransformerConfig):
+        raise ValueError(
+            f"{source}: model.architecture={config.architecture!r} cannot be exported to CTranslate2, whose "
+            "translation models are Transformers only"
+        )
     check_ctranslate2_exportable(config, source)
     tokenizer = load_checkpoint_tokenizer(checkpoint.path)
     spec = build_transformer_spec(checkpoint.weights, config)

@@ -301,13 +301,18 @@ def export_marian(checkpoint_dir: Path, output_dir: Path) -> Path:
     Notes
     -----
     An interleaved-layout model is exported exactly by permuting the basis of its residual stream. Models
-    MarianMT cannot represent (pre-norm, learned positions, additive or windowed attention, other head
-    widths) raise ValueError naming the config field. ``generation_config.json`` forbids PAD and BOS as our
-    search does; HuggingFace's length penalty is our "power" form, so set ``length_penalty_form="power"``
-    (and HuggingFace's ``early_stopping=True``) to compare beams.
+    MarianMT cannot represent (the recurrent baseline, pre-norm, learned positions, additive or windowed
+    attention, other head widths) raise ValueError naming the config field. ``generation_config.json``
+    forbids PAD and BOS as our search does; HuggingFace's length penalty is our "power" form, so set
+    ``length_penalty_form="power"`` (and HuggingFace's ``early_stopping=True``) to compare beams.
     """
     checkpoint = load_checkpoint(Path(checkpoint_dir))
     config, source = checkpoint.model_config, str(checkpoint.path)
+    if not isinstance(config, TransformerConfig):
+        raise ValueError(
+            f"{source}: model.architecture={config.architecture!r} cannot be exported to HuggingFace Marian, "
+            "which holds Transformer models only"
+        )
     check_exportable(config, source)
     tokenizer_files = marian_tokenizer_files(checkpoint.tokenizer_files(), config, source)
     tensors = our_to_marian_tensors(concatenated_weights(checkpoint.weights, config), config)

@@ -18,6 +18,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from transformer.architectures import ModelConfig
 from transformer.atomic_files import staged_directory, write_json_atomically
 from transformer.checkpoint import (
     FORMAT,
@@ -31,7 +32,6 @@ from transformer.checkpoint import (
     read_index,
     write_model_files,
 )
-from transformer.model.config import TransformerConfig
 
 
 @dataclass
@@ -98,7 +98,7 @@ class TrainingCheckpoint(Checkpoint):
     ----------
     path : Path
         The checkpoint directory.
-    model_config : TransformerConfig
+    model_config : TransformerConfig or RNNConfig
         Architecture of the saved model.
     weights : dict of str to torch.Tensor
         Model weights (shared tensors once).
@@ -184,7 +184,7 @@ def restore_optimizer(
 def save_training_checkpoint(
     directory: Path,
     model: nn.Module,
-    model_config: TransformerConfig,
+    model_config: ModelConfig,
     tokenizer_files: dict[str, bytes],
     state: TrainerState,
     extra_tensors: dict[str, Tensor],
@@ -197,7 +197,7 @@ def save_training_checkpoint(
         Final checkpoint directory (e.g. ``run/checkpoints/step-00001000``); replaced if it exists.
     model : torch.nn.Module
         The model (unwrapped from DistributedDataParallel).
-    model_config : TransformerConfig
+    model_config : TransformerConfig or RNNConfig
         Its architecture.
     tokenizer_files : dict of str to bytes
         Tokenizer files stored beside the weights (``{"tokenizer.model": ...}``).
@@ -279,7 +279,7 @@ class CheckpointManager:
     def save(
         self,
         model: nn.Module,
-        model_config: TransformerConfig,
+        model_config: ModelConfig,
         tokenizer_files: dict[str, bytes],
         state: TrainerState,
         extra_tensors: dict[str, Tensor],
@@ -290,7 +290,7 @@ class CheckpointManager:
         ----------
         model : torch.nn.Module
             The (unwrapped) model.
-        model_config : TransformerConfig
+        model_config : TransformerConfig or RNNConfig
             Its architecture.
         tokenizer_files : dict of str to bytes
             Tokenizer files to store with the weights.

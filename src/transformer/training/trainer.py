@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from torch import distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from transformer.architectures import build_model, model_width
 from transformer.autotune.model_tuning import ModelTuning, tune_model
 from transformer.autotune.thread_probe import usable_cpus
 from transformer.checkpoint import CheckpointError, describe_mismatch
@@ -263,7 +264,7 @@ class TrainResult:
 
 
 class Trainer:
-    """Train a Transformer on encoded parallel data with the paper's recipe.
+    """Train a Transformer (or the recurrent baseline) on encoded parallel data with the paper's recipe.
 
     Parameters
     ----------
@@ -283,7 +284,9 @@ class Trainer:
     Adam(0.9, 0.98, 1e-9) with the learning rate of Eq. (3); label smoothing 0.1; gradient accumulation over
     ``train.accumulate`` batches. ``precision: auto``, ``threads: null`` and ``attention_implementation:
     auto`` are resolved by measurement on the machine at hand (``transformer.autotune``), once per machine
-    and model shape, and each decision is reported in one line. Call :meth:`train`.
+    and model shape, and each decision is reported in one line. The model is whatever ``experiment.model``
+    describes (:func:`transformer.architectures.build_model`); everything else is the same for every
+    architecture. Call :meth:`train`.
     """
 
     def __init__(
@@ -312,8 +315,8 @@ class Trainer:
                 f"has {data.tokenizer.vocab_size} pieces"
             )
         torch.manual_seed(self.recipe.seed)
-        self.model = Transformer(experiment.model).to(self.device)
-        if self.tuning.explicit_max_length is not None:
+        self.model = build_model(experiment.model).to(self.device)
+        if isinstance(self.model, Transformer) and self.tuning.explicit_max_length is not None:
             self.model.set_explicit_attention_max_length(self.tuning.explicit_max_length)
         for note in self.tuning.notes:
             self.reporter.message(note)
@@ -337,14 +340,14 @@ class Trainer:
         scale = self.recipe.learning_rate_scale
         if self.recipe.peak_learning_rate is not None:
             scale = scale_for_peak(
-                self.recipe.peak_learning_rate, experiment.model.d_model, self.recipe.warmup_steps
+                self.recipe.peak_learning_rate, model_width(experiment.model), self.recipe.warmup_steps
             )
         self._segment_started: float | None = None  # perf_counter() when this process began training
         self._segment_start_elapsed = 0.0  # state.elapsed_seconds then (earlier segments of a resumed run)
         self.time_budget = self._time_budget()
         self.scheduler = build_scheduler(
             self.optimizer,
-            experiment.model.d_model,
+            model_width(experiment.model),
             self.recipe.warmup_steps,
             scale,
             self.recipe.max_steps,

@@ -1,5 +1,8 @@
 """``transformer experiment table2``: every row of the paper's Table 2, at a scale this machine can train.
 
+"Table 2" is the name the user's notes give the table of model variations; in the published paper it is
+Table 3 ("Variations on the Transformer architecture").
+
 Table 2 varies the base model one aspect at a time (A heads, B key size, C size, D regularisation, E positional
 encoding, and the big model) and reports newstest2013 perplexity per word-piece, BLEU and parameters after
 100K steps (300K for big), beam search as in section 6.1 and "no checkpoint averaging".

@@ -9,25 +9,17 @@ import pytest
 import torch
 
 from transformer.cli import main
-from transformer.experiments.table1 import (
-    TIMED_KINDS,
-    RecurrentLayer,
-    analytic_flops,
-    banded_attention,
-    check_recurrent_formula,
-    counted_flops,
-    crossover,
+from transformer.experiments.table1.flops import analytic_flops, check_recurrent_formula, counted_flops
+from transformer.experiments.table1.layers import RecurrentLayer, banded_attention
+from transformer.experiments.table1.paths import (
     expected_path,
-    fit_loglog_slope,
     layer_graph_depth,
     layers_until_connected,
-    measure_points,
-    predicted_seconds,
     recurrent_steps_until_connected,
-    render_report,
-    scale_settings,
-    slopes,
 )
+from transformer.experiments.table1.report import crossover, fit_loglog_slope, render_report, slopes
+from transformer.experiments.table1.settings import TIMED_KINDS, scale_settings
+from transformer.experiments.table1.timing import measure_points, predicted_seconds
 from transformer.model.masks import build_window_mask
 from transformer.model.scaled_dot_product_attention import scaled_dot_product_attention
 

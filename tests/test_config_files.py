@@ -1,4 +1,4 @@
-import importlib.util
+import importlib
 from pathlib import Path
 from types import ModuleType
 
@@ -74,12 +74,7 @@ def test_train_config_defaults_are_the_papers() -> None:
 
 
 def load_sweep_module() -> ModuleType:
-    path = Path(__file__).parents[1] / "experiments" / "gpu" / "multi30k_sweep.py"
-    spec = importlib.util.spec_from_file_location("multi30k_sweep", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("experiments.gpu.multi30k_sweep")  # a package since #15
 
 
 SWEEP_SPECS = sorted((Path(__file__).parents[1] / "experiments" / "gpu" / "sweeps").glob("*.txt"))

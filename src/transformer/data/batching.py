@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from transformer.data.dataset import EncodedCorpus
+from transformer.data.dataset import ParallelCorpus
 from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -38,7 +38,7 @@ class Batch:
     padding_ratio : float
         Pad cells over all cells of ``src_tokens`` and ``tgt_output`` together.
     indices : list[int]
-        Position in the :class:`EncodedCorpus` of each row.
+        Position in the corpus of each row.
 
     Notes
     -----
@@ -137,7 +137,7 @@ def pad_sequences(sequences: Sequence[Sequence[int]], pad_id: int) -> Tensor:
 
 def collate(
     indices: Sequence[int],
-    corpus: EncodedCorpus,
+    corpus: ParallelCorpus,
     pad_id: int = PAD_ID,
     bos_id: int = BOS_ID,
     eos_id: int = EOS_ID,
@@ -148,8 +148,10 @@ def collate(
     ----------
     indices : Sequence[int]
         Positions in ``corpus`` of the pairs, e.g. one list from :meth:`TokenBatchSampler.batches`.
-    corpus : EncodedCorpus
-        Source ids (ending with EOS) and target ids (without BOS/EOS).
+    corpus : ParallelCorpus
+        Source ids (ending with EOS) and target ids (without BOS/EOS): an
+        :class:`~transformer.data.dataset.EncodedCorpus` or a store-backed
+        :class:`~transformer.data.stored_corpus.StoredCorpus`.
     pad_id, bos_id, eos_id : int
         Special ids; the defaults are the tokenizer's.
 

@@ -9,9 +9,10 @@ are dropped and counted in a :class:`FilterReport`, never silently.
 import gzip
 import io
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -56,6 +57,47 @@ def _open_corpus_file(path: Path) -> io.BufferedIOBase:
         raise CorpusError(f"cannot read {path}: {error.strerror or error}") from None
 
 
+def iter_lines(path: Path) -> Iterator[str]:
+    r"""Stream a UTF-8 text file, plain or gzipped, one stripped line at a time.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file.
+
+    Yields
+    ------
+    str
+        One string per line, without the newline and surrounding whitespace.
+
+    Notes
+    -----
+    Lines are split on "\n" only (a "\r" before it is stripped), never on the other Unicode
+    line separators that ``str.splitlines`` honours and that would shift the alignment with the
+    other language. A UTF-8 byte-order mark at the start is dropped. Raises CorpusError naming
+    the file and line for bytes that are not UTF-8 and for corrupt or truncated (gzip) data.
+    Holds one line in memory at a time, whatever the file's size.
+    """
+    with _open_corpus_file(path) as byte_stream:
+        lines_read = 0
+        try:
+            for raw_line in byte_stream:
+                try:
+                    line = raw_line.decode("utf-8").strip()
+                except UnicodeDecodeError as error:
+                    raise CorpusError(
+                        f"{path} line {lines_read + 1}: not valid UTF-8 (byte {error.start} of the line)"
+                    ) from None
+                if lines_read == 0 and line.startswith("\ufeff"):
+                    line = line[1:].strip()
+                lines_read += 1
+                yield line
+        except (OSError, EOFError, zlib.error) as error:
+            raise CorpusError(
+                f"{path}: cannot read past line {lines_read} (corrupt or truncated file): {error}"
+            ) from None
+
+
 def read_lines(path: Path) -> list[str]:
     r"""Read a UTF-8 text file, plain or gzipped, as a list of stripped lines.
 
@@ -71,28 +113,52 @@ def read_lines(path: Path) -> list[str]:
 
     Notes
     -----
-    Lines are split on "\n" only (a "\r" before it is stripped), never on the other Unicode
-    line separators that ``str.splitlines`` honours and that would shift the alignment with the
-    other language. A UTF-8 byte-order mark at the start is dropped. Raises CorpusError naming
-    the file and line for bytes that are not UTF-8 and for corrupt or truncated (gzip) data.
+    :func:`iter_lines` collected into a list, with its checks and errors.
     """
-    lines: list[str] = []
-    with _open_corpus_file(path) as byte_stream:
-        try:
-            for line_number, raw_line in enumerate(byte_stream, start=1):
-                try:
-                    lines.append(raw_line.decode("utf-8").strip())
-                except UnicodeDecodeError as error:
-                    raise CorpusError(
-                        f"{path} line {line_number}: not valid UTF-8 (byte {error.start} of the line)"
-                    ) from None
-        except (OSError, EOFError, zlib.error) as error:
+    return list(iter_lines(path))
+
+
+def iter_parallel_lines(source_path: Path, target_path: Path) -> Iterator[tuple[str, str]]:
+    """Stream two line-aligned files as (source, target) sentence pairs.
+
+    Parameters
+    ----------
+    source_path, target_path : pathlib.Path
+        Plain or gzipped UTF-8 files with one sentence per line, line i of one translating line i
+        of the other.
+
+    Yields
+    ------
+    tuple[str, str]
+        (source, target) per line, stripped; empty lines are kept.
+
+    Notes
+    -----
+    Holds one pair in memory at a time. The alignment check happens when one file ends: if the other
+    goes on, the rest of it is counted and CorpusError names both files and their line counts (the
+    pairs already yielded were then read from misaligned files: callers must not keep what they built).
+    Both files empty is a CorpusError too. The errors of :func:`iter_lines` pass through.
+    """
+    sources, targets = iter_lines(source_path), iter_lines(target_path)
+    count = 0
+    for source in sources:
+        target = next(targets, None)
+        if target is None:
+            rest = sum(1 for _ in sources)
             raise CorpusError(
-                f"{path}: cannot read past line {len(lines)} (corrupt or truncated file): {error}"
-            ) from None
-    if lines and lines[0].startswith("\ufeff"):
-        lines[0] = lines[0][1:].strip()
-    return lines
+                f"{source_path} has {count + 1 + rest} lines but {target_path} has {count}; "
+                "parallel files must be line-aligned"
+            )
+        count += 1
+        yield source, target
+    rest = sum(1 for _ in targets)
+    if rest:
+        raise CorpusError(
+            f"{source_path} has {count} lines but {target_path} has {count + rest}; "
+            "parallel files must be line-aligned"
+        )
+    if count == 0:
+        raise CorpusError(f"{source_path} and {target_path} are empty")
 
 
 def read_parallel_files(source_path: Path, target_path: Path) -> list[tuple[str, str]]:
@@ -259,6 +325,95 @@ class EncodedCorpus:
         output, so the batch sampler budgets ``target_lengths + 1`` tokens per pair.
         """
         return np.fromiter((len(ids) for ids in self.target), dtype=np.int64, count=len(self.target))
+
+
+class ParallelCorpus(Protocol):
+    """What batching and training read from a corpus of encoded pairs, wherever the ids live.
+
+    Notes
+    -----
+    :class:`EncodedCorpus` holds the ids as Python lists; :class:`transformer.data.stored_corpus.StoredCorpus`
+    reads them from a memory-mapped token store. :func:`transformer.data.batching.collate` reads
+    ``source[i]`` and ``target[i]`` (sequences of ints: source ending with EOS, target bare), and
+    :class:`transformer.data.batching.TokenBatchSampler` the two length arrays.
+    """
+
+    def __len__(self) -> int: ...
+
+    @property
+    def source(self) -> Sequence[Sequence[int]]:
+        """Source ids per pair, each ending with EOS.
+
+        Returns
+        -------
+        Sequence[Sequence[int]]
+            Indexable by pair.
+
+        Notes
+        -----
+        Read one pair at a time by collation.
+        """
+        ...
+
+    @property
+    def target(self) -> Sequence[Sequence[int]]:
+        """Target ids per pair, without BOS or EOS.
+
+        Returns
+        -------
+        Sequence[Sequence[int]]
+            Indexable by pair.
+
+        Notes
+        -----
+        Read one pair at a time by collation.
+        """
+        ...
+
+    @property
+    def source_lengths(self) -> np.ndarray:
+        """Source length of each pair, EOS included.
+
+        Returns
+        -------
+        numpy.ndarray, shape (num_pairs,), int64
+            One length per pair.
+
+        Notes
+        -----
+        Passed once to the batch sampler.
+        """
+        ...
+
+    @property
+    def target_lengths(self) -> np.ndarray:
+        """Target length of each pair, without BOS or EOS.
+
+        Returns
+        -------
+        numpy.ndarray, shape (num_pairs,), int64
+            One length per pair.
+
+        Notes
+        -----
+        Passed once to the batch sampler.
+        """
+        ...
+
+    @property
+    def report(self) -> FilterReport:
+        """What the length and emptiness filter kept and dropped.
+
+        Returns
+        -------
+        FilterReport
+            The counts, for the log.
+
+        Notes
+        -----
+        A store keeps the counts of the encoding that built it.
+        """
+        ...
 
 
 def encode_corpus(

@@ -409,13 +409,15 @@ class Tokenizer:
         """
         return self.encode(text)
 
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+    def encode_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
         """Split many sentences into subword ids, using all CPU cores.
 
         Parameters
         ----------
         texts : Sequence[str]
             Sentences.
+        num_threads : int or None
+            SentencePiece's worker threads for this call; None for its default (all cores).
 
         Returns
         -------
@@ -428,7 +430,9 @@ class Tokenizer:
         """
         if not texts:
             return []
-        return [list(ids) for ids in self._processor.encode(list(texts))]
+        if num_threads is None:
+            return [list(ids) for ids in self._processor.encode(list(texts))]
+        return [list(ids) for ids in self._processor.encode(list(texts), num_threads=num_threads)]
 
     def decode(self, ids: Sequence[int]) -> str:
         """Turn token ids back into detokenized text.

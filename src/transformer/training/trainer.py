@@ -25,7 +25,7 @@ from transformer.autotune.thread_probe import usable_cpus
 from transformer.checkpoint import CheckpointError, describe_mismatch
 from transformer.config import ExperimentConfig
 from transformer.data.batching import Batch, TokenBatchSampler, collate, shard
-from transformer.data.dataset import EncodedCorpus
+from transformer.data.dataset import ParallelCorpus
 from transformer.data.prepare import TOKENIZER_FILE, TrainingData
 from transformer.evaluation.perplexity import sum_batch_losses
 from transformer.loss import label_smoothed_nll_loss
@@ -736,7 +736,7 @@ class Trainer:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
 
-    def _collate(self, indices: list[int], corpus: EncodedCorpus) -> Batch:
+    def _collate(self, indices: list[int], corpus: ParallelCorpus) -> Batch:
         """Pad one batch with the model's special ids (as decoding and perplexity do) and move it to the device."""
         model = self.experiment.model
         return collate(indices, corpus, model.pad_id, model.start_id, model.eos_id).to(self.device)

@@ -205,7 +205,7 @@ def read_manifest(directory: Path) -> dict[str, Any] | None:
     return manifest
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TokenStore:
     """An opened token store: its manifest and its four arrays, memory-mapped read-only.
 
@@ -222,8 +222,9 @@ class TokenStore:
 
     Notes
     -----
-    Build one with :func:`open_token_store`. Nothing is read until it is sliced: the operating system pages
-    the files in on demand and may drop them again, so a store larger than memory is fine.
+    Build one with :func:`open_token_store`. Compared by identity (arrays have no single truth value).
+    Nothing is read until it is sliced: the operating system pages the files in on demand and may drop
+    them again, so a store larger than memory is fine.
     """
 
     directory: Path

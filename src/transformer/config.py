@@ -111,6 +111,13 @@ class DataConfig:
         Split sizes of the built-in corpus.
     synthetic_seed : int
         Seed of the built-in corpus.
+    token_store : bool
+        Encode the training split once into a memory-mapped token store under ``run_dir/token_store/train``
+        (reused by later runs with the same files and vocabulary) and train from it, instead of holding the
+        corpus as Python lists; for corpora of millions of pairs. Validation stays in memory.
+    token_store_verify : bool
+        When reusing a token store, also check the SHA-256 of every array file (reads all of it); sizes are
+        always checked.
 
     Notes
     -----
@@ -128,6 +135,8 @@ class DataConfig:
     synthetic_valid_pairs: int = 500
     synthetic_test_pairs: int = 500
     synthetic_seed: int = 1234
+    token_store: bool = False
+    token_store_verify: bool = False
 
     def __post_init__(self) -> None:
         check_field_types(self)

@@ -68,8 +68,13 @@ def test_checkpoint_holds_only_safetensors_and_json(trained_run: Path, monkeypat
     assert model.src_embedding is model.tgt_embedding  # ties survive saving without duplicate tensors
 
 
-def test_resume_after_sigkill_reaches_the_same_loss(tmp_path: Path, write_config) -> None:
-    config = write_config(tmp_path, train={"max_steps": 40, "checkpoint_every": 4, "validate_every": 0})
+@pytest.mark.parametrize("token_store", [False, True], ids=["in-memory", "token-store"])
+def test_resume_after_sigkill_reaches_the_same_loss(tmp_path: Path, write_config, token_store: bool) -> None:
+    config = write_config(
+        tmp_path,
+        train={"max_steps": 40, "checkpoint_every": 4, "validate_every": 0},
+        data={"token_store": token_store},
+    )
     reference_dir = tmp_path / "uninterrupted"
     assert main(["train", "--config", str(config), "--output-dir", str(reference_dir)]) == 0
 
@@ -95,6 +100,7 @@ def test_resume_after_sigkill_reaches_the_same_loss(tmp_path: Path, write_config
     assert 4 <= killed_at < 40, "the process must be killed mid-training"
 
     assert main(["train", "--config", str(config), "--output-dir", str(killed_dir), "--resume"]) == 0
+    assert (killed_dir / "token_store" / "train" / "manifest.json").exists() == token_store
     resumed, reference = read_metrics(killed_dir), read_metrics(reference_dir)
     for step in range(killed_at + 1, 41):
         assert resumed[step]["train_loss"] == pytest.approx(reference[step]["train_loss"], rel=1e-6, abs=1e-7)
@@ -102,6 +108,23 @@ def test_resume_after_sigkill_reaches_the_same_loss(tmp_path: Path, write_config
     expected = load_file(str(reference_dir / "checkpoints" / "step-00000040" / "model.safetensors"))
     for name, tensor in expected.items():
         torch.testing.assert_close(final[name], tensor, rtol=1e-5, atol=1e-6)
+
+
+def test_token_store_trains_exactly_like_the_in_memory_corpus(tmp_path: Path, write_config) -> None:
+    losses = {}
+    for token_store in (False, True):
+        config = write_config(
+            tmp_path,
+            f"{token_store}.yaml",
+            train={"max_steps": 8, "validate_every": 0},
+            data={"token_store": token_store},
+        )
+        run_dir = tmp_path / str(token_store)
+        assert main(["train", "--config", str(config), "--output-dir", str(run_dir)]) == 0
+        losses[token_store] = [record["train_loss"] for _, record in sorted(read_metrics(run_dir).items())]
+    assert (tmp_path / "True" / "token_store" / "train" / "manifest.json").exists()
+    assert not (tmp_path / "False" / "token_store").exists()
+    assert losses[True] == losses[False]
 
 
 def test_existing_run_is_not_overwritten_without_resume(trained_run: Path, capsys, write_config) -> None:

@@ -1,16 +1,26 @@
 """From a data config to encoded training data: find or fetch the corpus, train or load the joint BPE model."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from transformer.config import DataConfig
 from transformer.data.corpora import fetch_corpus, local_directory_corpus
-from transformer.data.dataset import EncodedCorpus, encode_corpus, read_parallel_files
+from transformer.data.dataset import (
+    EncodedCorpus,
+    ParallelCorpus,
+    encode_corpus,
+    iter_parallel_lines,
+    read_parallel_files,
+)
+from transformer.data.stored_corpus import StoredCorpus
 from transformer.data.synthetic import generate_splits, write_corpus
+from transformer.data.token_store_builder import prepare_token_store
 from transformer.data.tokenizer import Tokenizer
 
 TOKENIZER_FILE = "tokenizer.model"
+#: The training split's token store, under the run directory (``data.token_store: true``).
+TOKEN_STORE_DIR = Path("token_store") / "train"
 
 
 @dataclass
@@ -19,8 +29,8 @@ class TrainingData:
 
     Parameters
     ----------
-    train : EncodedCorpus
-        Training pairs as token ids.
+    train : EncodedCorpus or StoredCorpus
+        Training pairs as token ids: Python lists, or a memory-mapped token store (``data.token_store``).
     valid : EncodedCorpus or None
         Validation pairs, or None when the corpus has no validation split.
     tokenizer : Tokenizer
@@ -35,7 +45,7 @@ class TrainingData:
     as ids.
     """
 
-    train: EncodedCorpus
+    train: ParallelCorpus
     valid: EncodedCorpus | None
     tokenizer: Tokenizer
     split_files: dict[str, tuple[Path, Path]]
@@ -106,30 +116,85 @@ def prepare_data(
     Notes
     -----
     The vocabulary is learned on the training split only, both languages together (section 5.1: "a shared
-    source-target vocabulary").
+    source-target vocabulary"). With ``data.token_store`` the training split is never held in memory: the
+    vocabulary is learned from a bounded sample of a stream of its lines, and the split is encoded once into
+    ``run_dir/token_store/train`` (:func:`transformer.data.token_store_builder.prepare_token_store`), reused
+    by later runs and resumptions with the same files and vocabulary. The store lives in the run directory,
+    next to the tokenizer it was encoded with, rather than in a shared cache: each run learns its own
+    vocabulary, so stores could be shared only between runs that share one. Validation is encoded in memory
+    either way.
     """
     tell = message or (lambda text: None)
     run_dir.mkdir(parents=True, exist_ok=True)
     files = corpus_files(data, run_dir)
-    train_pairs = read_parallel_files(*files["train"])
-    tell(f"train: {len(train_pairs)} pairs from {files['train'][0]} and {files['train'][1]}")
-    tokenizer_path = run_dir / TOKENIZER_FILE
-    if tokenizer_path.exists():
-        tokenizer = Tokenizer.load(tokenizer_path)
-        tell(f"vocabulary: reusing {tokenizer_path} ({tokenizer.vocab_size} pieces)")
-    else:
-        texts = [side for pair in train_pairs for side in pair]
-        tokenizer = Tokenizer.train(texts, tokenizer_path, vocab_size)
-        tell(f"vocabulary: trained a joint BPE model of {tokenizer.vocab_size} pieces -> {tokenizer_path}")
-    if tokenizer.vocab_size != vocab_size:
-        raise ValueError(
-            f"{tokenizer_path} has {tokenizer.vocab_size} pieces but model.vocab_size={vocab_size}; "
-            "delete it to retrain the vocabulary or set model.vocab_size to match"
+    if data.token_store:
+        tokenizer = _load_or_train_tokenizer(
+            run_dir,
+            vocab_size,
+            lambda: (side for pair in iter_parallel_lines(*files["train"]) for side in pair),
+            tell,
         )
-    train = encode_corpus(train_pairs, tokenizer, data.max_len)
+        store = prepare_token_store(
+            run_dir / TOKEN_STORE_DIR,
+            files["train"],
+            tokenizer,
+            data.max_len,
+            verify=data.token_store_verify,
+            message=tell,
+        )
+        train: ParallelCorpus = StoredCorpus(store)
+    else:
+        train_pairs = read_parallel_files(*files["train"])
+        tell(f"train: {len(train_pairs)} pairs from {files['train'][0]} and {files['train'][1]}")
+        pairs = train_pairs
+        tokenizer = _load_or_train_tokenizer(
+            run_dir, vocab_size, lambda: [side for pair in pairs for side in pair], tell
+        )
+        train = encode_corpus(train_pairs, tokenizer, data.max_len)
     tell(f"train: {train.report.describe()}")
     valid = None
     if "valid" in files:
         valid = encode_corpus(read_parallel_files(*files["valid"]), tokenizer, data.max_len)
         tell(f"valid: {valid.report.describe()}")
     return TrainingData(train=train, valid=valid, tokenizer=tokenizer, split_files=files)
+
+
+def _load_or_train_tokenizer(
+    run_dir: Path, vocab_size: int, texts: Callable[[], Iterable[str]], tell: Callable[[str], None]
+) -> Tokenizer:
+    """Reuse ``run_dir/tokenizer.model`` or learn it from ``texts()``; refuse one of another size.
+
+    Parameters
+    ----------
+    run_dir : pathlib.Path
+        The run directory.
+    vocab_size : int
+        The model's vocabulary size.
+    texts : callable
+        Returns the training sentences of both languages (a list, or a stream read from the files); called
+        only when a vocabulary must be learned.
+    tell : callable
+        Receives one-line notes.
+
+    Returns
+    -------
+    Tokenizer
+        The joint vocabulary.
+
+    Notes
+    -----
+    Raises ValueError when an existing model's size differs from ``vocab_size``.
+    """
+    tokenizer_path = run_dir / TOKENIZER_FILE
+    if tokenizer_path.exists():
+        tokenizer = Tokenizer.load(tokenizer_path)
+        tell(f"vocabulary: reusing {tokenizer_path} ({tokenizer.vocab_size} pieces)")
+    else:
+        tokenizer = Tokenizer.train(texts(), tokenizer_path, vocab_size)
+        tell(f"vocabulary: trained a joint BPE model of {tokenizer.vocab_size} pieces -> {tokenizer_path}")
+    if tokenizer.vocab_size != vocab_size:
+        raise ValueError(
+            f"{tokenizer_path} has {tokenizer.vocab_size} pieces but model.vocab_size={vocab_size}; "
+            "delete it to retrain the vocabulary or set model.vocab_size to match"
+        )
+    return tokenizer

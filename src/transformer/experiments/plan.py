@@ -17,7 +17,9 @@ from typing import Any
 from transformer.config import ExperimentConfig, apply_override, experiment_from_dict
 
 #: Keys that describe the machine, not the experiment: they may differ between a run and its resumption.
-MACHINE_KEYS = frozenset({"train.device", "train.threads"})
+#: ``data.token_store*`` say where the encoded corpus is held (lists or a memory-mapped store), which gives the
+#: same batches (tested), so they leave fingerprints of earlier runs unchanged.
+MACHINE_KEYS = frozenset({"train.device", "train.threads", "data.token_store", "data.token_store_verify"})
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from transformer.checkpoint import read_index
-from transformer.experiments.plan import Variant, config_differences, run_config
+from transformer.experiments.plan import Variant, config_differences, config_fingerprint, run_config
 from transformer.experiments.results import append_result, format_metric, read_results
 from transformer.experiments.runner import run_experiment
 from transformer.experiments.table2 import build_plan, scaled_row
@@ -171,6 +171,18 @@ def test_config_differences_name_keys_and_accept_options_added_with_their_defaul
     assert config_differences(recorded, current) == []
     recorded["model"]["d_ff"] = 64
     assert config_differences(recorded, current) == ["model.d_ff: 64 (recorded) != 128 (now)"]
+
+
+def test_token_store_keys_leave_the_fingerprint_of_earlier_runs_unchanged() -> None:
+    plan = build_plan("tiny")
+    current = run_config(plan, plan.variant("base"), 1)
+    recorded = json.loads(json.dumps(current))
+    for key in ("token_store", "token_store_verify"):
+        del recorded["data"][key]  # written before the options existed
+    assert config_fingerprint(recorded) == config_fingerprint(current)
+    current["data"]["token_store"] = True  # the same batches, held on disk
+    assert config_fingerprint(recorded) == config_fingerprint(current)
+    assert config_differences(recorded, current) == []
 
 
 def test_results_file_ignores_a_torn_last_line_and_refuses_a_broken_one(tmp_path: Path) -> None:

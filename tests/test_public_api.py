@@ -20,6 +20,8 @@ DEFINED_IN = {
     "Encoder": "transformer.model.encoder",
     "ExperimentConfig": "transformer.config",
     "MultiHeadAttention": "transformer.model.multihead_attention",
+    "RNNConfig": "transformer.baselines.rnn_config",
+    "RNNEncoderDecoder": "transformer.baselines.rnn",
     "TrainConfig": "transformer.config",
     "Transformer": "transformer.model.transformer",
     "TransformerConfig": "transformer.model.config",

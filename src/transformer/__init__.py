@@ -1,11 +1,14 @@
 """The Transformer of "Attention Is All You Need" (Vaswani et al., 2017): library entry points.
 
-The model and its building blocks (section 3), the configs, and :class:`Translator` (checkpoint to text) are
-importable from here, e.g. ``from transformer import Transformer, TransformerConfig, Translator``.
+The model and its building blocks (section 3), the configs, the recurrent baseline the paper compares with
+(:class:`RNNEncoderDecoder`, :class:`RNNConfig`) and :class:`Translator` (checkpoint to text) are importable
+from here, e.g. ``from transformer import Transformer, TransformerConfig, Translator``.
 """
 
 from typing import TYPE_CHECKING, Any
 
+from transformer.baselines.rnn import RNNEncoderDecoder
+from transformer.baselines.rnn_config import RNNConfig
 from transformer.config import (
     DataConfig,
     DecodeConfig,
@@ -33,6 +36,8 @@ __all__ = [
     "Encoder",
     "ExperimentConfig",
     "MultiHeadAttention",
+    "RNNConfig",
+    "RNNEncoderDecoder",
     "TrainConfig",
     "Transformer",
     "TransformerConfig",

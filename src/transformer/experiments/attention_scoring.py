@@ -76,7 +76,7 @@ import torch
 from transformer.config import ExperimentConfig
 from transformer.data.text_tokenizer import TextTokenizer
 from transformer.experiments.attention_statistics import STATISTICS, measure_pairs
-from transformer.experiments.plan import ExperimentPlan, Variant, run_config
+from transformer.experiments.plan import ExperimentPlan, Variant, run_config, short_recipe
 from transformer.experiments.results import format_metric
 from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
@@ -111,24 +111,6 @@ STATISTIC_HEADINGS = {
     "saturated_share": "saturated rows",
     "logit_grad_norm": "|dL/dlogits|",
 }
-
-
-def _recipe(steps: int, max_tokens: int, peak: float, warmup: int) -> dict[str, Any]:
-    """Build the training section of the short scales: linear cool-down over the last third, two checkpoints."""
-    every = max(1, steps // 2)
-    return {
-        "max_tokens": max_tokens,
-        "max_steps": steps,
-        "max_minutes": None,
-        "warmup_steps": warmup,
-        "peak_learning_rate": peak,
-        "cooldown_steps": steps // 3,
-        "label_smoothing": 0.1,
-        "log_every": max(1, steps // 20),
-        "validate_every": every,
-        "checkpoint_every": every,
-        "keep_checkpoints": 2,
-    }
 
 
 def scale_settings(scale: str) -> dict[str, Any]:
@@ -168,7 +150,7 @@ def scale_settings(scale: str) -> dict[str, Any]:
                 "synthetic_test_pairs": 12,
                 "max_len": 64,
             },
-            "train": {**_recipe(4, max_tokens=512, peak=0.002, warmup=1), "threads": 1},
+            "train": {**short_recipe(4, max_tokens=512, peak=0.002, warmup=1, checkpoints=2), "threads": 1},
             "decode": {"beam_size": 2, "max_length_offset": 5},
         }
     if scale == "cpu":
@@ -191,7 +173,7 @@ def scale_settings(scale: str) -> dict[str, Any]:
                 "synthetic_test_pairs": 500,
                 "max_len": 64,
             },
-            "train": _recipe(steps, max_tokens=1024, peak=0.003, warmup=steps // 10),
+            "train": short_recipe(steps, max_tokens=1024, peak=0.003, warmup=steps // 10, checkpoints=2),
             "decode": {"beam_size": 4, "length_penalty": 0.6},
         }
     if scale == "gpu":
@@ -207,7 +189,7 @@ def scale_settings(scale: str) -> dict[str, Any]:
                 "norm_first": True,
             },
             "data": {"corpus": "multi30k", "source_lang": "en", "target_lang": "de", "max_len": 100},
-            "train": _recipe(steps, max_tokens=4096, peak=0.002, warmup=steps // 10),
+            "train": short_recipe(steps, max_tokens=4096, peak=0.002, warmup=steps // 10, checkpoints=2),
             "decode": {"beam_size": 4, "length_penalty": 1.0, "length_penalty_form": "power"},
         }
     if scale == "paper":

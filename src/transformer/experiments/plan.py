@@ -333,3 +333,49 @@ def with_base_overrides(plan: ExperimentPlan, overrides: Sequence[str]) -> Exper
     for override in overrides:
         apply_override(base, override)
     return dataclasses.replace(plan, base=base)
+
+
+def short_recipe(
+    steps: int, max_tokens: int, peak: float, warmup: int | None = None, checkpoints: int = 4
+) -> dict[str, Any]:
+    """Build the training section the experiments' short scales share.
+
+    Parameters
+    ----------
+    steps : int
+        ``train.max_steps``: a fixed number of steps, no time budget (the paper trains every row alike).
+    max_tokens : int
+        Tokens per batch.
+    peak : float
+        Peak learning rate.
+    warmup : int or None
+        Warm-up steps; None is a tenth of ``steps`` (at least 1).
+    checkpoints : int
+        Checkpoints (and validations) over the run.
+
+    Returns
+    -------
+    dict of str to Any
+        A ``train`` section: linear warm-up, inverse square root, cool-down over the last third, label
+        smoothing 0.1, the last two checkpoints kept.
+
+    Notes
+    -----
+    One definition for ``table2``, ``positions`` and ``attention-scoring``, so their short scales train with
+    the same schedule and a change to it reaches all three (their recorded configurations then differ, and the
+    runner refuses to mix old and new results).
+    """
+    every = max(1, steps // checkpoints)
+    return {
+        "max_tokens": max_tokens,
+        "max_steps": steps,
+        "max_minutes": None,
+        "warmup_steps": max(1, steps // 10) if warmup is None else warmup,
+        "peak_learning_rate": peak,
+        "cooldown_steps": steps // 3,
+        "label_smoothing": 0.1,
+        "log_every": max(1, steps // 20),
+        "validate_every": every,
+        "checkpoint_every": every,
+        "keep_checkpoints": 2,
+    }

@@ -85,7 +85,7 @@ from transformer.data.text_tokenizer import TextTokenizer
 from transformer.decoding.translator import Translator
 from transformer.evaluation.bleu import score_translations
 from transformer.experiments import table2
-from transformer.experiments.plan import ExperimentPlan, Variant, flatten
+from transformer.experiments.plan import ExperimentPlan, Variant, flatten, short_recipe
 from transformer.experiments.results import format_metric
 from transformer.model.transformer import Transformer
 
@@ -178,24 +178,6 @@ LENGTH_SCALES = {
 }  # fmt: skip
 
 
-def _recipe(steps: int, max_tokens: int, peak: float) -> dict[str, Any]:
-    """Build a training section: warm-up a tenth, cool-down a third, four checkpoints (table2's short recipe)."""
-    every = max(1, steps // 4)
-    return {
-        "max_tokens": max_tokens,
-        "max_steps": steps,
-        "max_minutes": None,
-        "warmup_steps": max(1, steps // 10),
-        "peak_learning_rate": peak,
-        "cooldown_steps": steps // 3,
-        "label_smoothing": 0.1,
-        "log_every": max(1, steps // 20),
-        "validate_every": every,
-        "checkpoint_every": every,
-        "keep_checkpoints": 2,
-    }
-
-
 def multi30k_base(scale: str) -> dict[str, Any]:
     """Give the ``multi30k`` group's base configuration: Table 2's base row at the scale.
 
@@ -269,7 +251,7 @@ def length_base(scale: str) -> dict[str, Any]:
             "synthetic_test_pairs": 500 if scale != "tiny" else 12,
             "synthetic_seed": 1234,
         },
-        "train": _recipe(size.steps, size.max_tokens, 0.003),
+        "train": short_recipe(size.steps, size.max_tokens, 0.003),
         "decode": {
             "beam_size": 4 if scale != "tiny" else 2,
             "length_penalty": 0.6,

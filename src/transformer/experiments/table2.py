@@ -27,7 +27,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from transformer.experiments.plan import ExperimentPlan, Variant, run_config
+from transformer.experiments.plan import ExperimentPlan, Variant, run_config, short_recipe
 from transformer.experiments.results import format_metric
 from transformer.model.presets import BASE_SETTINGS, BIG_SETTINGS, TABLE2_VARIANTS
 
@@ -94,7 +94,7 @@ def scale_settings(scale: str) -> dict[str, Any]:
             "base": {
                 **multi30k,
                 "model": {"vocab_size": 10000, "norm_first": True},
-                "train": _short_recipe(steps, max_tokens=4096, peak=0.002),
+                "train": short_recipe(steps, max_tokens=4096, peak=0.002),
             },
         }
     if scale == "cpu":
@@ -106,7 +106,7 @@ def scale_settings(scale: str) -> dict[str, Any]:
             "base": {
                 **multi30k,
                 "model": {"vocab_size": 8000, "norm_first": True},
-                "train": _short_recipe(steps, max_tokens=2048, peak=0.002),
+                "train": short_recipe(steps, max_tokens=2048, peak=0.002),
             },
         }
     if scale == "tiny":
@@ -124,29 +124,11 @@ def scale_settings(scale: str) -> dict[str, Any]:
                     "synthetic_test_pairs": 12,
                     "max_len": 64,
                 },
-                "train": {**_short_recipe(steps, max_tokens=512, peak=0.002), "threads": 1},
+                "train": {**short_recipe(steps, max_tokens=512, peak=0.002), "threads": 1},
                 "decode": {"beam_size": 2, "max_length_offset": 5},
             },
         }
     raise ValueError(f"--scale {scale}: table2 runs at scale tiny, cpu, gpu or paper")
-
-
-def _short_recipe(steps: int, max_tokens: int, peak: float) -> dict[str, Any]:
-    """Build the training section of the short scales: warm-up a tenth, cool-down a third, four checkpoints."""
-    every = max(1, steps // 4)
-    return {
-        "max_tokens": max_tokens,
-        "max_steps": steps,
-        "max_minutes": None,
-        "warmup_steps": max(1, steps // 10),
-        "peak_learning_rate": peak,
-        "cooldown_steps": steps // 3,
-        "label_smoothing": 0.1,
-        "log_every": max(1, steps // 20),
-        "validate_every": every,
-        "checkpoint_every": every,
-        "keep_checkpoints": 2,
-    }
 
 
 def _step_overrides(scale: str, steps: int) -> dict[str, Any]:
@@ -154,7 +136,7 @@ def _step_overrides(scale: str, steps: int) -> dict[str, Any]:
     if scale == "paper":
         return {"train.max_steps": steps}
     keys = ("max_steps", "warmup_steps", "cooldown_steps", "log_every", "validate_every", "checkpoint_every")
-    recipe = _short_recipe(steps, max_tokens=0, peak=0.0)
+    recipe = short_recipe(steps, max_tokens=0, peak=0.0)
     return {f"train.{key}": recipe[key] for key in keys}
 
 

@@ -57,8 +57,10 @@ def scale_settings(scale: str) -> dict[str, Any]:
 
     Notes
     -----
-    The steps of the CPU scale were chosen by measuring the base row on a 2-core CPU (EXPERIMENTS.md) so that
-    the whole table, big's threefold steps included, fits in about 2.5 hours.
+    The steps of the CPU scale were chosen by measuring the base row: 3.4 steps a second with 2,048-token batches
+    (fp32, 2 threads) on a 2-core Xeon with AVX-512 and no AMX, 2026-11-23, so that the whole table, big's
+    threefold steps included, fits in about 2.5 hours there; a CPU with AMX (bf16) runs it several times faster,
+    a loaded machine slower. The step counts do not depend on the machine, so results from any CPU compare.
     """
     if scale == "paper":
         return {

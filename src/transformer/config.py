@@ -93,12 +93,13 @@ class DataConfig:
     Parameters
     ----------
     corpus : str
-        "synthetic" (the built-in grammar, generated from ``synthetic_seed``), a known corpus name such as
-        "multi30k" (downloaded to ``cache_dir``), or "directory" (files in ``data_dir``).
+        "synthetic" (the built-in grammar, generated from ``synthetic_seed``), a known corpus name:
+        "multi30k", "wmt14-en-de" or "wmt14-en-fr" (downloaded to ``cache_dir``, checksums verified; see
+        docs/wmt14.md), or "directory" (files in ``data_dir``).
     data_dir : str or None
         Folder of ``{train,valid,test}.{lang}[.gz]`` files when ``corpus == "directory"``.
     source_lang : str
-        Source language suffix ("en").
+        Source language suffix ("en"). For a known corpus, its own direction or the reverse.
     target_lang : str
         Target language suffix ("de").
     max_len : int

@@ -1,69 +1,44 @@
 """Known parallel corpora: where to download them, their checksums, and a verified local cache.
 
-``fetch_corpus("multi30k", cache_dir)`` returns the (gzipped) files of each split, downloading
-each one at most once. Every file is checked against its SHA-256 before it enters the cache, and
-enters it atomically, so the cache never holds a partial or wrong file. ``mirror`` points at a
-local copy (a directory or ``file://`` URL holding the same file names) for machines without
-network access. ``local_directory_corpus`` finds the files of a corpus you already have.
+``fetch_corpus("multi30k", cache_dir)`` returns the files of each split, downloading each one at most once.
+Two kinds of corpus are known: those published as one file per split and language (Multi30k,
+:class:`CorpusSpec`), used as downloaded, and those published as archives of many texts (WMT14,
+:class:`transformer.data.archive_corpus.ArchiveCorpusSpec`), extracted once into plain files. Every download
+is checked against its published checksum before it enters the cache, and enters it atomically, so the cache
+never holds a partial or wrong file. ``mirror`` points at a local copy (a directory or ``file://`` URL holding
+the same file names) for machines without network access. ``local_directory_corpus`` finds the files of a
+corpus you already have.
 """
 
-import hashlib
-import shutil
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
-from transformer.atomic_files import atomic_write
+from transformer.data.archive_corpus import ArchiveCorpusSpec, fetch_archive_corpus
 from transformer.data.dataset import CorpusError
+from transformer.data.remote_files import (
+    ChecksumMismatchError,
+    Downloader,
+    RemoteFile,
+    download_url,
+    fetch_remote_file,
+    sha256_of_file,
+)
+from transformer.data.wmt14 import WMT14_EN_DE, WMT14_EN_FR
 
-DOWNLOAD_TIMEOUT_SECONDS = 60.0
-_CHUNK_BYTES = 1 << 20
-
-
-class ChecksumMismatchError(CorpusError):
-    """A downloaded or copied file does not have the SHA-256 its corpus specification lists.
-
-    Notes
-    -----
-    Raised inside the atomic write of the cache entry, so the wrong bytes are discarded and never
-    cached. A wrong checksum means a corrupt transfer, a tampered mirror or a new upstream version;
-    the message gives both hashes so the three can be told apart.
-    """
-
-
-@dataclass(frozen=True)
-class RemoteFile:
-    """One file of a corpus as its publisher distributes it.
-
-    Parameters
-    ----------
-    url : str
-        Where to download it.
-    sha256 : str
-        Hex SHA-256 of the file's bytes (64 lowercase hex digits).
-    filename : str
-        Its name in the cache directory and in a mirror.
-
-    Notes
-    -----
-    Validated at construction: a path separator in ``filename`` or a malformed hash is an error.
-    """
-
-    url: str
-    sha256: str
-    filename: str
-
-    def __post_init__(self) -> None:
-        if len(self.sha256) != 64 or any(digit not in "0123456789abcdef" for digit in self.sha256):
-            raise ValueError(
-                f"RemoteFile {self.filename}: sha256={self.sha256!r} is not 64 lowercase hex digits"
-            )
-        if not self.filename or Path(self.filename).name != self.filename:
-            raise ValueError(f"RemoteFile: filename={self.filename!r} must be a bare file name")
+__all__ = [
+    "KNOWN_CORPORA",
+    "SPLIT_FILE_PREFIXES",
+    "ChecksumMismatchError",
+    "CorpusSpec",
+    "Downloader",
+    "RemoteFile",
+    "corpus_languages",
+    "download_url",
+    "fetch_corpus",
+    "local_directory_corpus",
+    "sha256_of_file",
+]
 
 
 @dataclass(frozen=True)
@@ -127,191 +102,101 @@ MULTI30K = CorpusSpec(
     ),
 )
 
-KNOWN_CORPORA: dict[str, CorpusSpec] = {MULTI30K.name: MULTI30K}
-
-Downloader = Callable[[str, IO[bytes]], None]
-"""Writes the content at a URL (first argument) into a binary file open for writing (second argument)."""
-
-
-def sha256_of_file(path: Path) -> str:
-    """Hash a file in chunks.
-
-    Parameters
-    ----------
-    path : pathlib.Path
-        The file.
-
-    Returns
-    -------
-    str
-        Its SHA-256 as 64 lowercase hex digits.
-
-    Notes
-    -----
-    Reads 1 MiB at a time, so memory stays flat for large corpora.
-    """
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as file:
-        while chunk := file.read(_CHUNK_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
+KNOWN_CORPORA: dict[str, CorpusSpec | ArchiveCorpusSpec] = {
+    spec.name: spec for spec in (MULTI30K, WMT14_EN_DE, WMT14_EN_FR)
+}
 
 
-def download_url(url: str, destination: IO[bytes]) -> None:
-    """Stream the content at a URL into an open binary file with ``urllib``, giving up after a timeout.
+def corpus_languages(name: str) -> tuple[str, str]:
+    """Give the (source, target) languages a known corpus is published in.
 
     Parameters
     ----------
-    url : str
-        http(s) or file URL; redirects are followed.
-    destination : IO[bytes]
-        A binary file open for writing; left open.
+    name : str
+        A key of :data:`KNOWN_CORPORA`.
 
     Returns
     -------
-    None
+    tuple of (str, str)
+        E.g. ("en", "de"); :func:`fetch_corpus` also serves the reverse direction.
 
     Notes
     -----
-    The default downloader of :func:`fetch_corpus`, which hands it the temporary file of
-    :func:`transformer.atomic_files.atomic_write`: the bytes are copied 1 MiB at a time, never held
-    whole in memory. Raises CorpusError naming the URL when the server cannot be reached, answers
-    with an error, or stalls for ``DOWNLOAD_TIMEOUT_SECONDS``; the caller then discards the partial
-    file.
+    Raises ValueError listing the known names for an unknown corpus.
     """
-    request = urllib.request.Request(url, headers={"User-Agent": "transformer-reference/0.1"})
-    try:
-        with urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response:
-            shutil.copyfileobj(response, destination, _CHUNK_BYTES)
-    except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
-        reason = getattr(error, "reason", error)
-        raise CorpusError(f"cannot download {url}: {reason}") from None
-
-
-def _retrieve(remote: RemoteFile, mirror: str | None, downloader: Downloader, destination: IO[bytes]) -> str:
-    """Write one corpus file into ``destination`` from its URL or from a mirror.
-
-    Parameters
-    ----------
-    remote : RemoteFile
-        The file.
-    mirror : str or None
-        A directory, ``file://`` URL or http(s) URL holding ``remote.filename``; None for ``remote.url``.
-    downloader : Downloader
-        Fetches URLs.
-    destination : IO[bytes]
-        The open binary file to write the bytes into.
-
-    Returns
-    -------
-    str
-        Where the bytes came from, for error messages.
-
-    Notes
-    -----
-    Raises CorpusError when a local mirror lacks the file.
-    """
-    if mirror is None:
-        downloader(remote.url, destination)
-        return remote.url
-    if mirror.startswith(("http://", "https://")):
-        url = f"{mirror.rstrip('/')}/{remote.filename}"
-        downloader(url, destination)
-        return url
-    if mirror.startswith("file://"):
-        mirror = urllib.request.url2pathname(urllib.parse.urlparse(mirror).path)
-    source = Path(mirror).expanduser() / remote.filename
-    if not source.is_file():
-        raise CorpusError(f"mirror {mirror} has no file {remote.filename}")
-    with source.open("rb") as file:
-        shutil.copyfileobj(file, destination, _CHUNK_BYTES)
-    return str(source)
-
-
-def _fetch_file(remote: RemoteFile, corpus_dir: Path, mirror: str | None, downloader: Downloader) -> Path:
-    """Return the cached copy of one file, fetching and verifying it first if needed.
-
-    Parameters
-    ----------
-    remote : RemoteFile
-        The file and its checksum.
-    corpus_dir : pathlib.Path
-        The corpus's cache directory (exists).
-    mirror : str or None
-        As for :func:`fetch_corpus`.
-    downloader : Downloader
-        As for :func:`fetch_corpus`.
-
-    Returns
-    -------
-    pathlib.Path
-        ``corpus_dir / remote.filename``, with the expected checksum.
-
-    Notes
-    -----
-    The bytes stream into the temporary file of :func:`transformer.atomic_files.atomic_write`, and
-    the checksum is verified inside its block, on the bytes as written: a mismatch raises there, so
-    the temporary file is removed and the cache entry (a stale or partial file included) is left as
-    it was; only a verified file is renamed into place, with the mode a plain ``open`` gives (0644
-    under umask 022; ``mkstemp``'s 0600 would hide a shared cache from other users).
-    """
-    cached = corpus_dir / remote.filename
-    if cached.is_file() and sha256_of_file(cached) == remote.sha256:
-        return cached
-    with atomic_write(cached, "wb") as handle:
-        origin = _retrieve(remote, mirror, downloader, handle)
-        handle.flush()
-        actual = sha256_of_file(Path(handle.name))
-        if actual != remote.sha256:
-            raise ChecksumMismatchError(
-                f"{remote.filename} from {origin} has sha256 {actual}, expected {remote.sha256}; "
-                "the file is corrupt or a different version, so it was not cached"
-            )
-    return cached
+    if name not in KNOWN_CORPORA:
+        raise ValueError(f"unknown corpus {name!r}; known corpora: {', '.join(sorted(KNOWN_CORPORA))}")
+    spec = KNOWN_CORPORA[name]
+    return spec.source_lang, spec.target_lang
 
 
 def fetch_corpus(
-    name: str, cache_dir: Path, *, mirror: str | None = None, downloader: Downloader | None = None
+    name: str,
+    cache_dir: Path,
+    *,
+    mirror: str | None = None,
+    downloader: Downloader | None = None,
+    source_lang: str | None = None,
+    target_lang: str | None = None,
+    message: Callable[[str], None] | None = None,
 ) -> dict[str, tuple[Path, Path]]:
     """Return the verified local files of a known corpus, downloading only what the cache lacks.
 
     Parameters
     ----------
     name : str
-        A key of :data:`KNOWN_CORPORA`, e.g. "multi30k".
+        A key of :data:`KNOWN_CORPORA`, e.g. "multi30k" or "wmt14-en-de".
     cache_dir : pathlib.Path
-        Cache root; files live in ``cache_dir / name`` (created if missing).
+        Cache root; a corpus's files live in ``cache_dir / name`` (created if missing), downloaded
+        archives in ``cache_dir / "archives"``.
     mirror : str or None
         A local directory or ``file://`` URL (copied from) or an http(s) URL (downloaded from)
         that holds the corpus files under their usual names; None downloads from the publisher.
     downloader : Downloader or None
         Replaces :func:`download_url`, e.g. in tests; it receives the URL and a binary file open for
         writing, which it must write the bytes into and leave open.
+    source_lang, target_lang : str or None
+        The direction wanted; None for the corpus's own. The reverse of the corpus's direction swaps the
+        two files of every split (Multi30k German to English, WMT14 German to English).
+    message : callable or None
+        Receives one-line progress notes (downloads and extraction of large corpora).
 
     Returns
     -------
     dict[str, tuple[pathlib.Path, pathlib.Path]]
-        (source file, target file) per split, as distributed (gzipped for Multi30k; the readers
-        in :mod:`transformer.data.dataset` decompress transparently).
+        (source file, target file) per split: as distributed for Multi30k (gzipped; the readers in
+        :mod:`transformer.data.dataset` decompress transparently), extracted plain text for WMT14.
 
     Notes
     -----
-    A cached file with the right SHA-256 is used as is (no network access). A fetched file whose
-    SHA-256 differs raises ChecksumMismatchError naming the file and both hashes, and nothing is
-    written to the cache. Raises ValueError listing the known names for an unknown corpus.
+    A cached file with the right checksum is used as is (no network access). A fetched file whose
+    checksum differs raises ChecksumMismatchError naming the file and both hashes, and nothing is
+    written to the cache. Raises ValueError listing the known names for an unknown corpus, and one
+    naming ``data.source_lang``/``data.target_lang`` for languages the corpus does not have.
     """
-    if name not in KNOWN_CORPORA:
-        raise ValueError(f"unknown corpus {name!r}; known corpora: {', '.join(sorted(KNOWN_CORPORA))}")
-    corpus_dir = Path(cache_dir).expanduser() / name
-    corpus_dir.mkdir(parents=True, exist_ok=True)
-    fetch = downloader if downloader is not None else download_url
-    return {
-        split: (
-            _fetch_file(source_file, corpus_dir, mirror, fetch),
-            _fetch_file(target_file, corpus_dir, mirror, fetch),
+    corpus_source, corpus_target = corpus_languages(name)
+    wanted = (source_lang or corpus_source, target_lang or corpus_target)
+    if wanted not in ((corpus_source, corpus_target), (corpus_target, corpus_source)):
+        raise ValueError(
+            f"data.corpus={name} is {corpus_source}-{corpus_target}, but data.source_lang={wanted[0]} and "
+            f"data.target_lang={wanted[1]}; set them to {corpus_source} and {corpus_target} (or the reverse)"
         )
-        for split, (source_file, target_file) in KNOWN_CORPORA[name].splits.items()
-    }
+    spec = KNOWN_CORPORA[name]
+    files: dict[str, tuple[Path, Path]]
+    if isinstance(spec, ArchiveCorpusSpec):
+        files = fetch_archive_corpus(spec, cache_dir, mirror=mirror, downloader=downloader, message=message)
+    else:
+        corpus_dir = Path(cache_dir).expanduser() / name
+        files = {
+            split: (
+                fetch_remote_file(source_file, corpus_dir, mirror, downloader),
+                fetch_remote_file(target_file, corpus_dir, mirror, downloader),
+            )
+            for split, (source_file, target_file) in spec.splits.items()
+        }
+    if wanted != (corpus_source, corpus_target):
+        files = {split: (target, source) for split, (source, target) in files.items()}
+    return files
 
 
 # File-name prefixes accepted for each split, in order of preference.

@@ -51,7 +51,9 @@ class TrainingData:
     split_files: dict[str, tuple[Path, Path]]
 
 
-def corpus_files(data: DataConfig, run_dir: Path) -> dict[str, tuple[Path, Path]]:
+def corpus_files(
+    data: DataConfig, run_dir: Path, message: Callable[[str], None] | None = None
+) -> dict[str, tuple[Path, Path]]:
     """Locate (generating or downloading if needed) the files of each split.
 
     Parameters
@@ -60,6 +62,8 @@ def corpus_files(data: DataConfig, run_dir: Path) -> dict[str, tuple[Path, Path]
         Which corpus.
     run_dir : Path
         The run directory; the built-in corpus is written to ``run_dir/data``.
+    message : callable or None
+        Receives one-line progress notes (downloads, extraction).
 
     Returns
     -------
@@ -68,7 +72,9 @@ def corpus_files(data: DataConfig, run_dir: Path) -> dict[str, tuple[Path, Path]
 
     Notes
     -----
-    The built-in corpus is regenerated only when its files are missing; it is deterministic in its seed.
+    The built-in corpus is regenerated only when its files are missing; it is deterministic in its seed. A
+    known corpus is served in the direction ``data.source_lang`` to ``data.target_lang`` (its own or the
+    reverse; other languages are an error naming the options).
     """
     if data.corpus == "synthetic":
         directory = run_dir / "data"
@@ -89,7 +95,14 @@ def corpus_files(data: DataConfig, run_dir: Path) -> dict[str, tuple[Path, Path]
     if data.corpus == "directory":
         assert data.data_dir is not None  # checked by DataConfig
         return local_directory_corpus(Path(data.data_dir).expanduser(), data.source_lang, data.target_lang)
-    return fetch_corpus(data.corpus, Path(data.cache_dir).expanduser(), mirror=data.mirror)
+    return fetch_corpus(
+        data.corpus,
+        Path(data.cache_dir).expanduser(),
+        mirror=data.mirror,
+        source_lang=data.source_lang,
+        target_lang=data.target_lang,
+        message=message,
+    )
 
 
 def prepare_data(
@@ -126,7 +139,7 @@ def prepare_data(
     """
     tell = message or (lambda text: None)
     run_dir.mkdir(parents=True, exist_ok=True)
-    files = corpus_files(data, run_dir)
+    files = corpus_files(data, run_dir, tell)
     if data.token_store:
         tokenizer = _load_or_train_tokenizer(
             run_dir,

@@ -36,7 +36,7 @@ Scales:
   converged. (``--set data.corpus=multi30k --set data.mirror=DIR --set model.vocab_size=8000`` runs the
   same grid on Multi30k, at several times the cost per step; the ``gpu`` scale is the place for it.)
 * ``gpu``: Multi30k, d_model 256, 8 heads, 4+4 layers, as table2's gpu scale.
-* ``paper``: WMT14 English-German files the user provides (``data/wmt14_en_de``), the base model's size.
+* ``paper``: WMT14 English-German from the corpus registry (``data.corpus: wmt14-en-de``), the base model's size.
   Additive scoring keeps a (batch, heads, query, key, d_k) tensor per layer: at d_k = 256 and the paper's
   batch it needs far more memory than one GPU has; lower ``train.max_tokens`` with ``train.accumulate``.
 * ``tiny``: a few steps on 300 grammar pairs, for tests.
@@ -195,7 +195,7 @@ def scale_settings(scale: str) -> dict[str, Any]:
     if scale == "paper":
         return {
             "model": {"vocab_size": 37000, "norm_first": False},
-            "data": {"corpus": "directory", "data_dir": "data/wmt14_en_de", "max_len": 256},
+            "data": {"corpus": "wmt14-en-de", "token_store": True, "max_len": 256},
             "train": {
                 "max_steps": 100_000,
                 "max_minutes": None,

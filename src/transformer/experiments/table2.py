@@ -16,7 +16,8 @@ One rule maps every row onto a scale, so the ratios between rows are the paper's
 
 Scales: ``cpu`` (Multi30k, w = 1/4, l = 1/2: d_model 128, N 3; about 2.5 hours for the whole table on two CPU
 cores), ``gpu`` (Multi30k, the shipped model's size: w = 1/2, l = 2/3, d_model 256, N 4), ``paper`` (w = l = 1,
-WMT14 English-German files the user provides in ``data/wmt14_en_de``, the paper's batch of 25,000 tokens) and
+WMT14 English-German from the corpus registry (``data.corpus: wmt14-en-de``, downloaded once, read through the token
+store), the paper's batch of 25,000 tokens) and
 ``tiny`` (the built-in grammar corpus, for tests). The CPU and GPU scales train pre-norm, as the shipped
 Multi30k recipe does: on budgets of a few thousand steps post-norm learns far more slowly (BENCHMARKS.md);
 the paper scale is post-norm, as the paper.
@@ -69,7 +70,7 @@ def scale_settings(scale: str) -> dict[str, Any]:
             "steps": 100_000,
             "base": {
                 "model": {"vocab_size": 37000, "norm_first": False},
-                "data": {"corpus": "directory", "data_dir": "data/wmt14_en_de", "max_len": 256},
+                "data": {"corpus": "wmt14-en-de", "token_store": True, "max_len": 256},
                 "train": {
                     "max_steps": 100_000,
                     "max_minutes": None,

@@ -18,6 +18,11 @@ from transformer.training import trainer as trainer_module
 from transformer.training.checkpoint import load_training_checkpoint
 from transformer.training.trainer import Trainer, TrainingDivergedError
 
+#: Runs compared for equality name their attention path: "auto" is timed by each process, and on a busy machine
+#: the answer is not cached, so two runs can pick different paths and round differently (see
+#: ``tests/training/test_distributed.py``).
+FIXED_ATTENTION = {"attention_implementation": "fused"}
+
 
 def read_metrics(run_dir: Path, kind: str = "train") -> dict[int, dict]:
     """The last record of each step (a resumed run re-logs the steps after its checkpoint)."""
@@ -72,6 +77,7 @@ def test_checkpoint_holds_only_safetensors_and_json(trained_run: Path, monkeypat
 def test_resume_after_sigkill_reaches_the_same_loss(tmp_path: Path, write_config, token_store: bool) -> None:
     config = write_config(
         tmp_path,
+        model=FIXED_ATTENTION,
         train={"max_steps": 40, "checkpoint_every": 4, "validate_every": 0},
         data={"token_store": token_store},
     )
@@ -116,6 +122,7 @@ def test_token_store_trains_exactly_like_the_in_memory_corpus(tmp_path: Path, wr
         config = write_config(
             tmp_path,
             f"{token_store}.yaml",
+            model=FIXED_ATTENTION,
             train={"max_steps": 8, "validate_every": 0},
             data={"token_store": token_store},
         )

@@ -2,7 +2,8 @@
 
 import os
 from dataclasses import dataclass
-from typing import TypeVar, cast
+from datetime import timedelta
+from typing import Any, TypeVar, cast
 
 import torch
 from torch import Tensor
@@ -12,6 +13,10 @@ from transformer.device import resolve_device
 
 CPU = torch.device("cpu")
 T = TypeVar("T")
+#: How long the other ranks wait for rank 0 to prepare the data: downloading and extracting WMT14, learning the
+#: vocabulary and encoding the token store take far longer than a collective's default timeout (10 minutes
+#: for NCCL in recent PyTorch), after which the waiting ranks would abort the job.
+DATA_PREPARATION_TIMEOUT = timedelta(hours=6)
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,9 @@ class DistributedContext:
         Rank on this machine, which picks the GPU.
     device : torch.device
         Device this process trains on.
+    preparation_group : object or None
+        A gloo process group with :data:`DATA_PREPARATION_TIMEOUT`, for :func:`wait_for_data_preparation`;
+        None when not distributed.
 
     Notes
     -----
@@ -38,6 +46,7 @@ class DistributedContext:
     world_size: int = 1
     local_rank: int = 0
     device: torch.device = CPU
+    preparation_group: Any = None
 
     @property
     def is_main(self) -> bool:
@@ -88,7 +97,8 @@ def init_distributed(requested_device: str) -> DistributedContext:
     Notes
     -----
     Reads ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` set by ``torchrun``. Uses NCCL on GPUs and gloo on
-    CPUs.
+    CPUs, plus a second, gloo group with a long timeout for the one wait on rank 0's data preparation; every
+    rank creates it here, together, because creating a group is itself a collective.
     """
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -99,7 +109,8 @@ def init_distributed(requested_device: str) -> DistributedContext:
         torch.cuda.set_device(device)
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
-    return DistributedContext(dist.get_rank(), dist.get_world_size(), local_rank, device)
+    preparation_group = dist.new_group(backend="gloo", timeout=DATA_PREPARATION_TIMEOUT)
+    return DistributedContext(dist.get_rank(), dist.get_world_size(), local_rank, device, preparation_group)
 
 
 def all_reduce_sum(values: Tensor, context: DistributedContext) -> Tensor:
@@ -150,6 +161,28 @@ def barrier(context: DistributedContext) -> None:
     """
     if context.is_distributed:
         dist.barrier()
+
+
+def wait_for_data_preparation(context: DistributedContext) -> None:
+    """Wait for every process, allowing :data:`DATA_PREPARATION_TIMEOUT` (no-op when single-process).
+
+    Parameters
+    ----------
+    context : DistributedContext
+        The job.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    The other ranks call it before preparing the data and rank 0 after, so they load only what rank 0 wrote
+    completely (vocabulary, token store). A plain :func:`barrier` would time out while rank 0 downloads and
+    encodes a large corpus; this one waits on a CPU (gloo) group created with a timeout of hours.
+    """
+    if context.is_distributed:
+        dist.barrier(group=context.preparation_group)
 
 
 def shutdown_distributed(context: DistributedContext) -> None:

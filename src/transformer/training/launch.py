@@ -14,7 +14,7 @@ import torch
 
 from transformer.config import ExperimentConfig
 from transformer.data.prepare import TrainingData, prepare_data
-from transformer.training.distributed import barrier, init_distributed, shutdown_distributed
+from transformer.training.distributed import init_distributed, shutdown_distributed, wait_for_data_preparation
 from transformer.training.progress import ProgressBar
 from transformer.training.run_directory import claim_run_directory
 from transformer.training.run_lock import LOCK_FILE
@@ -53,7 +53,7 @@ def train_experiment(
     progress = ProgressBar()
     try:
         if not context.is_main:
-            barrier(context)
+            wait_for_data_preparation(context)
         data = prepare_data(
             experiment.data,
             experiment.model.vocab_size,
@@ -61,7 +61,7 @@ def train_experiment(
             message=progress.message if context.is_main else None,
         )
         if context.is_main:
-            barrier(context)
+            wait_for_data_preparation(context)
         trainer = Trainer(experiment, run_dir, data, context, progress)
         if context.is_main:
             progress.message(

@@ -653,6 +653,8 @@ def plot(plan: ExperimentPlan, records: list[dict[str, Any]], output_dir: Path) 
     by_time.set(
         title=f"Time to quality (scale {plan.scale})", xlabel="training minutes", ylabel="dev BLEU (greedy)"
     )
+    by_time.set_xlim(left=0)
+    by_time.set_ylim(bottom=0)
     by_flops.set(title="Quality against training cost", xlabel="training FLOPs", xscale="log")
     by_time.legend(fontsize=8)
     figure.tight_layout()

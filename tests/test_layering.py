@@ -44,6 +44,7 @@ ALLOWED: dict[str, set[str]] = {
         "atomic_files",
     },
     "experiments": {
+        "architectures",
         "device",
         "atomic_files",
         "loss",

@@ -1,9 +1,10 @@
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
-from transformer.checkpoint import load_checkpoint
+from transformer.checkpoint import CheckpointError, load_checkpoint
 from transformer.config import TransformerConfig
 from transformer.model.transformer import Transformer
 from transformer.training.checkpoint import (
@@ -11,6 +12,7 @@ from transformer.training.checkpoint import (
     TrainerState,
     load_training_checkpoint,
     optimizer_tensors,
+    read_trainer_state,
     restore_optimizer,
 )
 
@@ -58,3 +60,17 @@ def test_training_checkpoint_restores_the_optimizer_and_state_exactly(tmp_path: 
     # The neutral reader sees the same weights and no training state.
     plain = load_checkpoint(tmp_path)
     assert not hasattr(plain, "state") and plain.weights.keys() == loaded.weights.keys()
+
+
+def test_read_trainer_state_reads_the_state_alone(tmp_path: Path) -> None:
+    state = TrainerState(step=3, tokens_seen=120, elapsed_seconds=4.5)
+    path = CheckpointManager(tmp_path, keep_last=1).save(
+        Transformer(CONFIG), CONFIG, {"tokenizer.model": b"tok"}, state, {}
+    )
+    read = read_trainer_state(path)
+    assert read is not None and (read.step, read.tokens_seen, read.elapsed_seconds) == (3, 120, 4.5)
+    (path / "trainer_state.json").unlink()
+    assert read_trainer_state(path) is None  # a weights-only checkpoint
+    (path / "trainer_state.json").write_text("{broken", encoding="utf-8")
+    with pytest.raises(CheckpointError, match="unreadable training state"):
+        read_trainer_state(path)

@@ -19,6 +19,7 @@ EXPERIMENTS = {
     "table2": "transformer.experiments.table2",
     "positions": "transformer.experiments.positions",
     "attention-scoring": "transformer.experiments.attention_scoring",
+    "rnn-baseline": "transformer.experiments.rnn_baseline",
 }
 #: The scales every experiment accepts.
 SCALES = ("tiny", "cpu", "gpu", "paper")

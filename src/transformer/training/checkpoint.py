@@ -243,10 +243,8 @@ def load_training_checkpoint(path: Path) -> TrainingCheckpoint:
     unreadable, so ``--resume`` can fall back to an older checkpoint.
     """
     checkpoint = load_checkpoint(path)
-    state = None
+    state = read_trainer_state(checkpoint.path)
     try:
-        if (checkpoint.path / STATE_FILE).exists():
-            state = TrainerState(**json.loads((checkpoint.path / STATE_FILE).read_text(encoding="utf-8")))
         optimizer_file = checkpoint.path / OPTIMIZER_FILE
         extra = load_file(str(optimizer_file)) if optimizer_file.exists() else {}
     except (OSError, SafetensorError, TypeError, ValueError) as error:
@@ -254,6 +252,34 @@ def load_training_checkpoint(path: Path) -> TrainingCheckpoint:
     return TrainingCheckpoint(
         checkpoint.path, checkpoint.model_config, checkpoint.weights, checkpoint.decode_config, state, extra
     )
+
+
+def read_trainer_state(directory: Path) -> TrainerState | None:
+    """Read a checkpoint's training state alone, without its weights or optimizer moments.
+
+    Parameters
+    ----------
+    directory : Path
+        A checkpoint directory (``run/checkpoints/step-00001000``).
+
+    Returns
+    -------
+    TrainerState or None
+        Its ``trainer_state.json``; None for a weights-only checkpoint (an average, an imported model).
+
+    Notes
+    -----
+    For readers that want the step, the elapsed training time or the tokens seen of many checkpoints (a
+    quality-over-time curve) without loading the optimizer file, three times the size of the weights. Raises
+    CheckpointError naming the directory when the file is unreadable.
+    """
+    state_file = Path(directory) / STATE_FILE
+    if not state_file.exists():
+        return None
+    try:
+        return TrainerState(**json.loads(state_file.read_text(encoding="utf-8")))
+    except (OSError, TypeError, ValueError) as error:
+        raise CheckpointError(f"{directory}: unreadable training state ({error})") from None
 
 
 class CheckpointManager:

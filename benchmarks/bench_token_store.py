@@ -111,8 +111,11 @@ def run_child(
     Notes
     -----
     The child inherits this environment plus ``PYTHONUNBUFFERED=1``, so its lines reach the log as printed.
-    Linux: the peak comes from ``os.wait4`` (``ru_maxrss`` in KiB), which reports exactly the reaped child,
-    unlike ``getrusage(RUSAGE_CHILDREN)``, the maximum over every child so far.
+    Linux: the peak is the child's own high-water mark, ``VmHWM`` of ``/proc/PID/status``, read at every
+    poll (a high-water mark, so only a peak reached within the last poll interval before exit could be
+    missed). ``ru_maxrss`` from ``os.wait4`` is not used where ``VmHWM`` was read: Linux carries it over
+    ``fork`` and ``exec``, so a child of a large process (a test suite at 2.5 GB) reports at least its
+    parent's size; it remains the fallback for a child too short-lived to be read.
     """
     tests = milestones or {}
     seen: dict[str, float] = {}
@@ -122,7 +125,9 @@ def run_child(
         process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, cwd=REPOSITORY, env=environment
         )
+    high_water_bytes = 0
     while True:
+        high_water_bytes = max(high_water_bytes, _high_water_bytes(process.pid))
         pid, status, usage = os.wait4(process.pid, os.WNOHANG)
         elapsed = time.perf_counter() - started
         pending = [name for name in tests if name not in seen]
@@ -136,7 +141,20 @@ def run_child(
         time.sleep(POLL_SECONDS)
     process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, so Popen must not wait again
     output = log_path.read_text(encoding="utf-8", errors="replace")
-    return ChildRun(elapsed, usage.ru_maxrss * KIB, process.returncode, output[-3000:], seen)
+    peak_bytes = high_water_bytes or usage.ru_maxrss * KIB
+    return ChildRun(elapsed, peak_bytes, process.returncode, output[-3000:], seen)
+
+
+def _high_water_bytes(pid: int) -> int:
+    """Read a live process's peak resident set (``VmHWM``) in bytes; 0 once it has exited or on no /proc."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status_file:
+            for line in status_file:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * KIB
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def worker_command(worker: str, arguments: dict[str, object]) -> list[str]:

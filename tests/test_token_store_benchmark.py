@@ -44,6 +44,16 @@ def test_a_child_is_timed_to_its_milestones_with_its_own_peak_memory(tmp_path: P
         failed.check("the failing child")
 
 
+def test_a_childs_peak_is_its_own_even_when_its_parent_is_large(tmp_path: Path) -> None:
+    """Linux carries ``ru_maxrss`` over fork and exec: a child of a 600 MB process must not report 600 MB."""
+    parent_block = bytearray(600 * 2**20)
+    parent_block[::4096] = b"x" * len(parent_block[::4096])  # touch every page: the parent is really large
+    script = "import time; block = bytearray(100 * 2**20); time.sleep(0.3)"
+    run = run_child([sys.executable, "-c", script], tmp_path / "child.log", timeout=60)
+    assert 100 * 2**20 < run.peak_rss_bytes < 300 * 2**20
+    del parent_block
+
+
 def test_the_corpus_command_writes_then_reuses_and_refuses_bad_input(tmp_path: Path) -> None:
     sources = tmp_path / "train.en", tmp_path / "train.de"
     sources[0].write_text("a dog runs .\nthe man walks home .\n", encoding="utf-8")

@@ -30,13 +30,14 @@ every start would cost more than the start-up itself (about 1 GB/s per core). A 
 of the right size is therefore found only by a verifying open.
 """
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from transformer.data.remote_files import sha256_of_file
 
 #: The ``format`` field of every manifest; a different value is not a token store.
 STORE_FORMAT = "transformer-token-store"
@@ -47,7 +48,6 @@ ARRAY_FILES = ("source_ids.bin", "target_ids.bin", "source_offsets.bin", "target
 OFFSETS_DTYPE = np.dtype("<i8")
 #: Largest vocabulary whose ids fit uint16.
 UINT16_VOCABULARY = 1 << 16
-_HASH_BLOCK = 1 << 22
 
 
 class TokenStoreError(ValueError):
@@ -82,30 +82,6 @@ def ids_dtype(vocab_size: int) -> np.dtype:
     if vocab_size <= 0:
         raise ValueError(f"ids_dtype: vocab_size={vocab_size} must be positive")
     return np.dtype("<u2") if vocab_size <= UINT16_VOCABULARY else np.dtype("<u4")
-
-
-def file_sha256(path: Path) -> str:
-    """Hash a file in blocks, never reading it whole.
-
-    Parameters
-    ----------
-    path : pathlib.Path
-        The file.
-
-    Returns
-    -------
-    str
-        Hexadecimal SHA-256 of its content.
-
-    Notes
-    -----
-    Reads 4 MiB at a time, so memory stays flat for any file size.
-    """
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
-        while block := handle.read(_HASH_BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def describe_source_files(paths: list[Path]) -> list[dict[str, Any]]:
@@ -264,7 +240,7 @@ def _check_array_file(directory: Path, name: str, entry: Any, verify: bool) -> N
             f"{path}: {size} bytes but the manifest records {entry['bytes']} (truncated or damaged token store; "
             f"delete {directory} to rebuild it)"
         )
-    if verify and file_sha256(path) != entry["sha256"]:
+    if verify and sha256_of_file(path) != entry["sha256"]:
         raise TokenStoreError(
             f"{path}: SHA-256 differs from the manifest's (damaged token store; delete {directory} to rebuild it)"
         )

@@ -16,6 +16,8 @@ b. **Encoding**: building a store from the first ``--encode-pairs`` lines, held 
    rounds; the issue's goal is a store at least 80% as fast.
 c. **Start-up**: ``transformer train`` with the store already built, until its first training step is
    recorded (goal at 36M: 10 s); also with ``data.token_store: false`` up to ``--in-memory-max-pairs``.
+   With ``--startup-only`` only this runs (store side), on the stores an earlier run left in ``WORK``: a
+   re-measurement after a change to the start-up path, in minutes instead of hours.
 d. **Training steps**, at the largest size up to ``--in-memory-max-pairs``: steps per second with batches
    read from the store against the in-memory corpus, same model and batches (goal: within 5%).
 
@@ -113,6 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--in-memory-max-pairs", type=int, default=1_000_000, help="largest in-memory size")
     parser.add_argument("--repeats", type=int, default=3, help="rounds of the encoding and start-up timings")
+    parser.add_argument(
+        "--startup-only",
+        action="store_true",
+        help="only time `transformer train`'s start-up, on the stores an earlier run of this benchmark prepared",
+    )
     parser.add_argument("--step-repeats", type=int, default=20, help="timed training steps per side")
     parser.add_argument("--timeout", type=float, default=4 * 3600, help="seconds allowed to each process")
     return parser
@@ -176,6 +183,19 @@ def fresh_run_dir(path: Path) -> Path:
         shutil.rmtree(path)
     path.mkdir(parents=True)
     (path / RUN_MARKER).touch()
+    return path
+
+
+def prepared_run_dir(path: Path) -> Path:
+    """Return a run directory this benchmark made and prepared a store in, or exit naming what is missing."""
+    if not (path / RUN_MARKER).exists():
+        raise SystemExit(
+            f"--startup-only: {path} was not made by this benchmark; run it once without --startup-only"
+        )
+    if read_manifest(path / TOKEN_STORE_DIR) is None or not (path / "config-store.yaml").exists():
+        raise SystemExit(
+            f"--startup-only: {path} holds no finished token store; run once without --startup-only"
+        )
     return path
 
 
@@ -363,6 +383,10 @@ def measure_size(
     """
     corpus = generate_or_reuse(source_files, args.work_dir / f"corpus-{pairs}", pairs, args.seed)
     files = (Path(corpus["files"][0]), Path(corpus["files"][1]))
+    if args.startup_only:
+        run_dir = prepared_run_dir(args.work_dir / f"run-{pairs}")
+        startup = attempt(lambda: measure_startup(run_dir, run_dir / "config-store.yaml", "store", args))
+        return {"pairs": pairs, "corpus": corpus, "startup": {"store": startup}}
     run_dir = fresh_run_dir(args.work_dir / f"run-{pairs}")
     (run_dir / "logs").mkdir()
     configs = {label: run_dir / f"config-{label}.yaml" for label in ("store", "in_memory")}

@@ -238,7 +238,7 @@ def inference_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]
 
 
 def _as_lengths(values: Sequence[int] | np.ndarray, name: str) -> np.ndarray:
-    """Check a sequence of lengths and return it as an int64 array.
+    """Check a sequence of lengths and return it as an int32 or int64 array.
 
     Parameters
     ----------
@@ -249,8 +249,8 @@ def _as_lengths(values: Sequence[int] | np.ndarray, name: str) -> np.ndarray:
 
     Returns
     -------
-    numpy.ndarray, shape (num_pairs,), int64
-        The lengths.
+    numpy.ndarray, shape (num_pairs,), int32 or int64
+        The lengths: the input itself when it is already such an array.
 
     Notes
     -----
@@ -265,7 +265,9 @@ def _as_lengths(values: Sequence[int] | np.ndarray, name: str) -> np.ndarray:
         raise ValueError(f"TokenBatchSampler: {name} must hold integers, got dtype {lengths.dtype}")
     if lengths.min() < 0:
         raise ValueError(f"TokenBatchSampler: {name} has a negative length at index {int(lengths.argmin())}")
-    return lengths.astype(np.int64, copy=False)
+    # int32 and int64 are kept as they are (a corpus of 36M pairs need not be copied); narrower or unsigned
+    # integers are widened, so that target + 1 and the products of the length groups cannot wrap around.
+    return lengths if lengths.dtype in (np.int32, np.int64) else lengths.astype(np.int64)
 
 
 def _length_groups(
@@ -301,7 +303,10 @@ def _length_groups(
     target_span = int(target_lengths.max()) + 1
     cells = (int(source_lengths.max()) + 1) * target_span
     if cells <= max(num_pairs, 2**22):
-        cell_of_pair = source_lengths.astype(np.int64) * target_span + target_lengths
+        # In place: one array of num_pairs int64 (np.bincount's index type) rather than three temporaries.
+        cell_of_pair = source_lengths.astype(np.int64)
+        cell_of_pair *= target_span
+        cell_of_pair += target_lengths
         cell_counts = np.bincount(cell_of_pair, minlength=cells)
         present = np.flatnonzero(cell_counts)
         sources, targets = np.divmod(present, target_span)

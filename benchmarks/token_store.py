@@ -16,6 +16,8 @@ b. **Encoding**: building a store from the first ``--encode-pairs`` lines, held 
    rounds; the issue's goal is a store at least 80% as fast.
 c. **Start-up**: ``transformer train`` with the store already built, until its first training step is
    recorded (goal at 36M: 10 s); also with ``data.token_store: false`` up to ``--in-memory-max-pairs``.
+   With ``--startup-only`` only this runs (store side), on the stores an earlier run left in ``WORK``: a
+   re-measurement after a change to the start-up path, in minutes instead of hours.
 d. **Training steps**, at the largest size up to ``--in-memory-max-pairs``: steps per second with batches
    read from the store against the in-memory corpus, same model and batches (goal: within 5%).
 
@@ -49,6 +51,7 @@ from benchmarks.bench_token_store import run_child, worker_command
 from benchmarks.bench_worker import REPOSITORY
 from benchmarks.large_corpus import generate_or_reuse, multi30k_training_files
 from benchmarks.token_store_report import render_markdown
+from transformer.data.large_corpus import read_large_corpus_manifest
 from transformer.data.prepare import TOKEN_STORE_DIR
 from transformer.data.token_store import read_manifest
 from transformer.data.token_store_builder import encoding_threads
@@ -113,6 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--in-memory-max-pairs", type=int, default=1_000_000, help="largest in-memory size")
     parser.add_argument("--repeats", type=int, default=3, help="rounds of the encoding and start-up timings")
+    parser.add_argument(
+        "--startup-only",
+        action="store_true",
+        help="only time `transformer train`'s start-up, on the stores an earlier run of this benchmark prepared",
+    )
     parser.add_argument("--step-repeats", type=int, default=20, help="timed training steps per side")
     parser.add_argument("--timeout", type=float, default=4 * 3600, help="seconds allowed to each process")
     return parser
@@ -177,6 +185,57 @@ def fresh_run_dir(path: Path) -> Path:
     path.mkdir(parents=True)
     (path / RUN_MARKER).touch()
     return path
+
+
+def prepared_run_dir(path: Path) -> Path:
+    """Return a run directory this benchmark made and prepared a store in, or exit naming what is missing."""
+    if not (path / RUN_MARKER).exists():
+        raise SystemExit(
+            f"--startup-only: {path} was not made by this benchmark; run it once without --startup-only"
+        )
+    if read_manifest(path / TOKEN_STORE_DIR) is None or not (path / "config-store.yaml").exists():
+        raise SystemExit(
+            f"--startup-only: {path} holds no finished token store; run once without --startup-only"
+        )
+    return path
+
+
+def existing_corpus(path: Path, pairs: int) -> dict[str, Any]:
+    """Describe the corpus already in ``path`` as :func:`generate_or_reuse` would, without checking its sources.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        A corpus directory an earlier run generated.
+    pairs : int
+        The size it must have.
+
+    Returns
+    -------
+    dict
+        ``generate_or_reuse``'s record with ``reused`` true.
+
+    Notes
+    -----
+    ``--startup-only`` times the store that is there: whether the corpus would be regenerated today (its
+    Multi30k sources touched since, say) does not matter, and regenerating it would make ``transformer train``
+    rebuild the store, which :func:`measure_startup` refuses to report as a start-up time anyway.
+    """
+    manifest = read_large_corpus_manifest(path)
+    if manifest is None or manifest["pairs"] != pairs:
+        raise SystemExit(f"--startup-only: {path} holds no generated corpus of {pairs:,} pairs")
+    files = [path / f"train.{manifest[side]}" for side in ("source_lang", "target_lang")]
+    return {
+        "pairs": pairs,
+        "seed": manifest["seed"],
+        "files": [str(file) for file in files],
+        "bytes": sum(file.stat().st_size for file in files),
+        "reused": True,
+        "seconds": None,
+        "pairs_per_second": None,
+        "statistics": manifest["statistics"],
+        "single_pair_lines": manifest["single_pair_lines"],
+    }
 
 
 def worker_result(run: Any) -> Any:
@@ -300,8 +359,14 @@ def measure_startup(run_dir: Path, config_path: Path, label: str, args: argparse
     for repeat in range(args.repeats):
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
         metrics.unlink(missing_ok=True)
-        run = run_child(command, run_dir / "logs" / f"train-{label}-{repeat}.log", args.timeout, milestones)
+        log = run_dir / "logs" / f"train-{label}-{repeat}.log"
+        run = run_child(command, log, args.timeout, milestones)
         run.check(f"transformer train ({label})")
+        if label == "store" and "token store: encoding" in log.read_text(encoding="utf-8", errors="replace"):
+            raise RuntimeError(
+                f"transformer train rebuilt the token store in {run_dir} (see {log}): not a start-up time; "
+                "the corpus, vocabulary or max_len no longer match the store"
+            )
         first_record = json.loads(metrics.read_text(encoding="utf-8").splitlines()[0])
         runs.append({**describe_run(run), "first_step_own_seconds": first_record["elapsed_seconds"]})
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
@@ -361,6 +426,11 @@ def measure_size(
     -----
     The other measurements need the prepared store and vocabulary, so they are skipped when the prepare failed.
     """
+    if args.startup_only:
+        run_dir = prepared_run_dir(args.work_dir / f"run-{pairs}")
+        corpus = existing_corpus(args.work_dir / f"corpus-{pairs}", pairs)
+        startup = attempt(lambda: measure_startup(run_dir, run_dir / "config-store.yaml", "store", args))
+        return {"pairs": pairs, "corpus": corpus, "startup": {"store": startup}}
     corpus = generate_or_reuse(source_files, args.work_dir / f"corpus-{pairs}", pairs, args.seed)
     files = (Path(corpus["files"][0]), Path(corpus["files"][1]))
     run_dir = fresh_run_dir(args.work_dir / f"run-{pairs}")

@@ -99,7 +99,10 @@ def _prepare_table(sizes: list[dict[str, Any]]) -> list[str]:
             generated,
             f"{words['mean_words']:.1f} / {words['p99_words']}",
         ]
-        if prepare is None or _failed(prepare):
+        if prepare is None:
+            rows.append([*row, "not run (store reused)", "", "", ""])
+            continue
+        if _failed(prepare):
             rows.append([*row, "failed", "", "", ""])  # the error is listed under Failures
             continue
         vocabulary, store = prepare["vocabulary"], prepare["store"]

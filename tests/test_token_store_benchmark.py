@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.bench_token_store import run_child
-from benchmarks.token_store import parse_sizes
+from benchmarks.token_store import RUN_MARKER, parse_sizes, prepared_run_dir
 from benchmarks.token_store_report import render_markdown
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -123,3 +123,37 @@ def test_the_report_states_the_machine_the_goals_and_the_failures() -> None:
     assert "100.0 µs per pair on one thread" in report and "by thread count, 1: 0.95, 16: 0.56" in report
     assert "- 20,000 pairs, store: `RuntimeError: transformer train failed`" in report
     assert "Not run: no size is at most `--in-memory-max-pairs`." in report
+
+
+def test_startup_only_needs_a_store_this_benchmark_prepared(tmp_path: Path) -> None:
+    """``--startup-only`` reuses a prepared run directory and refuses one the benchmark did not make or finish."""
+    foreign = tmp_path / "run-20000"
+    foreign.mkdir()
+    with pytest.raises(SystemExit, match=r"run-20000 was not made by this benchmark"):
+        prepared_run_dir(foreign)
+    (foreign / RUN_MARKER).touch()
+    with pytest.raises(SystemExit, match=r"run-20000 holds no finished token store"):
+        prepared_run_dir(foreign)
+    corpus = {"reused": True, "bytes": 2**20, "statistics": {"source": {"mean_words": 24.3, "p99_words": 81}}}
+    startup = {
+        "median_data_ready_seconds": 1.5,
+        "median_first_step_seconds": 4.0,
+        "median_first_step_own_seconds": 2.0,
+    }
+    record = {
+        "environment": {
+            "date_utc": "2026-11-24T00:00:00+00:00",
+            "cpu": {"summary": "Some CPU", "logical_cpus": 2},
+            "memory_gib": None,
+            "command": "python -m benchmarks.token_store --startup-only",
+            "git_commit": None,
+            "python": "3.11",
+            "torch": "2",
+            "allocator": "glibc",
+        },
+        "settings": {"threads": 2, "prepare_threads": 2},
+        "sizes": [{"pairs": 20_000, "corpus": corpus, "startup": {"store": startup}}],
+    }
+    report = render_markdown(record)
+    assert "| 20,000 | 1.0 MiB | reused | 24.3 / 81 | not run (store reused) |" in report
+    assert "| 20,000 | 1.5 s | 4.0 s (step itself 2.0 s) |" in report

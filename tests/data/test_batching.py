@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from transformer.data.batching import TokenBatchSampler, collate, padding_ratio, shard
+from transformer.data.batching import TokenBatchSampler, _length_groups, collate, padding_ratio, shard
 from transformer.data.dataset import EncodedCorpus, FilterReport
 from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -211,32 +211,83 @@ def test_sampler_and_collate_work_as_a_dataloader() -> None:
     assert seen == [0, 1, 2]
 
 
-def lexsort_reference_batches(sampler: TokenBatchSampler, epoch: int) -> list[list[int]]:
-    """The batches as the sampler defined them before the packed sort: np.lexsort over the four keys."""
-    rng = np.random.default_rng([sampler.seed, epoch])
-    num_pairs = len(sampler.padded_lengths)
-    tie_break = rng.permutation(num_pairs)
-    order = np.lexsort((tie_break, sampler.target_lengths, sampler.source_lengths, sampler.padded_lengths))
-    widths = np.maximum(sampler.source_lengths, sampler.target_lengths + 1)[order]
+def reference_batches(sampler: TokenBatchSampler, epoch: int) -> list[list[int]]:
+    """The batches as documented, built the slow way: groups of equal lengths, pair-by-pair greedy cut.
+
+    Pairs are grouped by (width, source, target) with width = max(source, target + 1), groups taken in
+    lexicographic order, each group's indices in increasing order and, when shuffling, shuffled with the
+    epoch's generator group after group; the batch order is then a permutation from the same generator.
+    """
+    rng = np.random.default_rng([sampler.seed, epoch]) if sampler.shuffle else None
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for index, (source, target) in enumerate(
+        zip(sampler.source_lengths, sampler.target_lengths, strict=True)
+    ):
+        groups.setdefault((max(source, target + 1), source, target), []).append(index)
+    order: list[int] = []
+    for key in sorted(groups):
+        members = np.array(groups[key])
+        if rng is not None:
+            rng.shuffle(members)
+        order += members.tolist()
+    widths = [max(sampler.source_lengths[index], sampler.target_lengths[index] + 1) for index in order]
+    size_cap = sampler.max_sentences or len(order)
     batches, start = [], 0
-    while start < num_pairs:
+    while start < len(order):
         size = 1
-        while start + size < num_pairs and (size + 1) * widths[start + size] <= sampler.max_tokens:
+        while (
+            start + size < len(order)
+            and size < size_cap
+            and (size + 1) * widths[start + size] <= sampler.max_tokens
+        ):
             size += 1
-        batches.append(order[start : start + size].tolist())
+        batches.append(order[start : start + size])
         start += size
+    if rng is None:
+        return batches
     return [batches[position] for position in rng.permutation(len(batches))]
 
 
-@pytest.mark.parametrize("longest", [60, 2**40], ids=["packed-keys", "too-wide-to-pack"])
-def test_the_length_order_is_the_four_key_lexicographic_order(longest: int) -> None:
-    """Packing the keys into one int64 (or lexsort where they do not fit) gives the same batches as lexsort."""
+@pytest.mark.parametrize(
+    ("longest", "max_sentences", "shuffle"),
+    [(60, None, True), (60, 7, True), (60, None, False), (2**40, None, True), (2**40, 5, False)],
+    ids=["bincount-groups", "sentence-cap", "unshuffled", "unique-groups", "unique-groups-capped-unshuffled"],
+)
+def test_batches_are_the_documented_length_groups_shuffled_within(
+    longest: int, max_sentences: int | None, shuffle: bool
+) -> None:
+    """Sorting the groups once and shuffling within them each epoch gives the reference's batches exactly."""
     generator = np.random.default_rng(11)
     source = generator.integers(1, 60, 3000)
     target = generator.integers(0, 59, 3000)
-    source[5] = longest  # 2**40 leaves no room to pack: the fallback must give the same order
-    sampler = TokenBatchSampler(source, target, max_tokens=max(4000, 2 * longest), seed=4)
+    source[5] = longest  # 2**40 makes the bincount table too large: np.unique must number the same groups
+    sampler = TokenBatchSampler(
+        source, target, max_tokens=max(400, 2 * longest), seed=4, shuffle=shuffle, max_sentences=max_sentences
+    )
     for epoch in (0, 3):
-        expected = lexsort_reference_batches(sampler, epoch)
+        expected = reference_batches(sampler, epoch)
         assert sampler.batches(epoch) == expected
         assert [batch.tolist() for batch in sampler.batch_index_arrays(epoch)] == expected
+    assert len(sampler) == len(expected)
+    assert sampler.batches(0) != sampler.batches(3) or not shuffle  # epochs differ when shuffling
+
+
+def test_more_than_65536_length_groups_keep_the_documented_order() -> None:
+    """Past 16-bit group ids (uint32 ids, a stable sort instead of radix) the batches are still the reference's."""
+    generator = np.random.default_rng(5)
+    source = generator.integers(1, 700, 120_000)
+    target = generator.integers(0, 700, 120_000)
+    group_ids, _, group_sizes = _length_groups(source, target)
+    assert group_ids.dtype == np.uint32 and len(group_sizes) > 2**16
+    sampler = TokenBatchSampler(source, target, max_tokens=3000, seed=2)
+    assert sampler.batches(1) == reference_batches(sampler, 1)
+
+
+def test_batch_sizes_straddle_width_runs_greedily() -> None:
+    """Batches fill within a run of equal widths, and a remainder takes pairs of the wider runs that fit."""
+    # Budget 16: widths 3,3,3,4 fit (4 * 4), a fifth pair of width 4 would not (5 * 4); then 4,5 (2 * 5).
+    sampler = TokenBatchSampler([3, 3, 3, 4, 4, 5], [0] * 6, max_tokens=16, shuffle=False)
+    assert sampler.batches(0) == [[0, 1, 2, 3], [4, 5]]
+    # Budget 6: two full batches of width 2, the remaining 2 with one 3 (2 * 3), the last 3 alone.
+    sampler = TokenBatchSampler([2] * 7 + [3] * 2, [0] * 9, max_tokens=6, shuffle=False)
+    assert [len(batch) for batch in sampler.batches(0)] == [3, 3, 2, 1]

@@ -14,7 +14,7 @@ import torch
 
 from transformer.data.batching import TokenBatchSampler, collate
 from transformer.data.dataset import CorpusError, encode_corpus, read_parallel_files
-from transformer.data.stored_corpus import StoredCorpus
+from transformer.data.stored_corpus import StoredCorpus, _lengths
 from transformer.data.token_store import (
     ARRAY_FILES,
     MANIFEST_FILE,
@@ -115,7 +115,7 @@ def test_store_batches_equal_the_in_memory_batches(
     assert len(stored) == len(in_memory)
     np.testing.assert_array_equal(stored.source_lengths, in_memory.source_lengths)
     np.testing.assert_array_equal(stored.target_lengths, in_memory.target_lengths)
-    assert stored.source_lengths.dtype == np.int64 and stored.target_lengths.dtype == np.int64
+    assert stored.source_lengths.dtype == np.int32 and stored.target_lengths.dtype == np.int32
     assert [stored.source[i] for i in range(len(stored))] == in_memory.source
     assert [stored.target[i] for i in range(len(stored))] == in_memory.target
     sampler = TokenBatchSampler(stored.source_lengths, stored.target_lengths, max_tokens=200, seed=4)
@@ -234,6 +234,28 @@ def test_a_flipped_byte_is_refused_when_verifying(tmp_path: Path, corpus_files, 
     assert open_token_store(directory).num_pairs > 0
     with pytest.raises(TokenStoreError, match=re.escape(f"{path}: SHA-256 differs from the manifest")):
         prepare_token_store(directory, corpus_files, tokenizer, 24, verify=True)
+
+
+def test_offsets_that_decrease_are_refused_when_the_lengths_are_read(
+    tmp_path: Path, corpus_files, tokenizer
+) -> None:
+    directory = tmp_path / "store"
+    prepare_token_store(directory, corpus_files, tokenizer, 24, num_threads=1)
+    path = directory / "source_offsets.bin"
+    offsets = np.fromfile(path, dtype="<i8")
+    offsets[4] = offsets[3] - 1  # pair 3 would have length -1
+    offsets.tofile(path)
+    store = open_token_store(directory)  # sizes, first and last offsets are intact: opening alone passes
+    with pytest.raises(TokenStoreError, match=re.escape(f"{path}: offsets decrease at pair 3 (damaged")):
+        StoredCorpus(store)
+
+
+def test_a_pair_of_2_to_the_32_tokens_cannot_hide_in_the_int32_lengths() -> None:
+    """Lengths are int32: a difference of 2**32 wraps to 0, which the sum check must catch."""
+    path = Path("store/source_offsets.bin")
+    assert _lengths(np.array([0, 5, 5, 8], dtype=np.int64), path).tolist() == [5, 0, 3]
+    with pytest.raises(TokenStoreError, match=re.escape(f"{path}: a pair spans 2**31 tokens or more")):
+        _lengths(np.array([0, 5, 5 + 2**32, 8 + 2**32], dtype=np.int64), path)
 
 
 def test_a_missing_array_or_broken_manifest_is_refused(tmp_path: Path, corpus_files, tokenizer) -> None:

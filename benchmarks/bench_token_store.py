@@ -5,7 +5,7 @@ work alone and start-up costs are paid as a user pays them:
 
 - :func:`run_child` runs a command (the ``transformer`` command line itself, or a worker of this module),
   polling every 20 ms for milestones (a line in its output, a record in a file) and reading the child's own
-  peak resident memory from ``os.wait4``'s resource usage.
+  peak resident memory (``VmHWM`` of ``/proc/PID/status``, read while it runs).
 - The workers, ``python -m benchmarks.bench_token_store --worker NAME ...``, print one JSON line:
   ``vocabulary`` learns the joint BPE model as ``prepare_data`` does with ``data.token_store: true``;
   ``encoding`` times the store's build against SentencePiece's own multi-threaded encoding of the same lines;
@@ -41,8 +41,8 @@ class ChildRun:
     seconds : float
         Wall-clock time from just before the start to the exit (within ``POLL_SECONDS``).
     peak_rss_bytes : int
-        The child's peak resident set size (``ru_maxrss`` of ``os.wait4``: this process alone, not its own
-        children).
+        The child's peak resident set size: its last ``VmHWM`` read while it ran (this process alone, not its
+        own children); ``ru_maxrss`` of ``os.wait4`` only where ``/proc`` could not be read.
     returncode : int
         Its exit status (negative: killed by that signal).
     output_tail : str

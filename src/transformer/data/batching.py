@@ -472,7 +472,7 @@ class TokenBatchSampler:
 
         Notes
         -----
-        Computed on each access (8 bytes a pair): the sampler itself keeps only the groups of equal lengths.
+        Computed on each access (a new array): the sampler itself keeps only the groups of equal lengths.
         """
         return np.maximum(self.source_lengths, self.target_lengths + 1)
 
@@ -504,9 +504,9 @@ class TokenBatchSampler:
         The groups are sorted once, at construction; an epoch copies that order and shuffles each group's
         slice in place, groups in increasing order, each with ``rng.shuffle``: a uniformly random order
         within every group, as a random tie-break key would give, but without sorting the corpus each epoch.
-        At 36 million pairs this takes about a second, where the global shuffle and sorts it replaced took
-        5 s and ``np.lexsort`` of four keys 36 s (2-core Xeon without AMX), which decided the start-up time
-        at the paper's English-French size.
+        At 36 million pairs this takes about a second, where one permutation of the whole corpus and a sort
+        of it took 5-10 s and ``np.lexsort`` of four keys 36 s (2-core Xeon without AMX), which decided the
+        start-up time at the paper's English-French size.
         """
         if rng is None:
             return self._sorted_by_group.copy()  # the batches are views: keep the sampler's own order intact

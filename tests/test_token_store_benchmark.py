@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks.bench_token_store import run_child
-from benchmarks.token_store import RUN_MARKER, parse_sizes, prepared_run_dir
+from benchmarks.token_store import RUN_MARKER, existing_corpus, parse_sizes, prepared_run_dir
 from benchmarks.token_store_report import render_markdown
+from transformer.data.large_corpus import write_large_corpus
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 
@@ -157,3 +159,22 @@ def test_startup_only_needs_a_store_this_benchmark_prepared(tmp_path: Path) -> N
     report = render_markdown(record)
     assert "| 20,000 | 1.0 MiB | reused | 24.3 / 81 | not run (store reused) |" in report
     assert "| 20,000 | 1.5 s | 4.0 s (step itself 2.0 s) |" in report
+
+
+def test_startup_only_describes_the_corpus_that_is_there_without_regenerating_it(tmp_path: Path) -> None:
+    """Touching the corpus's sources would make the generator rewrite it; ``--startup-only`` must not care."""
+    sources = tmp_path / "train.en", tmp_path / "train.de"
+    sources[0].write_text("a dog runs .\nthe man walks home .\n", encoding="utf-8")
+    sources[1].write_text("ein Hund rennt .\nder Mann geht heim .\n", encoding="utf-8")
+    files = write_large_corpus(sources, tmp_path / "corpus-300", 300)
+    written = [path.stat().st_mtime_ns for path in files]
+    os.utime(
+        sources[0], ns=(1, 1)
+    )  # the sources look changed: generate_or_reuse would write the corpus again
+    record = existing_corpus(tmp_path / "corpus-300", 300)
+    assert record["reused"] and record["files"] == [str(path) for path in files]
+    assert record["bytes"] == sum(path.stat().st_size for path in files)
+    assert record["statistics"]["source"]["lines"] == 300
+    assert [path.stat().st_mtime_ns for path in files] == written
+    with pytest.raises(SystemExit, match=r"corpus-300 holds no generated corpus of 400 pairs"):
+        existing_corpus(tmp_path / "corpus-300", 400)

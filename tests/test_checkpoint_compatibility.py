@@ -48,6 +48,7 @@ def test_old_training_checkpoint_keeps_its_state_for_resuming() -> None:
     )
     assert checkpoint.state.experiment["decode"]["beam_size"] == 2
     assert checkpoint.state.param_groups[0]["betas"] == [0.9, 0.98]
+    assert checkpoint.state.batch_order is None  # written before the sampler's batch order was versioned
     assert {key.rsplit(".", 1)[-1] for key in checkpoint.optimizer_tensors if key.startswith("state.")} == {
         "step",
         "exp_avg",

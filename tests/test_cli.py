@@ -404,19 +404,35 @@ def write_lock_file(run_dir: Path, pid: int) -> None:
     (run_dir / "run.lock").write_text(json.dumps(holder), encoding="utf-8")
 
 
-def test_train_and_quickstart_refuse_a_run_directory_a_running_process_holds(
+def test_prepare_train_and_quickstart_refuse_a_run_directory_a_running_process_holds(
     tmp_path: Path, write_config, capsys
 ) -> None:
     config = write_config(tmp_path)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     write_lock_file(run_dir, os.getpid())  # this test's own process: certainly running
-    for command in ("train", "quickstart"):
+    for command in ("prepare", "train", "quickstart"):
         assert main([command, "--config", str(config), "--output-dir", str(run_dir)]) == 2
         assert one_error_line(capsys).startswith(
             f"transformer {command}: error: {run_dir} is in use by process {os.getpid()} on host "
         )
     assert [path.name for path in run_dir.iterdir()] == ["run.lock"]  # nothing prepared, nothing trained
+
+
+def test_prepare_writes_what_train_reuses_and_releases_the_lock(tmp_path: Path, write_config, capsys) -> None:
+    config = write_config(tmp_path, train={"max_steps": 2, "validate_every": 0, "checkpoint_every": 0})
+    run_dir = tmp_path / "runs" / "prepared"
+    assert main(["prepare", "--config", str(config), "--output-dir", str(run_dir)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("prepared ")
+    assert sorted(path.name for path in run_dir.iterdir()) == ["data", "tokenizer.model"]  # no run.lock left
+    vocabulary = (run_dir / "tokenizer.model").read_bytes()
+    assert main(["train", "--config", str(config), "--output-dir", str(run_dir)]) == 0
+    assert (run_dir / "tokenizer.model").read_bytes() == vocabulary
+    # A prepare that fails removes the directories it created, as a failed train does.
+    small = write_config(tmp_path, name="small.yaml", model={"vocab_size": 10})
+    assert main(["prepare", "--config", str(small), "--output-dir", str(tmp_path / "new" / "run")]) == 2
+    assert "Vocabulary size is smaller than required_chars" in capsys.readouterr().err.splitlines()[-1]
+    assert not (tmp_path / "new").exists()
 
 
 def test_train_takes_over_the_lock_of_a_process_that_has_ended(tmp_path: Path, write_config, capsys) -> None:

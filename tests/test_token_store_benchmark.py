@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from benchmarks.bench_token_store import run_child
-from benchmarks.token_store import RUN_MARKER, existing_corpus, parse_sizes, prepared_run_dir
+from benchmarks.token_store import (
+    RUN_MARKER,
+    existing_corpus,
+    parse_sizes,
+    prepared_run_dir,
+    store_not_reused_as_is,
+)
 from benchmarks.token_store_report import render_markdown
 from transformer.data.large_corpus import write_large_corpus
 
@@ -178,3 +184,17 @@ def test_startup_only_describes_the_corpus_that_is_there_without_regenerating_it
     assert [path.stat().st_mtime_ns for path in files] == written
     with pytest.raises(SystemExit, match=r"corpus-300 holds no generated corpus of 400 pairs"):
         existing_corpus(tmp_path / "corpus-300", 400)
+
+
+def test_startup_timings_refuse_a_rebuilt_or_re_hashed_store() -> None:
+    assert (
+        store_not_reused_as_is("token store: reusing runs/a/token_store/train (10 pairs, sizes checked)\n")
+        is None
+    )
+    rebuilt = "token store: encoding a.en and a.de into runs/a/token_store/train (none yet)\n"
+    assert store_not_reused_as_is(rebuilt).startswith("rebuilt the token store")
+    hashed = (
+        "token store: reusing runs/a/token_store/train (10 pairs, sizes checked; the corpus files' modification "
+        "times changed, their SHA-256 did not)\n"
+    )
+    assert store_not_reused_as_is(hashed).startswith("re-hashed the corpus")

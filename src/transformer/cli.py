@@ -227,11 +227,14 @@ def run_prepare(args: argparse.Namespace) -> int:
     Notes
     -----
     Writes exactly what ``train`` would write first (``data/``, ``tokenizer.model``), so a vocabulary can be
-    inspected, or prepared on one machine and trained on another; ``train`` then reuses it.
+    inspected, or prepared on one machine and trained on another; ``train`` then reuses it. It takes the run
+    directory's lock as ``train`` does, so a ``prepare`` and a ``train`` of one directory never write its
+    data at the same time (the second is refused, naming the first).
     """
     experiment = load_experiment(args)
     run_dir = default_output_dir(args)
-    data = prepare_data(experiment.data, experiment.model.vocab_size, run_dir, message=print)
+    with claim_run_dir_if_main(run_dir):
+        data = prepare_data(experiment.data, experiment.model.vocab_size, run_dir, message=print)
     print(f"prepared {len(data.train)} training pairs and {data.tokenizer.vocab_size} pieces in {run_dir}")
     return 0
 

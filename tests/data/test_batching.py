@@ -140,6 +140,42 @@ def test_bad_arguments_are_refused() -> None:
         TokenBatchSampler([3], [3], max_tokens=0)
     with pytest.raises(ValueError, match="source_lengths must hold integers"):
         TokenBatchSampler([3.5], [3], max_tokens=100)
+    with pytest.raises(ValueError, match=r"max_tokens=25000\.0 must be an integer"):
+        TokenBatchSampler([3], [3], max_tokens=25000.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_sentences=True must be an integer, not a bool"):
+        TokenBatchSampler([3], [3], max_tokens=100, max_sentences=True)
+    with pytest.raises(ValueError, match="epoch=-1 must be non-negative"):
+        TokenBatchSampler([3], [3], max_tokens=100).batch_index_arrays(-1)
+    with pytest.raises(ValueError, match="epoch=-1 must be non-negative"):
+        TokenBatchSampler([3], [3], max_tokens=100, shuffle=False).batches(-1)
+
+
+def test_the_budget_is_inclusive_and_a_single_pair_is_one_batch() -> None:
+    """A pair exactly as wide as the budget fits alone; one token wider (target + 1) is refused."""
+    assert TokenBatchSampler([40], [0], max_tokens=40).batches(0) == [[0]]
+    assert TokenBatchSampler([1], [39], max_tokens=40).batches(5) == [[0]]
+    with pytest.raises(ValueError, match=r"sentence pair 0 \(source length 39, target length 40 \+ 1\)"):
+        TokenBatchSampler([39], [40], max_tokens=40)
+
+
+def test_narrow_and_extreme_length_types_are_widened_before_the_width_is_computed() -> None:
+    """uint8 255 + 1 must be 256 (refused at a budget of 255), not wrap to 0; so must the largest int32."""
+    with pytest.raises(ValueError, match=r"target length 255 \+ 1\) exceeds max_tokens=255"):
+        TokenBatchSampler(np.array([1], dtype=np.uint8), np.array([255], dtype=np.uint8), max_tokens=255)
+    largest = np.iinfo(np.int32).max
+    with pytest.raises(ValueError, match=rf"target length {largest} \+ 1\) exceeds max_tokens={largest}"):
+        TokenBatchSampler(
+            np.array([1], dtype=np.int32), np.array([largest], dtype=np.int32), max_tokens=largest
+        )
+
+
+def test_batch_index_arrays_are_int32_views_of_one_order(lengths: tuple[np.ndarray, np.ndarray]) -> None:
+    """The trainer's form costs 4 bytes a pair: int32 arrays sharing one buffer, for int32 and int64 lengths."""
+    for dtype in (np.int32, np.int64):
+        source, target = (side.astype(dtype) for side in lengths)
+        batches = TokenBatchSampler(source, target, max_tokens=2000, seed=3).batch_index_arrays(2)
+        assert all(batch.dtype == np.int32 for batch in batches)
+        assert len({id(batch.base) for batch in batches}) == 1 and batches[0].base is not None
 
 
 def test_shard_gives_every_rank_the_same_number_of_disjoint_batches() -> None:
@@ -250,8 +286,22 @@ def reference_batches(sampler: TokenBatchSampler, epoch: int) -> list[list[int]]
 
 @pytest.mark.parametrize(
     ("longest", "max_sentences", "shuffle"),
-    [(60, None, True), (60, 7, True), (60, None, False), (2**40, None, True), (2**40, 5, False)],
-    ids=["bincount-groups", "sentence-cap", "unshuffled", "unique-groups", "unique-groups-capped-unshuffled"],
+    [
+        (60, None, True),
+        (60, 7, True),
+        (60, None, False),
+        (2100, None, True),
+        (2100, 5, False),
+        (2**40, None, True),
+    ],
+    ids=[
+        "bincount-groups",
+        "sentence-cap",
+        "unshuffled",
+        "unique-groups",
+        "unique-groups-capped-unshuffled",
+        "unique-groups-huge-lengths",
+    ],
 )
 def test_batches_are_the_documented_length_groups_shuffled_within(
     longest: int, max_sentences: int | None, shuffle: bool
@@ -260,7 +310,10 @@ def test_batches_are_the_documented_length_groups_shuffled_within(
     generator = np.random.default_rng(11)
     source = generator.integers(1, 60, 3000)
     target = generator.integers(0, 59, 3000)
-    source[5] = longest  # 2**40 makes the bincount table too large: np.unique must number the same groups
+    # From 2100 the bincount table (2101 x 2100 cells) is above 2**22: np.unique must number the same groups.
+    # At 2100 the budget (4200) still binds the short pairs (70 of width 60), so the cuts are tested too.
+    source[5], target[6] = longest, longest - 1
+    assert sampler_uses_unique_groups(source, target) == (longest > 60)
     sampler = TokenBatchSampler(
         source, target, max_tokens=max(400, 2 * longest), seed=4, shuffle=shuffle, max_sentences=max_sentences
     )
@@ -270,6 +323,33 @@ def test_batches_are_the_documented_length_groups_shuffled_within(
         assert [batch.tolist() for batch in sampler.batch_index_arrays(epoch)] == expected
     assert len(sampler) == len(expected)
     assert sampler.batches(0) != sampler.batches(3) or not shuffle  # epochs differ when shuffling
+
+
+def sampler_uses_unique_groups(source: np.ndarray, target: np.ndarray) -> bool:
+    """Tell whether ``_length_groups`` takes its np.unique path (the bincount table would be too large)."""
+    cells = (int(source.max()) + 1) * (int(target.max()) + 1)
+    return cells > max(len(source), 2**22)
+
+
+def test_group_ids_switch_to_uint32_past_65536_groups_on_both_paths() -> None:
+    """Exactly 2**16 groups keep uint16 ids; one more group needs uint32, with bincount and with np.unique."""
+    source = np.repeat(np.arange(1, 257), 256)  # 65,536 distinct (source, target) pairs
+    target = np.tile(np.arange(256), 256)
+    # The last pair (256, 255) replaced by (20000, 0): still 65,536 groups, but 20001 x 256 cells for bincount.
+    cases = {
+        "bincount": (source, target),
+        "unique": (np.append(source[:-1], 20000), np.append(target[:-1], 0)),
+    }
+    for path, (exact_source, exact_target) in cases.items():
+        assert sampler_uses_unique_groups(exact_source, exact_target) == (path == "unique")
+        ids, widths, sizes = _length_groups(exact_source, exact_target)
+        assert len(sizes) == 2**16 and ids.dtype == np.uint16, path
+        # The last pair is the largest triple in both cases: (256, 255) and (20000, 0).
+        assert int(ids[-1]) == 2**16 - 1 and widths[-1] == np.maximum(exact_source, exact_target + 1).max(), (
+            path
+        )
+        ids, _, sizes = _length_groups(np.append(exact_source, 257), np.append(exact_target, 0))
+        assert len(sizes) == 2**16 + 1 and ids.dtype == np.uint32, path
 
 
 def test_more_than_65536_length_groups_keep_the_documented_order() -> None:

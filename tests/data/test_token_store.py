@@ -1,5 +1,6 @@
 """The token store: equal batches to the in-memory corpus, reuse, crash safety, refusal of damage, bounded memory."""
 
+import hashlib
 import json
 import os
 import pickle
@@ -145,6 +146,61 @@ def test_manifest_records_what_the_store_was_built_from(tmp_path: Path, corpus_f
     for name in ARRAY_FILES:
         assert manifest["files"][name]["bytes"] == (tmp_path / "store" / name).stat().st_size
         assert len(manifest["files"][name]["sha256"]) == 64
+    assert manifest["source_sha256"] == [
+        hashlib.sha256(path.read_bytes()).hexdigest() for path in corpus_files
+    ]
+
+
+def touch_later(path: Path) -> None:
+    """Give a file a modification time one minute later, as ``touch`` or a copy without ``-p`` would."""
+    status = path.stat()
+    os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns + 60 * 10**9))
+
+
+def test_touched_corpus_files_reuse_the_store_after_comparing_their_hashes(
+    tmp_path: Path, corpus_files, tokenizer, monkeypatch
+) -> None:
+    directory = tmp_path / "store"
+    built = prepare_token_store(directory, corpus_files, tokenizer, 24, num_threads=1)
+    arrays = {name: (directory / name).read_bytes() for name in ARRAY_FILES}
+    for path in corpus_files:
+        touch_later(path)
+    monkeypatch.setattr(Tokenizer, "encode_batch", lambda *args, **kwargs: pytest.fail("encoded again"))
+    notes: list[str] = []
+    store = prepare_token_store(directory, corpus_files, tokenizer, 24, message=notes.append)
+    assert store.num_pairs == built.num_pairs and "their SHA-256 did not" in notes[0]
+    assert {name: (directory / name).read_bytes() for name in ARRAY_FILES} == arrays
+    # The manifest now holds the new times: the next start compares times alone, without hashing.
+    recorded = [entry["mtime_ns"] for entry in store.manifest["source_files"]]
+    assert recorded == [path.stat().st_mtime_ns for path in corpus_files]
+    monkeypatch.setattr(
+        "transformer.data.token_store_builder.sha256_of_file", lambda path: pytest.fail("hashed")
+    )
+    notes.clear()
+    prepare_token_store(directory, corpus_files, tokenizer, 24, message=notes.append)
+    assert notes[0].startswith("token store: reusing") and "SHA-256 did not" not in notes[0]
+
+
+def test_a_corpus_edited_to_the_same_size_or_a_store_without_hashes_is_encoded_again(
+    tmp_path: Path, corpus_files, tokenizer
+) -> None:
+    directory = tmp_path / "store"
+    prepare_token_store(directory, corpus_files, tokenizer, 24, num_threads=1)
+    text = corpus_files[1].read_bytes()
+    corpus_files[1].write_bytes(text.replace(b"Hund", b"Haus", 1))  # same size, new content and time
+    touch_later(corpus_files[1])
+    notes: list[str] = []
+    prepare_token_store(directory, corpus_files, tokenizer, 24, num_threads=1, message=notes.append)
+    assert "encoding" in notes[0] and "the corpus files' contents changed" in notes[0]
+    # A store written before the sources' hashes were recorded cannot tell a touch from an edit.
+    manifest_path = directory / MANIFEST_FILE
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["source_sha256"]
+    manifest_path.write_text(json.dumps(manifest))
+    touch_later(corpus_files[0])
+    notes.clear()
+    prepare_token_store(directory, corpus_files, tokenizer, 24, num_threads=1, message=notes.append)
+    assert "encoding" in notes[0] and "the store records no SHA-256 to compare" in notes[0]
 
 
 def test_second_prepare_reuses_the_store(tmp_path: Path, corpus_files, tokenizer, monkeypatch) -> None:

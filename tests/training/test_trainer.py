@@ -10,9 +10,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from transformer.checkpoint import read_index
+from transformer.checkpoint import CheckpointError, read_index
 from transformer.cli import main
 from transformer.config import load_config
+from transformer.data.batching import BATCH_ORDER_VERSION
 from transformer.data.prepare import prepare_data
 from transformer.training import trainer as trainer_module
 from transformer.training.checkpoint import load_training_checkpoint
@@ -312,6 +313,51 @@ def test_resume_falls_back_past_a_damaged_checkpoint_and_drops_redone_metrics(
     for step in range(5, 9):  # redone from the step-4 checkpoint: the same losses
         assert resumed[step]["train_loss"] == pytest.approx(reference[step]["train_loss"], rel=1e-5)
     assert load_training_checkpoint(run_dir / "checkpoints" / "step-00000008").state.step == 8
+
+
+@pytest.mark.parametrize("saved_order", [None, BATCH_ORDER_VERSION], ids=["unversioned", "current"])
+def test_resume_mid_epoch_across_a_batch_order_change_warns_and_records_the_new_order(
+    tmp_path: Path, write_config, capsys, saved_order: int | None
+) -> None:
+    """A checkpoint that does not record its batch order (written before it was versioned) warns mid-epoch."""
+    config = write_config(tmp_path, train={"max_steps": 2, "checkpoint_every": 2, "validate_every": 0})
+    run_dir = tmp_path / "run"
+    assert main(["train", "--config", str(config), "--output-dir", str(run_dir)]) == 0
+    state_file = run_dir / "checkpoints" / "step-00000002" / "trainer_state.json"
+    state = json.loads(state_file.read_text())
+    assert state["batch_order"] == BATCH_ORDER_VERSION and state["batches_done_in_epoch"] == 2
+    if saved_order is None:
+        del state["batch_order"]  # as written before the order was versioned
+        state_file.write_text(json.dumps(state))
+    longer = write_config(tmp_path, name="longer.yaml", train={"max_steps": 3, "validate_every": 0})
+    capsys.readouterr()
+    assert main(["train", "--config", str(longer), "--output-dir", str(run_dir), "--resume"]) == 0
+    output = capsys.readouterr().err
+    warned = (
+        "does not record its sampler's batch order; if it was written before the order changed (2026-11-24), "
+        f"the rest of epoch 0 follows this version's order {BATCH_ORDER_VERSION}" in output
+    )
+    assert warned == (saved_order is None) and "resumed from" in output
+    resumed = load_training_checkpoint(run_dir / "checkpoints" / "step-00000003").state
+    assert resumed is not None and resumed.step == 3 and resumed.batch_order == BATCH_ORDER_VERSION
+
+
+def test_resume_refuses_a_checkpoint_of_another_number_of_processes(tmp_path: Path, write_config) -> None:
+    config = write_config(tmp_path, train={"max_steps": 2, "checkpoint_every": 2, "validate_every": 0})
+    experiment = load_config(config)
+    run_dir = tmp_path / "run"
+    data = prepare_data(experiment.data, experiment.model.vocab_size, run_dir)
+    Trainer(experiment, run_dir, data).train()
+    checkpoint = load_training_checkpoint(run_dir / "checkpoints" / "step-00000002")
+    trainer = Trainer(experiment, run_dir, data)
+    trainer.restore(checkpoint)  # its own checkpoint: one process, as this one
+    assert trainer.state.step == 2
+    # As if a second rank had saved its random state beside rank 0's: a 2-process torchrun checkpoint.
+    checkpoint.optimizer_tensors["rng.cpu.rank1"] = checkpoint.optimizer_tensors["rng.cpu.rank0"]
+    with pytest.raises(
+        CheckpointError, match=r"saved by 2 training process\(es\), resumed by 1; .*nproc-per-node 2"
+    ):
+        Trainer(experiment, run_dir, data).restore(checkpoint)
 
 
 def test_resume_with_every_checkpoint_damaged_names_them(tmp_path: Path, write_config, capsys) -> None:

@@ -8,6 +8,7 @@ sides, and shuffles the order of the batches. :func:`collate` turns one batch in
 tensors with BOS/EOS added to the target.
 """
 
+import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -19,6 +20,12 @@ from torch import Tensor
 
 from transformer.data.dataset import ParallelCorpus
 from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+#: The version of the batches :class:`TokenBatchSampler` cuts for a (seed, epoch), recorded in every training
+#: checkpoint: 1 sorted the whole corpus with a corpus-wide random tie-break (``np.lexsort``), 2 shuffles within
+#: groups of equal lengths sorted once. A run resumed mid-epoch across a change continues its epoch in the new
+#: order (some pairs of that epoch twice, others not at all), and the trainer says so.
+BATCH_ORDER_VERSION = 2
 
 #: One batch's pair indices: a list (:meth:`TokenBatchSampler.batches`) or an array (``batch_index_arrays``).
 BatchIndices = TypeVar("BatchIndices", list[int], np.ndarray)
@@ -250,7 +257,8 @@ def _as_lengths(values: Sequence[int] | np.ndarray, name: str) -> np.ndarray:
     Returns
     -------
     numpy.ndarray, shape (num_pairs,), int32 or int64
-        The lengths: the input itself when it is already such an array.
+        The lengths: the input itself when it is already such an array (an int32 array holding
+        ``2**31 - 1``, whose width would wrap, is widened to int64).
 
     Notes
     -----
@@ -266,8 +274,39 @@ def _as_lengths(values: Sequence[int] | np.ndarray, name: str) -> np.ndarray:
     if lengths.min() < 0:
         raise ValueError(f"TokenBatchSampler: {name} has a negative length at index {int(lengths.argmin())}")
     # int32 and int64 are kept as they are (a corpus of 36M pairs need not be copied); narrower or unsigned
-    # integers are widened, so that target + 1 and the products of the length groups cannot wrap around.
-    return lengths if lengths.dtype in (np.int32, np.int64) else lengths.astype(np.int64)
+    # integers are widened, so that target + 1 and the products of the length groups cannot wrap around, and
+    # so is an int32 array holding the largest int32 (whose + 1 would wrap).
+    if lengths.dtype == np.int64 or (lengths.dtype == np.int32 and lengths.max() < np.iinfo(np.int32).max):
+        return lengths
+    return lengths.astype(np.int64)
+
+
+def _as_count(value: int, name: str) -> int:
+    """Check that an argument is an integer (a Python or numpy int, not a float or bool) and return it.
+
+    Parameters
+    ----------
+    value : int
+        ``max_tokens``, ``max_sentences`` or ``seed``.
+    name : str
+        The argument's name, for the error message.
+
+    Returns
+    -------
+    int
+        The value as a Python int.
+
+    Notes
+    -----
+    A float budget (``max_tokens=25000.0``, e.g. from a hand-written config) would make the batch caps
+    floats and fail deep in numpy with a cast error; refusing it here names the argument instead.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"TokenBatchSampler: {name}={value!r} must be an integer, not a bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ValueError(f"TokenBatchSampler: {name}={value!r} must be an integer") from None
 
 
 def _length_groups(
@@ -437,10 +476,14 @@ class TokenBatchSampler:
                 f"TokenBatchSampler: {len(self.source_lengths)} source lengths but "
                 f"{len(self.target_lengths)} target lengths"
             )
+        max_tokens = _as_count(max_tokens, "max_tokens")
         if max_tokens <= 0:
             raise ValueError(f"TokenBatchSampler: max_tokens={max_tokens} must be positive")
-        if max_sentences is not None and max_sentences <= 0:
-            raise ValueError(f"TokenBatchSampler: max_sentences={max_sentences} must be positive or None")
+        if max_sentences is not None:
+            max_sentences = _as_count(max_sentences, "max_sentences")
+            if max_sentences <= 0:
+                raise ValueError(f"TokenBatchSampler: max_sentences={max_sentences} must be positive or None")
+        seed = _as_count(seed, "seed")
         if seed < 0:
             raise ValueError(f"TokenBatchSampler: seed={seed} must be non-negative")
         self.max_tokens = max_tokens
@@ -467,12 +510,13 @@ class TokenBatchSampler:
 
         Returns
         -------
-        numpy.ndarray, shape (num_pairs,)
+        numpy.ndarray, shape (num_pairs,), int32 or int64 as the lengths
             ``max(source_lengths, target_lengths + 1)``.
 
         Notes
         -----
-        Computed on each access (a new array): the sampler itself keeps only the groups of equal lengths.
+        Computed on each access (a new array): besides the length arrays (the caller's own when they are
+        int32 or int64, not copied) the sampler keeps only the groups of equal lengths, not the widths.
         """
         return np.maximum(self.source_lengths, self.target_lengths + 1)
 
@@ -527,16 +571,17 @@ class TokenBatchSampler:
         Returns
         -------
         list of numpy.ndarray, each of shape (batch_size,), int32 or int64
-            ``len(self)`` batches (int32 below 2**31 pairs); every index appears exactly once. The same batches, in the same order, as :meth:`batches`.
+            ``len(self)`` batches (int32 below 2**31 pairs); every index appears exactly once. The same
+            batches, in the same order, as :meth:`batches`.
 
         Notes
         -----
-        The arrays are views into one array of ``num_pairs`` indices (4 or 8 bytes a pair): the trainer uses this
-        form, since at 36 million pairs the lists of :meth:`batches` would hold 36 million Python ints (over
-        1 GB and seconds to build) every epoch.
+        The arrays are views into one array of ``num_pairs`` indices (4 or 8 bytes a pair): the trainer uses
+        this form, since at 36 million pairs the lists of :meth:`batches` would hold 36 million Python ints
+        (over 1 GB and seconds to build) every epoch. A negative epoch raises ValueError, shuffled or not.
         """
         if epoch < 0:
-            raise ValueError(f"TokenBatchSampler.batches: epoch={epoch} must be non-negative")
+            raise ValueError(f"TokenBatchSampler: epoch={epoch} must be non-negative")
         rng = np.random.default_rng([self.seed, epoch]) if self.shuffle else None
         batches = np.split(self._length_order(rng), self._batch_ends)
         if rng is not None:
@@ -558,8 +603,8 @@ class TokenBatchSampler:
 
         Notes
         -----
-        Deterministic given (``seed``, ``epoch``); without ``shuffle`` the epoch is ignored and the
-        batches come shortest first. :meth:`batch_index_arrays` gives the same batches as arrays.
+        Deterministic given (``seed``, ``epoch``); without ``shuffle`` the epoch only has to be
+        non-negative and the batches come shortest first. :meth:`batch_index_arrays` gives the same batches as arrays.
         """
         return [batch.tolist() for batch in self.batch_index_arrays(epoch)]
 

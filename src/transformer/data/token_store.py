@@ -101,7 +101,8 @@ def describe_source_files(paths: list[Path]) -> list[dict[str, Any]]:
     -----
     A file replaced by another of the same size in the same nanosecond would go unnoticed; anything a
     user does (editing, downloading again, regenerating) changes the time. Hashing the text instead would
-    read the whole corpus at every start.
+    read the whole corpus at every start: the builder records the files' SHA-256 too, but reads them again
+    only when the times alone differ (a ``touch`` or a copy), to reuse the store rather than encode it again.
     """
     described = []
     for path in paths:

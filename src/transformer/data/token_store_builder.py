@@ -26,6 +26,7 @@ import numpy as np
 
 from transformer.atomic_files import staged_directory, write_json_atomically
 from transformer.data.dataset import FilterReport, iter_parallel_lines
+from transformer.data.remote_files import sha256_of_file
 from transformer.data.token_store import (
     MANIFEST_FILE,
     OFFSETS_DTYPE,
@@ -118,7 +119,8 @@ def build_token_store(
     max_len : int
         Longest sequence kept, EOS included, as in :func:`transformer.data.dataset.encode_corpus`.
     key : dict
-        What the store is encoded from (:func:`transformer.data.token_store.store_key`), copied into the manifest.
+        What the store is encoded from (:func:`transformer.data.token_store.store_key`, plus the files'
+        ``source_sha256`` when :func:`prepare_token_store` builds), copied into the manifest.
     chunk_pairs : int
         Pairs read and encoded per step.
     num_threads : int or None
@@ -215,6 +217,56 @@ def _same_request(manifest: dict[str, Any], key: dict[str, Any]) -> bool:
     return all(manifest.get(name) == value for name, value in key.items())
 
 
+def _differs_only_in_times(manifest: dict[str, Any], key: dict[str, Any]) -> bool:
+    """Whether a manifest matches ``key`` except for the corpus files' modification times."""
+    recorded = manifest.get("source_files")
+    requested = key["source_files"]
+    if not isinstance(recorded, list) or len(recorded) != len(requested):
+        return False
+    same_files = all(
+        isinstance(old, dict) and (old.get("path"), old.get("bytes")) == (new["path"], new["bytes"])
+        for old, new in zip(recorded, requested, strict=True)
+    )
+    others = {name: value for name, value in key.items() if name != "source_files"}
+    return same_files and _same_request(manifest, others)
+
+
+def _reuse_after_touch(
+    directory: Path, manifest: dict[str, Any], key: dict[str, Any], files: tuple[Path, Path]
+) -> bool:
+    """Adopt a store whose corpus files were only touched (same SHA-256), recording their new times.
+
+    Parameters
+    ----------
+    directory : pathlib.Path
+        The store directory.
+    manifest : dict
+        Its manifest, which differs from ``key`` only in the files' modification times.
+    key : dict
+        The request (:func:`store_key`), with the files' current times.
+    files : (pathlib.Path, pathlib.Path)
+        The corpus files.
+
+    Returns
+    -------
+    bool
+        True when the files' SHA-256 equal the ones the store was encoded from; the manifest then records
+        the new times (rewritten atomically), so the next start compares times alone again.
+
+    Notes
+    -----
+    A copy without ``-p``, a ``touch``, a checkout or a regeneration of identical text changes the times
+    but not the corpus; without this, reuse keyed on times would encode the corpus again (26 minutes for
+    36 million pairs, 9.25 GiB of text, on two cores: BENCHMARKS.md section 6). Hashing reads the files once. Stores written before the
+    hashes were recorded (no ``source_sha256``) are rebuilt as before.
+    """
+    recorded = manifest.get("source_sha256")
+    if not isinstance(recorded, list) or recorded != [sha256_of_file(Path(path)) for path in files]:
+        return False
+    write_json_atomically(directory / MANIFEST_FILE, {**manifest, "source_files": key["source_files"]})
+    return True
+
+
 def prepare_token_store(
     directory: Path,
     files: tuple[Path, Path],
@@ -258,8 +310,9 @@ def prepare_token_store(
     Notes
     -----
     Reuse needs an equal key (:func:`transformer.data.token_store.store_key`): the same files by resolved
-    path, size and modification time, the same tokenizer fingerprint, ``max_len`` and format version. A
-    store with another key is replaced (safely: the old one stays until the new one is complete). A store
+    path, size and modification time, the same tokenizer fingerprint, ``max_len`` and format version; where
+    only the files' times differ, their SHA-256 (recorded at the build, one extra read of the files) decide,
+    so a corpus touched or replaced by an identical copy is not encoded again. A store with another key is replaced (safely: the old one stays until the new one is complete). A store
     whose key matches but whose files are damaged is refused with
     :class:`~transformer.data.token_store.TokenStoreError` naming the file; it is not rebuilt silently.
     A directory without a manifest is an unfinished store and is rebuilt. One builder at a time per
@@ -270,20 +323,36 @@ def prepare_token_store(
     directory = Path(directory)
     key = store_key(describe_source_files(list(files)), tokenizer.fingerprint, max_len, EOS_ID)
     manifest = read_manifest(directory)
+    checked = "sizes and SHA-256 checked" if verify else "sizes checked"
     if manifest is not None and _same_request(manifest, key):
         store = open_token_store(directory, verify=verify)
-        checked = "sizes and SHA-256 checked" if verify else "sizes checked"
         tell(f"token store: reusing {directory} ({store.num_pairs} pairs, {checked})")
         return store
-    reason = "none yet" if manifest is None else "the corpus files, tokenizer or max_len changed"
+    touched = manifest is not None and _differs_only_in_times(manifest, key)
+    if manifest is not None and touched and _reuse_after_touch(directory, manifest, key, files):
+        store = open_token_store(directory, verify=verify)
+        tell(
+            f"token store: reusing {directory} ({store.num_pairs} pairs, {checked}; the corpus files' "
+            "modification times changed, their SHA-256 did not)"
+        )
+        return store
+    if manifest is None:
+        reason = "none yet"
+    elif touched and "source_sha256" not in manifest:
+        reason = "the corpus files' modification times changed and the store records no SHA-256 to compare"
+    elif touched:
+        reason = "the corpus files' contents changed"
+    else:
+        reason = "the corpus files, tokenizer or max_len changed"
     tell(f"token store: encoding {files[0]} and {files[1]} into {directory} ({reason})")
     _remove_abandoned_staging(directory)
+    source_hashes = [sha256_of_file(Path(path)) for path in files]  # lets a touched corpus be recognised
     return build_token_store(
         directory,
         iter_parallel_lines(*files),
         tokenizer,
         max_len,
-        key,
+        {**key, "source_sha256": source_hashes},
         chunk_pairs=chunk_pairs,
         num_threads=num_threads,
         progress=progress,

@@ -32,6 +32,7 @@ from transformer.checkpoint import (
     read_index,
     write_model_files,
 )
+from transformer.data.batching import BATCH_ORDER_VERSION
 
 
 @dataclass
@@ -67,6 +68,9 @@ class TrainerState:
     stop_reason : str or None
         Why training ended ("max_steps", "max_epochs", "max_minutes") in the checkpoint written at its end;
         None in checkpoints written along the way.
+    batch_order : int or None
+        :data:`~transformer.data.batching.BATCH_ORDER_VERSION` of the sampler that cut the batches; None for a
+        checkpoint written before the version was recorded (order 1, or 2 from 2026-11-24 until then).
 
     Notes
     -----
@@ -88,6 +92,7 @@ class TrainerState:
     experiment: dict[str, Any] = field(default_factory=dict)
     tokenizer_fingerprint: str = ""
     stop_reason: str | None = None
+    batch_order: int | None = BATCH_ORDER_VERSION
 
 
 @dataclass
@@ -277,7 +282,10 @@ def read_trainer_state(directory: Path) -> TrainerState | None:
     if not state_file.exists():
         return None
     try:
-        return TrainerState(**json.loads(state_file.read_text(encoding="utf-8")))
+        fields = json.loads(state_file.read_text(encoding="utf-8"))
+        if isinstance(fields, dict):
+            fields.setdefault("batch_order", None)  # written before the sampler's order was versioned
+        return TrainerState(**fields)
     except (OSError, TypeError, ValueError) as error:
         raise CheckpointError(f"{directory}: unreadable training state ({error})") from None
 

@@ -95,7 +95,7 @@ def claim_run_dir_if_main(run_dir: Path) -> Iterator[None]:
     Parameters
     ----------
     run_dir : Path
-        The run directory of ``train`` or ``quickstart``.
+        The run directory of ``prepare``, ``train`` or ``quickstart``.
 
     Returns
     -------

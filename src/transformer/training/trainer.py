@@ -25,7 +25,7 @@ from transformer.autotune.model_tuning import ModelTuning, tune_model
 from transformer.autotune.thread_probe import usable_cpus
 from transformer.checkpoint import CheckpointError, describe_mismatch
 from transformer.config import ExperimentConfig
-from transformer.data.batching import Batch, TokenBatchSampler, collate, shard
+from transformer.data.batching import BATCH_ORDER_VERSION, Batch, TokenBatchSampler, collate, shard
 from transformer.data.dataset import ParallelCorpus
 from transformer.data.prepare import TOKENIZER_FILE, TrainingData
 from transformer.evaluation.perplexity import sum_batch_losses
@@ -510,6 +510,25 @@ class Trainer:
         self._last_checkpoint = (self.state.step, checkpoint.path)
         self.reporter.message(f"resumed from {checkpoint.path} at step {self.state.step}")
 
+    def _adopt_batch_order(self, checkpoint_path: Path | None) -> None:
+        """Warn when a checkpoint's epoch may have been cut by another sampler version; record this one's."""
+        saved = self.state.batch_order
+        if saved != BATCH_ORDER_VERSION and self.state.batches_done_in_epoch > 0:
+            consequence = (
+                f"the rest of epoch {self.state.epoch} follows this version's order {BATCH_ORDER_VERSION}, "
+                "so some of its pairs come twice and others not at all (later epochs are unaffected)"
+            )
+            if saved is None:
+                self.reporter.message(
+                    f"warning: {checkpoint_path} does not record its sampler's batch order; if it was written "
+                    f"before the order changed (2026-11-24), {consequence}"
+                )
+            else:
+                self.reporter.message(
+                    f"warning: {checkpoint_path} was cut into batches by sampler order {saved}: {consequence}"
+                )
+        self.state.batch_order = BATCH_ORDER_VERSION
+
     def _newest_readable_checkpoint(self) -> TrainingCheckpoint:
         """Load the newest checkpoint that reads back whole, warning about each damaged one skipped."""
         failures = []
@@ -539,13 +558,21 @@ class Trainer:
         -----
         Refuses (CheckpointError) a weights-only checkpoint and one whose model config or tokenizer differs
         from this run's. Each rank restores its own saved random state (``rng.cpu.rank{r}``), so dropout
-        continues as in an uninterrupted run; a resume with more ranks than the run that saved fails with a
-        KeyError on the missing rank's state.
+        continues as in an uninterrupted run; the data position is per process too (each rank's shard of the
+        epoch), so a checkpoint saved by another number of processes is refused (CheckpointError naming both
+        numbers) rather than resumed with shards that would skip or repeat batches.
         """
         describe_mismatch(self.experiment.model, checkpoint.model_config, str(checkpoint.path))
         if checkpoint.state is None:
             raise CheckpointError(
                 f"{checkpoint.path}: weights-only checkpoint; cannot resume training from it"
+            )
+        saved_processes = sum(1 for key in checkpoint.optimizer_tensors if key.startswith("rng.cpu.rank"))
+        if saved_processes != self.context.world_size:
+            raise CheckpointError(
+                f"{checkpoint.path}: saved by {saved_processes} training process(es), resumed by "
+                f"{self.context.world_size}; resume with the same number (torchrun --nproc-per-node "
+                f"{saved_processes}): the data position and random states are per process"
             )
         if checkpoint.state.tokenizer_fingerprint != self.data.tokenizer.fingerprint:
             raise CheckpointError(
@@ -564,6 +591,7 @@ class Trainer:
         if self.device.type == "cuda" and cuda_key in checkpoint.optimizer_tensors:
             torch.cuda.set_rng_state(checkpoint.optimizer_tensors[cuda_key], self.device)
         self.state = checkpoint.state
+        self._adopt_batch_order(checkpoint.path)
 
     def _train_loop(self, metrics: MetricsLog | None) -> str:
         reason = self._stop_reason()

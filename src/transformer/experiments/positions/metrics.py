@@ -1,0 +1,177 @@
+"""The positions measure hook: scores per length bucket, the learned table cut to L rows, the probe."""
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from transformer.config import DecodeConfig, ExperimentConfig
+from transformer.data.dataset import read_lines
+from transformer.data.synthetic import (
+    generate_pairs,
+)
+from transformer.data.text_tokenizer import TextTokenizer
+from transformer.decoding.translator import Translator
+from transformer.evaluation.bleu import score_translations
+from transformer.experiments.positions.probes import (
+    LengthBucket,
+    length_buckets,
+    permutation_probe,
+    swap_pairs,
+)
+from transformer.experiments.positions.settings import LENGTH_SCALES, TEST_SEED
+from transformer.model.transformer import Transformer
+
+
+def cut_learned_table(model: Transformer, rows: int) -> Transformer:
+    """Copy a learned-position model keeping only the first ``rows`` rows of its position table.
+
+    Parameters
+    ----------
+    model : Transformer
+        A model with ``positional_encoding="learned"`` and at least ``rows`` positions.
+    rows : int
+        The new ``max_positions``.
+
+    Returns
+    -------
+    Transformer
+        A model with ``max_positions = rows``, otherwise the same weights, on the same device, in eval mode.
+
+    Notes
+    -----
+    When training never reached position ``rows`` (``data.max_len <= rows``), the cut model is what training
+    with ``max_positions = rows`` would have given, up to the random initialisation of the other weights.
+    """
+    config = dataclasses.replace(model.config, max_positions=rows)
+    cut = Transformer(config)
+    state = dict(model.state_dict())
+    key = "positional_encoding.embedding.weight"
+    state[key] = state[key][:rows]
+    cut.load_state_dict(state)
+    return cut.to(next(model.parameters()).device).eval()
+
+
+def _score_buckets(
+    model: Transformer,
+    tokenizer: TextTokenizer,
+    buckets: Sequence[LengthBucket],
+    decode: DecodeConfig,
+    device: str,
+) -> list[dict[str, Any]]:
+    """Score each bucket: BLEU and the share of truncated inputs, or the error the translation raised."""
+    scores: list[dict[str, Any]] = []
+    for bucket in buckets:
+        if not bucket.pairs:
+            scores.append({"bleu": None, "truncated_share": None, "error": None})
+            continue
+        translator = Translator(model, tokenizer, decode, device=device)
+        try:
+            hypotheses = translator.translate([source for source, _ in bucket.pairs])
+        except ValueError as error:
+            scores.append({"bleu": None, "truncated_share": None, "error": str(error).splitlines()[0]})
+            continue
+        bleu = score_translations(hypotheses, [target for _, target in bucket.pairs]).bleu
+        scores.append(
+            {"bleu": bleu, "truncated_share": translator.truncated_count / len(bucket.pairs), "error": None}
+        )
+    return scores
+
+
+def _run_spec(run_dir: Path) -> dict[str, Any]:
+    """Read the run's ``run.json`` (written by the runner): experiment, scale, variant, group."""
+    from transformer.experiments.worker import RUN_FILE
+
+    spec: dict[str, Any] = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
+    return spec
+
+
+def _training_sources(run_dir: Path) -> frozenset[str]:
+    """Read the source sentences of the run's training split (test sentences are kept disjoint from them)."""
+    split_files = json.loads((run_dir / "split_files.json").read_text(encoding="utf-8"))
+    return frozenset(line.strip() for line in read_lines(Path(split_files["train"][0])))
+
+
+def measure(
+    *,
+    model: Transformer,
+    tokenizer: TextTokenizer,
+    pairs: Sequence[tuple[str, str]],
+    config: ExperimentConfig,
+    run_dir: Path,
+) -> dict[str, Any]:
+    """Measure a trained run: the permutation probe, and for the length group BLEU per length bucket.
+
+    Parameters
+    ----------
+    model : Transformer
+        The scored model.
+    tokenizer : TextTokenizer
+        Its tokenizer.
+    pairs : sequence of (str, str)
+        The validation pairs (unused: the length test sets are generated).
+    config : ExperimentConfig
+        The run's configuration; ``data.max_len`` is L for the length group.
+    run_dir : Path
+        The run directory (its ``run.json`` names the group and scale).
+
+    Returns
+    -------
+    dict of str to Any
+        The probe's keys (:func:`permutation_probe`); for the length group also ``length_limit`` (L) and
+        ``length_buckets``: per bucket ``name``, ``sentences``, ``bleu``, ``truncated_share`` and ``error``,
+        and for learned positions ``cut_bleu``, ``cut_truncated_share`` (table cut to L rows, outputs capped
+        at L tokens) and ``cut_uncapped_error`` (what the run's own decode settings raised with the cut
+        table, None if nothing), plus ``learned_position_error``: the model's message for a too-long input.
+
+    Notes
+    -----
+    Called by the worker after the dev scoring. Everything is deterministic given the model: the test
+    sentences come from the grammar with :data:`TEST_SEED`.
+    """
+    del pairs
+    spec = _run_spec(run_dir)
+    size = LENGTH_SCALES[spec["scale"]]
+    model.eval()
+    device = config.train.device
+    translator = Translator(model, tokenizer, config.decode, device=device)
+    metrics: dict[str, Any] = permutation_probe(
+        model, tokenizer, translator, swap_pairs(size.probe_pairs, TEST_SEED)
+    )
+    if spec["group"] != "length":
+        return metrics
+    limit = config.data.max_len
+    buckets = length_buckets(
+        generate_pairs(size.generated, TEST_SEED),
+        lambda sentence: len(tokenizer.encode(sentence)) + 1,
+        limit,
+        size.per_bucket,
+        exclude=_training_sources(run_dir),
+    )
+    rows = [
+        {"name": bucket.name, "low": bucket.low, "high": bucket.high, "sentences": len(bucket.pairs), **score}
+        for bucket, score in zip(
+            buckets, _score_buckets(model, tokenizer, buckets, config.decode, device), strict=True
+        )
+    ]
+    if model.config.positional_encoding == "learned":
+        cut = cut_learned_table(model, limit)
+        capped = dataclasses.replace(config.decode, max_length=min(config.decode.max_length or limit, limit))
+        for row, score in zip(rows, _score_buckets(cut, tokenizer, buckets, capped, device), strict=True):
+            row["cut_bleu"], row["cut_truncated_share"] = score["bleu"], score["truncated_share"]
+        for row, score in zip(
+            rows, _score_buckets(cut, tokenizer, buckets, config.decode, device), strict=True
+        ):
+            row["cut_uncapped_error"] = score["error"]
+        too_long = torch.full((1, limit + 1), cut.config.unk_id, device=next(cut.parameters()).device)
+        try:
+            cut.encode(too_long)
+            metrics["learned_position_error"] = None
+        except ValueError as error:
+            metrics["learned_position_error"] = str(error)
+    metrics["length_limit"] = limit
+    metrics["length_buckets"] = rows
+    return metrics

@@ -1,0 +1,71 @@
+"""``transformer experiment rnn-baseline``: the Transformer against the attentional LSTM it replaced.
+
+The paper's claim (section 6.1 and its training-cost table): better quality "at a fraction of the training
+cost" of the recurrent and convolutional models before it. Issue #17 asks for that comparison at a size this
+project trains: the shipped Multi30k Transformer (``configs/multi30k.yaml``, 9.9M parameters) against the
+recurrent baseline (``configs/multi30k-rnn.yaml``: a bidirectional LSTM encoder, an LSTM decoder with
+Luong's "general" attention and input feeding, 9.6M parameters), on the same data, the same joint BPE
+vocabulary (the runner learns it once for both), the same 4,096-token batches, the same 28-minute budget and
+the same search (beam 4, power length penalty 1).
+
+Variants ``transformer`` and ``rnn`` carry the two configs' values (a test compares them with the files);
+only ``train.checkpoint_every`` (100 steps; the configs save every 250) and ``train.keep_checkpoints`` (all of
+them) change, so that the run leaves a time-to-quality curve on disk. Per run, besides the worker's dev BLEU
+(beam 4, the average of the last :data:`AVERAGE_LAST` checkpoints, as the configs' runs are scored; 100 steps
+apart here, 250 there), the measure hook records:
+
+* **the curve**: greedy dev BLEU of every kept checkpoint against the training seconds, step and target
+  tokens its ``trainer_state.json`` records (:mod:`transformer.experiments.quality_curve`); greedy, not beam
+  4, to keep scoring 30 checkpoints short (greedy scores about 1.7 BLEU under beam 4 for the shipped
+  Transformer, BENCHMARKS.md); and, from it, the training time at which each model first reaches dev BLEU
+  :data:`BLEU_LEVELS` (or "not reached");
+* **training FLOPs**: counted with ``FlopCounterMode`` on the run's first training batches (forward, loss,
+  backward; :mod:`transformer.experiments.training_flops`), per target token, times the target tokens the run
+  trained on;
+* **decoding speed**: sentences and output tokens per second on the whole validation set, greedy and beam 4,
+  fp32, the same thread count for both models (:mod:`transformer.experiments.decode_speed`);
+* the precision and thread count the trainer chose (``precision: auto``, ``threads: null``), read back from
+  the autotuning cache: on a CPU with AMX a model that gains from bf16 trains several times faster.
+
+Scales: ``cpu`` (the configs as shipped; two 28-minute trainings, then scoring), ``gpu`` (the same
+configurations: on a GPU both finish their 2,800 steps well inside the budget, so the curves compare the time
+each takes over the same schedule), ``tiny`` (the built-in grammar corpus, 8 steps per model, for tests).
+
+Timings are wall-clock: run on a quiet machine with ``--parallel 1`` (the default), so each training has the
+machine to itself. A run interrupted and resumed trains for another ``max_minutes`` (the trainer's budget
+counts per invocation), which the table flags.
+
+Layout: :mod:`.settings` (the variants, the scales, :func:`build_plan`), :mod:`.metrics` (the measure hook)
+and :mod:`.report` (the table and the plot); this package re-exports what the experiment registry and the
+tests use.
+"""
+
+from transformer.experiments.rnn_baseline.metrics import curve_metrics, measure
+from transformer.experiments.rnn_baseline.report import plot, render_table
+from transformer.experiments.rnn_baseline.settings import (
+    AVERAGE_LAST,
+    BLEU_LEVELS,
+    BUDGET_TOLERANCE,
+    CHECKPOINT_EVERY,
+    MEASURE_SETTINGS,
+    MeasureSettings,
+    build_plan,
+    multi30k_plan_parts,
+    tiny_plan_parts,
+)
+
+__all__ = [
+    "AVERAGE_LAST",
+    "BLEU_LEVELS",
+    "BUDGET_TOLERANCE",
+    "CHECKPOINT_EVERY",
+    "MEASURE_SETTINGS",
+    "MeasureSettings",
+    "build_plan",
+    "curve_metrics",
+    "measure",
+    "multi30k_plan_parts",
+    "plot",
+    "render_table",
+    "tiny_plan_parts",
+]

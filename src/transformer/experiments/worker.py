@@ -29,6 +29,28 @@ RESULT_FILE = "result.json"
 LOG_FILE = "log.txt"
 
 
+def read_run_spec(run_dir: Path) -> dict[str, Any]:
+    """Read the specification the runner wrote into a run directory.
+
+    Parameters
+    ----------
+    run_dir : Path
+        A run directory prepared by the runner.
+
+    Returns
+    -------
+    dict of str to Any
+        ``run.json``: experiment, scale, variant, group, seed, commit and the full configuration.
+
+    Notes
+    -----
+    The worker reads it to train and score the run; the experiments' measure hooks read it for the scale
+    and group, which the configuration alone does not name.
+    """
+    spec: dict[str, Any] = json.loads((Path(run_dir) / RUN_FILE).read_text(encoding="utf-8"))
+    return spec
+
+
 def scored_checkpoint(run_dir: Path, average_last: int) -> Checkpoint:
     """Pick the checkpoint a run is scored with: its last one, or the average of its last ``average_last``.
 
@@ -122,7 +144,7 @@ def run(run_dir: Path) -> dict[str, Any]:
     Training resumes the newest checkpoint when there is one, and a run whose training had ended (by steps
     or by its time budget) is reused as it is, so a killed experiment never trains a finished variant twice.
     """
-    spec = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
+    spec = read_run_spec(run_dir)
     experiment = experiment_from_dict(spec["config"], source=str(run_dir / RUN_FILE))
     resume = (run_dir / "checkpoints" / "index.json").exists()
     started = time.monotonic()

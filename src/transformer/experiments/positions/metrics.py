@@ -23,6 +23,7 @@ from transformer.experiments.positions.probes import (
     swap_pairs,
 )
 from transformer.experiments.positions.settings import LENGTH_SCALES, TEST_SEED
+from transformer.experiments.worker import read_run_spec
 from transformer.model.transformer import Transformer
 
 
@@ -81,14 +82,6 @@ def _score_buckets(
     return scores
 
 
-def _run_spec(run_dir: Path) -> dict[str, Any]:
-    """Read the run's ``run.json`` (written by the runner): experiment, scale, variant, group."""
-    from transformer.experiments.worker import RUN_FILE
-
-    spec: dict[str, Any] = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
-    return spec
-
-
 def _training_sources(run_dir: Path) -> frozenset[str]:
     """Read the source sentences of the run's training split (test sentences are kept disjoint from them)."""
     split_files = json.loads((run_dir / "split_files.json").read_text(encoding="utf-8"))
@@ -133,7 +126,7 @@ def measure(
     sentences come from the grammar with :data:`TEST_SEED`.
     """
     del pairs
-    spec = _run_spec(run_dir)
+    spec = read_run_spec(run_dir)
     size = LENGTH_SCALES[spec["scale"]]
     model.eval()
     device = config.train.device

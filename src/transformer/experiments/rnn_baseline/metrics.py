@@ -20,14 +20,7 @@ from transformer.experiments.decode_speed import measure_decode_speed
 from transformer.experiments.quality_curve import CurvePoint, checkpoint_curve, first_reaching
 from transformer.experiments.rnn_baseline.settings import BLEU_LEVELS, MEASURE_SETTINGS
 from transformer.experiments.training_flops import FlopCount, count_training_flops, first_training_batches
-
-
-def _run_spec(run_dir: Path) -> dict[str, Any]:
-    """Read the run's ``run.json`` (written by the runner): experiment, scale, variant, group."""
-    from transformer.experiments.worker import RUN_FILE
-
-    spec: dict[str, Any] = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
-    return spec
+from transformer.experiments.worker import read_run_spec
 
 
 def measure(
@@ -69,7 +62,7 @@ def measure(
     Called by the worker after its dev scoring. The curve's scores are cached in the run directory as they
     are computed (``quality_curve.json``), so a scoring interrupted and rerun continues where it stopped.
     """
-    settings = MEASURE_SETTINGS[_run_spec(run_dir)["scale"]]
+    settings = MEASURE_SETTINGS[read_run_spec(run_dir)["scale"]]
     threads = min(settings.decode_threads, usable_cpus())
     flops = _count_flops(model, tokenizer, config, run_dir, settings.flop_batches)
     sources, references = [source for source, _ in pairs], [target for _, target in pairs]

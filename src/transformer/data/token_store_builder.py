@@ -257,8 +257,9 @@ def _reuse_after_touch(
     -----
     A copy without ``-p``, a ``touch``, a checkout or a regeneration of identical text changes the times
     but not the corpus; without this, reuse keyed on times would encode the corpus again (26 minutes for
-    36 million pairs, 9.25 GiB of text, on two cores: BENCHMARKS.md section 6). Hashing reads the files once. Stores written before the
-    hashes were recorded (no ``source_sha256``) are rebuilt as before.
+    36 million pairs, 9.25 GiB of text, on two cores: BENCHMARKS.md section 6). Hashing reads the files
+    once (about 6 s for those 9.25 GiB). Stores written before the hashes were recorded (no
+    ``source_sha256``) are rebuilt as before.
     """
     recorded = manifest.get("source_sha256")
     if not isinstance(recorded, list) or recorded != [sha256_of_file(Path(path)) for path in files]:
@@ -312,9 +313,10 @@ def prepare_token_store(
     Reuse needs an equal key (:func:`transformer.data.token_store.store_key`): the same files by resolved
     path, size and modification time, the same tokenizer fingerprint, ``max_len`` and format version; where
     only the files' times differ, their SHA-256 (recorded at the build, one extra read of the files) decide,
-    so a corpus touched or replaced by an identical copy is not encoded again. A store with another key is replaced (safely: the old one stays until the new one is complete). A store
-    whose key matches but whose files are damaged is refused with
-    :class:`~transformer.data.token_store.TokenStoreError` naming the file; it is not rebuilt silently.
+    so a corpus touched or replaced by an identical copy is not encoded again. A store with another key is
+    replaced (safely: the old one stays until the new one is complete). A store whose key matches but whose
+    files are damaged is refused with :class:`~transformer.data.token_store.TokenStoreError` naming the
+    file; it is not rebuilt silently.
     A directory without a manifest is an unfinished store and is rebuilt. One builder at a time per
     directory is assumed (the run lock gives that); the temporary directories of killed builds are removed
     before a new build.

@@ -66,7 +66,6 @@ about 67 minutes at one thread per run (the trainer measures whether two threads
 machine and uses them if so). Additive scoring at d_k = 256 alone is 20 of those minutes.
 """
 
-from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -77,7 +76,7 @@ from transformer.config import ExperimentConfig
 from transformer.data.text_tokenizer import TextTokenizer
 from transformer.experiments.attention_statistics import STATISTICS, measure_pairs
 from transformer.experiments.plan import ExperimentPlan, Variant, run_config, short_recipe
-from transformer.experiments.results import format_metric
+from transformer.experiments.results import format_metric, records_by_variant
 from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
 
@@ -327,14 +326,6 @@ def measure(
     return {**at_init.to_dict("init_"), **trained.to_dict("trained_"), "statistics_pairs": len(selected)}
 
 
-def _by_variant(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Group results by variant name."""
-    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for record in records:
-        grouped[record["variant"]].append(record)
-    return grouped
-
-
 def _values(found: list[dict[str, Any]], key: str, factor: float = 1.0) -> list[float | None]:
     """Collect one metric of the seeds of a variant (None where a record lacks it)."""
     return [None if record.get(key) is None else float(record[key]) * factor for record in found]
@@ -375,7 +366,7 @@ def render_table(plan: ExperimentPlan, records: list[dict[str, Any]]) -> str:
     Values are means over seeds (``± spread`` with several); runs not finished yet show ``-``. Statistics
     are averages over all attention layers; the per-kind and per-layer values are in ``results.jsonl``.
     """
-    grouped = _by_variant(records)
+    grouped = records_by_variant(records)
     lines = [f"# Attention scoring against d_k at scale {plan.scale}", "", plan.notes, ""]
     lines += ["## Dev BLEU", "", *_grid(grouped, "dev_bleu", 1), ""]
     lines += ["## Dev perplexity (per BPE token)", "", *_grid(grouped, "dev_perplexity", 2), ""]
@@ -466,7 +457,7 @@ def plot(plan: ExperimentPlan, records: list[dict[str, Any]], output_dir: Path) 
 
     from transformer.visualization.attention_plot import save_figure_atomically
 
-    grouped = _by_variant(records)
+    grouped = records_by_variant(records)
     figure = Figure(figsize=(11, 4.5))
     bleu, perplexity = figure.subplots(1, 2)
     _draw_lines(bleu, grouped, "dev_bleu")

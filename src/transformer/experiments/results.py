@@ -10,6 +10,7 @@ import json
 import math
 import os
 import statistics
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -137,3 +138,27 @@ def format_metric(values: Sequence[float | None], digits: int) -> str:
     if mean is None:
         return "-"
     return f"{mean:.{digits}f}" + (f" ± {spread:.{digits}f}" if spread is not None else "")
+
+
+def records_by_variant(records: Iterable[dict[str, Any]]) -> defaultdict[str, list[dict[str, Any]]]:
+    """Group result records by variant name, each variant's seeds in increasing order.
+
+    Parameters
+    ----------
+    records : iterable of dict
+        ``results.jsonl`` records (each with ``variant`` and ``seed``).
+
+    Returns
+    -------
+    collections.defaultdict of str to list of dict
+        Variant name -> its records; a variant without records reads as an empty list.
+
+    Notes
+    -----
+    The sort is stable and by seed only, so a table or plot lists a variant's runs in seed order whatever
+    order they finished in (runs may finish out of order with ``--parallel``).
+    """
+    grouped: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in sorted(records, key=lambda record: int(record["seed"])):
+        grouped[record["variant"]].append(record)
+    return grouped

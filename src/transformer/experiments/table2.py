@@ -23,13 +23,12 @@ Multi30k recipe does: on budgets of a few thousand steps post-norm learns far mo
 the paper scale is post-norm, as the paper.
 """
 
-from collections import defaultdict
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from transformer.experiments.plan import ExperimentPlan, Variant, run_config, short_recipe
-from transformer.experiments.results import format_metric
+from transformer.experiments.results import format_metric, records_by_variant
 from transformer.model.presets import BASE_SETTINGS, BIG_SETTINGS, TABLE2_VARIANTS
 
 #: Keys of a Table 2 variant that are widths (scaled by w) and layer counts (scaled by l).
@@ -275,9 +274,7 @@ def render_table(plan: ExperimentPlan, records: list[dict[str, Any]]) -> str:
     Rows without results yet show ``-``; the paper's figures are for newstest2013 EN-DE at full size, so only
     the *differences between rows* are comparable with ours, not the values.
     """
-    by_variant: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for record in records:
-        by_variant[record["variant"]].append(record)
+    by_variant = records_by_variant(records)
     header = (
         "| row | N | d_model | d_ff | h | d_k | d_v | P_drop | eps_ls | steps | PPL (dev) | BLEU (dev) | "
         "params x10^6 | seeds | min/run | paper PPL | paper BLEU | paper params |"
@@ -340,9 +337,7 @@ def plot(plan: ExperimentPlan, records: list[dict[str, Any]], output_dir: Path) 
 
     figure = Figure(figsize=(10, 4.5))
     ours, paper = figure.subplots(1, 2)
-    by_variant: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for record in records:
-        by_variant[record["variant"]].append(record)
+    by_variant = records_by_variant(records)
     for variant in plan.variants:
         found = by_variant.get(variant.name)
         if found:

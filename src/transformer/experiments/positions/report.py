@@ -6,15 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer.experiments.plan import ExperimentPlan
-from transformer.experiments.results import format_metric
-
-
-def _by_variant(records: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Group result records by variant name."""
-    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for record in records:
-        grouped[record["variant"]].append(record)
-    return grouped
+from transformer.experiments.results import format_metric, records_by_variant
 
 
 def _percent(values: Sequence[float | None]) -> str:
@@ -70,7 +62,7 @@ def render_table(plan: ExperimentPlan, records: list[dict[str, Any]]) -> str:
     error messages are quoted under the length table, since how the library handles a too-long input is
     one of the results.
     """
-    grouped = _by_variant(records)
+    grouped = records_by_variant(records)
     lines = [f"# Positional encodings at scale {plan.scale}", "", plan.notes, ""]
     lines += [
         "## Dev scores",
@@ -200,7 +192,7 @@ def plot(plan: ExperimentPlan, records: list[dict[str, Any]], output_dir: Path) 
 
     from transformer.visualization.attention_plot import save_figure_atomically
 
-    grouped = _by_variant(records)
+    grouped = records_by_variant(records)
     length_variants = [
         variant for variant in plan.variants if variant.group == "length" and variant.name in grouped
     ]

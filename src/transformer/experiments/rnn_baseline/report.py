@@ -1,21 +1,12 @@
 """The rnn-baseline table and plot: quality and cost, time to quality, decoding speed, the curves."""
 
-from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from transformer.experiments.plan import ExperimentPlan
-from transformer.experiments.results import format_metric
+from transformer.experiments.results import format_metric, records_by_variant
 from transformer.experiments.rnn_baseline.settings import AVERAGE_LAST, BLEU_LEVELS, BUDGET_TOLERANCE
-
-
-def _by_variant(records: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Group result records by variant name, seeds in order."""
-    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for record in sorted(records, key=lambda record: int(record["seed"])):
-        grouped[record["variant"]].append(record)
-    return grouped
 
 
 def _time_to_level(found: Sequence[dict[str, Any]], level: float) -> str:
@@ -59,7 +50,7 @@ def render_table(plan: ExperimentPlan, records: list[dict[str, Any]]) -> str:
     its budget (it was interrupted and resumed, and the trainer's budget counts per invocation) is marked
     with ``*`` and explained under the table: its cost and times are not the budget's.
     """
-    grouped = _by_variant(records)
+    grouped = records_by_variant(records)
     beam = plan.base["decode"]["beam_size"]
     lines = [f"# Transformer against the recurrent baseline at scale {plan.scale}", "", plan.notes, ""]
     lines += [
@@ -198,7 +189,7 @@ def plot(plan: ExperimentPlan, records: list[dict[str, Any]], output_dir: Path) 
 
     figure = Figure(figsize=(11, 4.5))
     by_time, by_flops = figure.subplots(1, 2, sharey=True)
-    grouped = _by_variant(records)
+    grouped = records_by_variant(records)
     for index, variant in enumerate(plan.variants):
         color = f"C{index}"
         for number, record in enumerate(grouped.get(variant.name, [])):

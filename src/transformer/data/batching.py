@@ -604,7 +604,8 @@ class TokenBatchSampler:
         Notes
         -----
         Deterministic given (``seed``, ``epoch``); without ``shuffle`` the epoch only has to be
-        non-negative and the batches come shortest first. :meth:`batch_index_arrays` gives the same batches as arrays.
+        non-negative and the batches come shortest first. :meth:`batch_index_arrays` gives the same
+        batches as arrays.
         """
         return [batch.tolist() for batch in self.batch_index_arrays(epoch)]
 

@@ -4,7 +4,15 @@ import pytest
 import torch
 
 from transformer.averaging import average_checkpoints, write_weights_checkpoint
-from transformer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from transformer.checkpoint import (
+    CHECKSUM_METADATA_KEY,
+    CheckpointError,
+    load_checkpoint,
+    read_index,
+    read_weights_metadata,
+    save_checkpoint,
+    weights_sha256,
+)
 from transformer.cli import main
 from transformer.config import TransformerConfig
 from transformer.model.transformer import Transformer
@@ -76,3 +84,17 @@ def test_average_checkpoints_command(trained_run: Path, tmp_path: Path, capsys) 
         main(["average-checkpoints", "--run", str(trained_run), "--last", "0", "--output", str(output)]) == 2
     )
     assert "--last 0" in capsys.readouterr().err
+
+
+def test_training_and_averaged_checkpoints_carry_the_checksum_of_their_weights(
+    trained_run: Path, tmp_path: Path
+) -> None:
+    checkpoints = trained_run / "checkpoints"
+    averaged = tmp_path / "averaged"
+    assert (
+        main(["average-checkpoints", "--run", str(trained_run), "--last", "2", "--output", str(averaged)])
+        == 0
+    )
+    for directory in [*(checkpoints / name for name in read_index(checkpoints)["checkpoints"]), averaged]:
+        recorded = read_weights_metadata(directory / "model.safetensors")[CHECKSUM_METADATA_KEY]
+        assert recorded == weights_sha256(load_checkpoint(directory).weights)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer.checkpoint import load_checkpoint
+from transformer.checkpoint import CHECKSUM_METADATA_KEY, load_checkpoint, read_weights_metadata
 from transformer.config import DecodeConfig
 from transformer.decoding.translator import Translator
 from transformer.training.checkpoint import load_training_checkpoint
@@ -32,6 +32,13 @@ def test_old_checkpoint_gives_the_same_logits_search_settings_and_translation(na
     assert checkpoint.decode_config == DecodeConfig(**expected["decode_config"])
     translator = Translator.from_checkpoint(FIXTURE / name, device="cpu")
     assert translator.translate([EXPECTED["sentence"]]) == [expected["translation"]]
+
+
+@pytest.mark.parametrize("name", ["run/checkpoints/step-00000002", "average"])
+def test_old_checkpoints_have_no_weights_checksum_and_still_load(name: str) -> None:
+    # Checksums are recorded since #26; a checkpoint without one is checked for non-finite weights only.
+    assert CHECKSUM_METADATA_KEY not in read_weights_metadata(FIXTURE / name / "model.safetensors")
+    assert load_checkpoint(FIXTURE / name).weights
 
 
 def test_a_run_directory_resolves_to_its_best_checkpoint() -> None:

@@ -3,8 +3,8 @@
 A checkpoint is a directory::
 
     step-00001000/
-      model.safetensors      weights; the model config (and, for weights-only checkpoints, the search
-                             settings) as JSON in the file's metadata
+      model.safetensors      weights; the model config, the weights' SHA-256 (and, for weights-only
+                             checkpoints, the search settings) in the file's metadata
       tokenizer.model        the SentencePiece model, so the directory alone can translate
                              (or source.spm, target.spm and vocab.json for an imported Marian model)
       optimizer.safetensors  training checkpoints only: Adam moments and random-number-generator states
@@ -20,11 +20,13 @@ in a hidden sibling and renamed into place (:func:`transformer.atomic_files.stag
 """
 
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
@@ -51,6 +53,9 @@ INDEX_FILE = "index.json"
 AVERAGED_FROM_FILE = "averaged_from.json"
 #: Key of the weights-file metadata that holds a weights-only checkpoint's search settings (JSON).
 DECODE_METADATA_KEY = "decode_config"
+#: Key of the weights-file metadata that holds the SHA-256 of the weights (:func:`weights_sha256`); checkpoints
+#: written before 2026-11-26 lack it and load unverified.
+CHECKSUM_METADATA_KEY = "weights_sha256"
 NON_TOKENIZER_FILES = {MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, AVERAGED_FROM_FILE}
 
 
@@ -124,6 +129,70 @@ def load_model_tensors(model: nn.Module, tensors: dict[str, Tensor], source: str
                 f"{source}: {name} has shape {tuple(tensor.shape)}, the model expects {tuple(expected[name].shape)}"
             )
     model.load_state_dict(tensors, strict=False)
+
+
+def weights_sha256(weights: dict[str, Tensor]) -> str:
+    """Hash a checkpoint's weights: every tensor's name, dtype, shape and bytes, in name order.
+
+    Parameters
+    ----------
+    weights : dict of str to torch.Tensor
+        Model weights on the CPU (as saved or as loaded).
+
+    Returns
+    -------
+    str
+        The hexadecimal SHA-256 digest.
+
+    Notes
+    -----
+    Computed from the tensors rather than the file, so it can be stored in the file's own metadata and does
+    not depend on how safetensors lays the file out; a byte changed anywhere in the tensors changes it. About
+    0.1 s for 40 MB of weights, once per save and once per load.
+    """
+    digest = hashlib.sha256()
+    for name in sorted(weights):
+        tensor = weights[name].detach().contiguous().cpu()
+        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}\n".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def check_weights(weights: dict[str, Tensor], metadata: dict[str, str], model_file: Path) -> None:
+    """Refuse weights that do not match their recorded checksum or hold NaN or infinite values.
+
+    Parameters
+    ----------
+    weights : dict of str to torch.Tensor
+        The tensors read from ``model_file``.
+    metadata : dict of str to str
+        The file's metadata; ``weights_sha256`` is checked when present (checkpoints written before it was
+        recorded have none).
+    model_file : Path
+        The weights file, named in the error.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Raises CheckpointError naming the file. A weights file with a few kilobytes overwritten in the middle
+    still parses, and used to translate every line to an empty one with exit status 0; the checksum catches
+    any changed byte, and the finiteness check catches damage in files that carry no checksum yet.
+    """
+    expected = metadata.get(CHECKSUM_METADATA_KEY)
+    if expected is not None and weights_sha256(weights) != expected:
+        raise CheckpointError(
+            f"{model_file}: the weights do not match the SHA-256 recorded when they were saved; the file is "
+            "damaged (restore it from a copy, or use another checkpoint)"
+        )
+    for name, tensor in weights.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            count = int((~torch.isfinite(tensor)).sum())
+            raise CheckpointError(
+                f"{model_file}: {name} holds {count} NaN or infinite value(s); the weights are damaged"
+            )
 
 
 @dataclass
@@ -224,9 +293,15 @@ def write_model_files(
     Notes
     -----
     Not atomic by itself: callers write into :func:`transformer.atomic_files.staged_directory`, as
-    :func:`save_checkpoint` and :func:`transformer.training.checkpoint.save_training_checkpoint` do.
+    :func:`save_checkpoint` and :func:`transformer.training.checkpoint.save_training_checkpoint` do. The
+    metadata records the weights' SHA-256 (:func:`weights_sha256`), which :func:`load_checkpoint` verifies;
+    every writer of a checkpoint (training, averaging, conversion) comes through here, so all carry it.
     """
-    metadata = {"format": FORMAT, "model_config": json.dumps(model_config.to_dict())}
+    metadata = {
+        "format": FORMAT,
+        "model_config": json.dumps(model_config.to_dict()),
+        CHECKSUM_METADATA_KEY: weights_sha256(weights),
+    }
     if decode_config is not None:
         metadata[DECODE_METADATA_KEY] = json.dumps(dataclasses.asdict(decode_config))
     save_file(weights, str(directory / MODEL_FILE), metadata=metadata)
@@ -290,6 +365,8 @@ def load_checkpoint(path: Path) -> Checkpoint:
     Only safetensors and JSON are read: nothing is unpickled, so a checkpoint cannot execute code. The search
     settings come from a training checkpoint's ``trainer_state.json`` (its run's ``decode`` section) or from
     the weights file's metadata (averages); every checkpoint written since the format's first version loads.
+    The weights are verified against their recorded SHA-256 (checkpoints written before it was recorded
+    have none) and must be finite (:func:`check_weights`).
     """
     path = resolve_checkpoint(path)
     model_file = path / MODEL_FILE
@@ -299,6 +376,7 @@ def load_checkpoint(path: Path) -> Checkpoint:
         config_values = json.loads(metadata["model_config"])
     except (OSError, SafetensorError, KeyError, ValueError) as error:
         raise CheckpointError(f"{model_file}: not a readable checkpoint ({error})") from None
+    check_weights(weights, metadata, model_file)
     try:
         model_config = model_config_from_dict(config_values)
     except (TypeError, ValueError) as error:
@@ -393,17 +471,35 @@ def resolve_checkpoint(path: Path) -> Path:
     -----
     A run resolves to its best checkpoint by validation loss, else its latest (the best is what one wants
     to translate with, and the manager never deletes it). The index is trusted: if the directory it names
-    has lost its weights, this raises rather than falling back to another checkpoint.
+    has lost its weights, this raises naming that checkpoint rather than falling back to another one. A file
+    of a checkpoint (``step-00000944/model.safetensors``) means its directory, and ``index.json`` its
+    checkpoints directory; any other file is refused as not a checkpoint.
     """
     path = Path(path)
+    if path.is_file():
+        if (path.parent / MODEL_FILE).is_file() or path.name == INDEX_FILE:
+            return resolve_checkpoint(path.parent)
+        raise CheckpointError(
+            f"{path}: a file, not a checkpoint; pass a checkpoint directory (holding {MODEL_FILE}) or a run"
+        )
     if (path / MODEL_FILE).exists():
         return path
     for index_dir in (path, path / "checkpoints"):
         if (index_dir / INDEX_FILE).exists():
             index = read_index(index_dir)
-            name = index.get("best") or index.get("latest")
-            if name and (index_dir / name / MODEL_FILE).exists():
-                return index_dir / name
+            role = "best" if index.get("best") else "latest"
+            name = index.get(role)
+            if not name:
+                continue
+            if not (index_dir / name / MODEL_FILE).exists():
+                missing = (
+                    index_dir / name if not (index_dir / name).exists() else index_dir / name / MODEL_FILE
+                )
+                raise CheckpointError(
+                    f"{index_dir / INDEX_FILE}: names {name} as the {role} checkpoint, but {missing} does not "
+                    "exist (pass another checkpoint directory explicitly)"
+                )
+            return index_dir / name
     raise CheckpointError(f"{path}: no checkpoint here (expected {MODEL_FILE} or checkpoints/{INDEX_FILE})")
 
 

@@ -249,7 +249,7 @@ class RecordingStepModel:
 def test_the_search_reads_from_the_host_only_at_completion_checks(
     check_every, monkeypatch, eos_prone_models, interval: int, use_cache: bool, config: DecodeConfig
 ) -> None:
-    """One read before the loop (the longest length limit), then one per check, none in between."""
+    """One read before the loop (the longest length limit), one per check, none in between, one after (NaN)."""
     check_every(interval)
     recorder = HostReadRecorder()
 
@@ -274,6 +274,7 @@ def test_the_search_reads_from_the_host_only_at_completion_checks(
     assert num_steps > interval
     assert len({len(sentence[0].tokens) for sentence in found}) > 1  # sentences end at different steps
     checks = {step: 1 for step in range(num_steps) if (step + 1) % interval == 0}
+    checks[num_steps - 1] = checks.get(num_steps - 1, 0) + 1  # after the loop: were any scores NaN?
     assert recorder.reads == {-1: 1, **checks}
 
 

@@ -3,9 +3,12 @@ import math
 import pytest
 import torch
 
+from tests.decoding.oracle_step_model import EOS, A, B, TableState, TableStepModel, oracle_sources
 from transformer.config import DecodeConfig
+from transformer.decoding.beam_search import search
 from transformer.decoding.search import (
     Hypothesis,
+    NonFiniteScoresError,
     build_hypotheses,
     check_src_tokens,
     forbid_tokens,
@@ -99,3 +102,25 @@ def test_forbid_tokens_never_forbids_eos_from_min_length_on(
         expected = step_log_probs.clone()
         expected[:, forbidden] = -math.inf
         assert torch.equal(found, expected)
+
+
+class NaNAtStepModel(TableStepModel):
+    """The oracle's tables, but every log-probability of one step is NaN (as damaged weights give)."""
+
+    def __init__(self, nan_step: int) -> None:
+        super().__init__({(): {A: 0.6, B: 0.3, EOS: 0.1}, (A,): {B: 0.7, EOS: 0.3}, (A, B): {EOS: 1.0}})
+        self.nan_step, self.steps = nan_step, 0
+
+    def log_probs(self, state: TableState, last_tokens: torch.Tensor) -> torch.Tensor:
+        log_probs = super().log_probs(state, last_tokens)
+        self.steps += 1
+        return torch.full_like(log_probs, math.nan) if self.steps - 1 == self.nan_step else log_probs
+
+
+@pytest.mark.parametrize("beam_size", [1, 2])
+def test_nan_scores_stop_the_search_instead_of_giving_no_hypothesis(beam_size: int) -> None:
+    config = DecodeConfig(beam_size=beam_size, max_length_offset=4)
+    found = search(NaNAtStepModel(nan_step=99), oracle_sources(0), config)
+    assert [hypothesis.tokens for hypothesis in found[0]] == [[A, B]]  # the oracle's best, no NaN step
+    with pytest.raises(NonFiniteScoresError, match="the model computes NaN scores"):
+        search(NaNAtStepModel(nan_step=1), oracle_sources(0), config)

@@ -8,7 +8,13 @@ import torch
 from safetensors.torch import load_file
 
 from tests.interop.marian_fixtures import ENGLISH, SOURCE_SENTENCES, random_batches
-from transformer.checkpoint import load_checkpoint, load_checkpoint_tokenizer
+from transformer.checkpoint import (
+    CHECKSUM_METADATA_KEY,
+    load_checkpoint,
+    load_checkpoint_tokenizer,
+    read_weights_metadata,
+    weights_sha256,
+)
 from transformer.config import DecodeConfig
 from transformer.decoding.translator import Translator
 from transformer.interop.marian import MarianTokenizer, import_marian
@@ -45,6 +51,11 @@ def assert_same_logits(checkpoint_dir: Path, marian_dir: Path) -> None:
                 input_ids=src, attention_mask=src.ne(ours.config.pad_id), decoder_input_ids=tgt
             ).logits
             assert (ours.to(dtype)(src, tgt) - expected).abs().max().item() < tolerance
+
+
+def test_an_imported_checkpoint_carries_the_checksum_of_its_weights(imported_shared: Path) -> None:
+    recorded = read_weights_metadata(imported_shared / "model.safetensors")[CHECKSUM_METADATA_KEY]
+    assert recorded == weights_sha256(load_checkpoint(imported_shared).weights)
 
 
 def test_import_matches_transformers_logits(imported_shared: Path, shared_marian_dir: Path) -> None:

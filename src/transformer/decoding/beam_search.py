@@ -22,10 +22,12 @@ from transformer.decoding.greedy import greedy_search
 from transformer.decoding.search import (
     Hypothesis,
     build_hypotheses,
+    check_no_nan_scores,
     check_src_tokens,
     completion_check_interval,
     forbid_tokens,
     normalise_scores,
+    note_nan_scores,
     output_length_limits,
 )
 from transformer.decoding.step_model import Decodable, StepModel, as_step_model, inference_context
@@ -146,7 +148,9 @@ def beam_search(
     At the length limit the best ``beam_size`` candidates finish as they are, without EOS. EOS is
     forbidden before ``min_length`` tokens, padding and BOS always. Done sentences leave the batch at the
     next completion check (:func:`~transformer.decoding.search.completion_check_interval`). The model runs
-    in eval mode under ``torch.inference_mode`` and gets its training flags back.
+    in eval mode under ``torch.inference_mode`` and gets its training flags back. Raises
+    :class:`~transformer.decoding.search.NonFiniteScoresError` if the model's log-probabilities were NaN at
+    any step (damaged weights), rather than returning no hypotheses.
     """
     config = config if config is not None else DecodeConfig()
     check_src_tokens(src_tokens)
@@ -204,8 +208,11 @@ def _run_beam_search(
     state = step_model.start(src_tokens)
     step_model.reorder(state, torch.arange(batch_size, device=device).repeat_interleave(beam_size))
     last_tokens = torch.full((batch_size * beam_size,), step_model.bos_id, dtype=torch.long, device=device)
+    nan_seen = torch.zeros((), dtype=torch.bool, device=device)
     for step in range(max_steps):
-        step_log_probs = forbid_tokens(step_model.log_probs(state, last_tokens), step, config, special_ids)
+        model_log_probs = step_model.log_probs(state, last_tokens)  # (active * beam_size, vocab)
+        nan_seen = note_nan_scores(nan_seen, model_log_probs)
+        step_log_probs = forbid_tokens(model_log_probs, step, config, special_ids)
         candidates = _extend(live, step_log_probs.reshape(live.log_probs.size(0), beam_size, -1))
         at_length_limit = max_lengths[live.sentence_ids] == step + 1  # (active,)
         finishing = _finishing(candidates, at_length_limit, live.done, beam_size, step_model.eos_id)
@@ -222,6 +229,7 @@ def _run_beam_search(
         # One reorder both follows the surviving beams and drops the done sentences.
         step_model.reorder(state, (kept[:, None] * beam_size + origins).reshape(-1))
         last_tokens = live.tokens[:, :, -1].reshape(-1)  # (still_active * beam_size,)
+    check_no_nan_scores(nan_seen)
     return finished
 
 

@@ -10,10 +10,12 @@ from transformer.config import DecodeConfig
 from transformer.decoding.search import (
     Hypothesis,
     build_hypotheses,
+    check_no_nan_scores,
     check_src_tokens,
     completion_check_interval,
     forbid_tokens,
     normalise_scores,
+    note_nan_scores,
     output_length_limits,
 )
 from transformer.decoding.step_model import Decodable, StepModel, as_step_model, inference_context
@@ -52,7 +54,8 @@ def greedy_search(
     (:func:`~transformer.decoding.search.completion_check_interval`). EOS is forbidden before
     ``min_length`` tokens, padding and BOS always. The model runs in eval mode under
     ``torch.inference_mode`` and gets its training flags back. Ties go to the lowest token id. Raises
-    ValueError if ``config.nbest`` is not 1.
+    ValueError if ``config.nbest`` is not 1, and :class:`~transformer.decoding.search.NonFiniteScoresError`
+    if the model's log-probabilities were NaN at any step (damaged weights).
     """
     config = config if config is not None else DecodeConfig()
     if config.nbest != 1:
@@ -82,8 +85,11 @@ def _run_greedy(step_model: StepModel[Any], src_tokens: Tensor, config: DecodeCo
     done = torch.zeros(batch_size, dtype=torch.bool, device=device)  # (active,) finished, not yet dropped
     state = step_model.start(src_tokens)
     last_tokens = torch.full((batch_size,), step_model.bos_id, dtype=torch.long, device=device)
+    nan_seen = torch.zeros((), dtype=torch.bool, device=device)
     for step in range(max_steps):
-        step_log_probs = forbid_tokens(step_model.log_probs(state, last_tokens), step, config, special_ids)
+        model_log_probs = step_model.log_probs(state, last_tokens)  # (active, vocab)
+        nan_seen = note_nan_scores(nan_seen, model_log_probs)
+        step_log_probs = forbid_tokens(model_log_probs, step, config, special_ids)
         # Rank running sums, not step log-probs, so beam search of size 1 does the same arithmetic.
         totals = log_probs[active_ids, None] + step_log_probs  # (active, vocab)
         best_totals, next_tokens = totals.max(dim=1)  # (active,)
@@ -104,5 +110,6 @@ def _run_greedy(step_model: StepModel[Any], src_tokens: Tensor, config: DecodeCo
                 step_model.reorder(state, keep)
                 active_ids, next_tokens, done = active_ids[keep], next_tokens[keep], done[keep]
         last_tokens = next_tokens
+    check_no_nan_scores(nan_seen)
     scores = normalise_scores(log_probs, num_steps, config)
     return build_hypotheses(tokens, num_steps, ends_with_eos, log_probs, scores)

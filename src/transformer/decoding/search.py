@@ -18,6 +18,18 @@ from torch import Tensor
 from transformer.config import DecodeConfig
 
 
+class NonFiniteScoresError(ValueError):
+    """The model gave NaN log-probabilities, so no search result can be trusted.
+
+    Notes
+    -----
+    Damaged weights (a file overwritten in the middle) or weights that overflow make the model's scores NaN;
+    the searches used to treat every NaN extension as impossible and return no hypothesis, which a
+    translator printed as an empty line with exit status 0. Raised once, after the search, by
+    :func:`check_no_nan_scores`.
+    """
+
+
 @dataclass(frozen=True)
 class Hypothesis:
     """One translation found by a search.
@@ -255,3 +267,50 @@ def build_hypotheses(
             tokens.tolist(), output_lengths, scores.tolist(), log_probs.tolist(), strict=True
         )
     ]
+
+
+def note_nan_scores(nan_seen: Tensor, step_log_probs: Tensor) -> Tensor:
+    """Remember whether a step's log-probabilities hold a NaN, without reading anything back to the host.
+
+    Parameters
+    ----------
+    nan_seen : torch.Tensor, shape (), bool
+        Whether an earlier step had one.
+    step_log_probs : torch.Tensor, shape (rows, vocab_size), float
+        The step model's log-probabilities, before any token is forbidden.
+
+    Returns
+    -------
+    torch.Tensor, shape (), bool
+        ``nan_seen`` or a NaN in this step.
+
+    Notes
+    -----
+    Only NaN is checked: ``-inf`` is a legitimate zero probability (an oracle's table, a forbidden token),
+    while a NaN comes only from non-finite weights or an overflow (``inf - inf`` in the softmax). The flag
+    stays on the device and is read once, by :func:`check_no_nan_scores`, so a GPU search is not stalled
+    every step.
+    """
+    return nan_seen | step_log_probs.isnan().any()
+
+
+def check_no_nan_scores(nan_seen: Tensor) -> None:
+    """Raise NonFiniteScoresError if any step of a search saw a NaN log-probability.
+
+    Parameters
+    ----------
+    nan_seen : torch.Tensor, shape (), bool
+        The flag kept by :func:`note_nan_scores`.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Called once per search, after its loop: the one extra read back to the host.
+    """
+    if bool(nan_seen):
+        raise NonFiniteScoresError(
+            "the model computes NaN scores (its weights are damaged or overflow); nothing was translated"
+        )

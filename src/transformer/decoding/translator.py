@@ -1,17 +1,18 @@
 """Translate raw text with a trained checkpoint: BPE-encode, search, decode, keep the input order."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from transformer.architectures import SequenceModel, architecture_of
-from transformer.checkpoint import load_checkpoint, load_checkpoint_tokenizer
+from transformer.checkpoint import MODEL_FILE, load_checkpoint, load_checkpoint_tokenizer
 from transformer.config import DecodeConfig
 from transformer.data.batching import inference_batches, pad_sequences
 from transformer.data.text_tokenizer import TextTokenizer
 from transformer.decoding.beam_search import search
+from transformer.decoding.search import NonFiniteScoresError
 from transformer.device import resolve_device
 from transformer.model.config import TransformerConfig
 from transformer.model.quantization import quantize_for_inference
@@ -121,6 +122,8 @@ class Translator:
             learned_limit = config.max_positions
         self.max_input_tokens = max_input_tokens or learned_limit or DEFAULT_MAX_INPUT_TOKENS
         self.truncated_count = 0
+        #: The weights file the model came from, named when its scores turn out NaN (set by from_checkpoint).
+        self.weights_file: Path | None = None
 
     @classmethod
     def from_checkpoint(
@@ -150,20 +153,26 @@ class Translator:
 
         Notes
         -----
-        Uses the tokenizer stored in the checkpoint, so ids always match the weights.
+        Uses the tokenizer stored in the checkpoint, so ids always match the weights. Damaged weights are
+        refused when loaded (:func:`~transformer.checkpoint.load_checkpoint`); a model that still computes NaN
+        scores stops translating with an error naming its weights file.
         """
         checkpoint = load_checkpoint(Path(path))
         tokenizer = load_checkpoint_tokenizer(checkpoint.path)
         decode_config = decode_config or checkpoint.decode_config
-        return cls(checkpoint.build_model(), tokenizer, decode_config, device, precision)
+        translator = cls(checkpoint.build_model(), tokenizer, decode_config, device, precision)
+        translator.weights_file = checkpoint.path / MODEL_FILE
+        return translator
 
-    def translate(self, sentences: Sequence[str]) -> list[str]:
+    def translate(self, sentences: Sequence[str], progress: Callable[[int], None] | None = None) -> list[str]:
         """Translate sentences, returning the best translation of each in input order.
 
         Parameters
         ----------
         sentences : sequence of str
             Raw (untokenised) source sentences.
+        progress : callable or None
+            Called with the number of sentences each finished batch held (see :meth:`translate_nbest`).
 
         Returns
         -------
@@ -175,15 +184,23 @@ class Translator:
         An empty string also stands for a sentence the search found no finite-probability translation for;
         :meth:`translate_nbest` tells the two apart (an empty candidate list) and gives scores.
         """
-        return [candidates[0].text if candidates else "" for candidates in self.translate_nbest(sentences)]
+        return [
+            candidates[0].text if candidates else ""
+            for candidates in self.translate_nbest(sentences, progress)
+        ]
 
-    def translate_nbest(self, sentences: Sequence[str]) -> list[list[Candidate]]:
+    def translate_nbest(
+        self, sentences: Sequence[str], progress: Callable[[int], None] | None = None
+    ) -> list[list[Candidate]]:
         """Translate sentences, returning ``decode_config.nbest`` candidates each, best first.
 
         Parameters
         ----------
         sentences : sequence of str
             Raw source sentences.
+        progress : callable or None
+            Called after each batch with the number of sentences it held (empty lines, which need no search,
+            are counted before the first), so a caller can show progress; the library itself never prints.
 
         Returns
         -------
@@ -194,15 +211,23 @@ class Translator:
         -----
         Batches hold sentences of similar length, at most ``max_tokens`` source tokens (padded) each, so a
         long input does not pad a batch of short ones. Inputs longer than ``max_input_tokens`` are cut
-        silently; ``truncated_count`` adds them up over every call on this translator.
+        silently; ``truncated_count`` adds them up over every call on this translator. A model whose scores
+        are NaN (damaged or overflowing weights) raises ValueError naming its weights file, instead of
+        returning empty translations.
         """
         encoded = [self._encode(sentence) for sentence in sentences]
         results: list[list[Candidate]] = [[] for _ in sentences]
         lengths = [len(ids) for ids in encoded]
-        for batch_indices in inference_batches(lengths, self.max_tokens):
+        batches = inference_batches(lengths, self.max_tokens)
+        if progress is not None:
+            progress(len(sentences) - sum(len(batch) for batch in batches))  # empty lines: nothing to search
+        for batch_indices in batches:
             src_tokens = pad_sequences([encoded[index] for index in batch_indices], self.model.config.pad_id)
             src_tokens = src_tokens.to(self.device)
-            hypotheses = search(self.model, src_tokens, self.decode_config)
+            try:
+                hypotheses = search(self.model, src_tokens, self.decode_config)
+            except NonFiniteScoresError as error:
+                raise ValueError(f"{self.weights_file or 'the model'}: {error}") from None
             for index, sentence_hypotheses in zip(batch_indices, hypotheses, strict=True):
                 results[index] = [
                     Candidate(
@@ -210,6 +235,8 @@ class Translator:
                     )
                     for item in sentence_hypotheses
                 ]
+            if progress is not None:
+                progress(len(batch_indices))
         return results
 
     def _encode(self, sentence: str) -> list[int]:

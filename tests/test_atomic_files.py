@@ -1,11 +1,13 @@
 """The one writer every file and directory of the package goes through."""
 
+import errno
 import os
 import stat
 from pathlib import Path
 
 import pytest
 
+from transformer import atomic_files
 from transformer.atomic_files import (
     atomic_write,
     staged_directory,
@@ -80,3 +82,41 @@ def test_a_failed_staged_directory_leaves_the_old_one(tmp_path: Path) -> None:
         raise KeyboardInterrupt
     assert (destination / "model.bin").read_bytes() == b"old"
     assert os.listdir(tmp_path) == ["checkpoint"]
+
+
+def test_an_unwritable_destination_is_named_not_its_temporary_file(tmp_path: Path, monkeypatch) -> None:
+    target = tmp_path / "out.txt"
+    write_text_atomically(target, "kept")
+    # An unwritable folder (chmod does not stop root, so the temporary file is made to fail directly).
+    unwritable = tmp_path / "missing-folder" / ".out.tmp-0123456789ab.txt"
+    monkeypatch.setattr(atomic_files, "temporary_sibling", lambda path, kind="tmp": unwritable)
+    for write in (lambda: write_text_atomically(target, "new"), lambda: staged_directory(target).__enter__()):
+        with pytest.raises(FileNotFoundError) as refused:
+            write()
+        assert str(refused.value) == f"cannot write {target}: No such file or directory"
+        assert refused.value.errno == errno.ENOENT
+    assert target.read_text() == "kept" and os.listdir(tmp_path) == ["out.txt"]
+
+
+def test_a_folder_in_the_way_that_is_a_file_is_named(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("kept")
+    with pytest.raises(OSError) as refused:
+        write_text_atomically(tmp_path / "a-file" / "out.txt", "new")
+    assert (
+        str(refused.value)
+        == f"cannot write {tmp_path / 'a-file' / 'out.txt'}: {tmp_path / 'a-file'} is a file, not a folder"
+    )
+    assert (tmp_path / "a-file").read_text() == "kept"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_folder_is_named_with_the_file_asked_for(tmp_path: Path) -> None:
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        with pytest.raises(PermissionError) as refused:
+            write_text_atomically(folder / "out.txt", "new")
+    finally:
+        folder.chmod(0o755)
+    assert str(refused.value) == f"cannot write {folder / 'out.txt'}: Permission denied"

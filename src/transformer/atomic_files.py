@@ -72,26 +72,72 @@ def atomic_write(path: Path, mode: str = "wb", encoding: str | None = None) -> I
     On leaving the block the file is flushed and fsynced, given the mode a plain ``open`` would (0666 less
     the umask: ``tempfile.mkstemp`` would leave 0600, which outlives the rename and hides a vocabulary or a
     checkpoint from other users), then renamed over ``path``. If the block raises (a failed checksum, a full
-    disk, Ctrl-C), the temporary file is removed and ``path`` is left exactly as it was.
+    disk, Ctrl-C), the temporary file is removed and ``path`` is left exactly as it was. An OSError of the
+    writing itself (an unwritable folder, a full disk) names ``path``, the file asked for, not the hidden
+    temporary one, which the user never named and which no longer exists (:func:`name_destination`).
     """
     if mode not in ("wb", "w"):
         raise ValueError(f"atomic_write: mode must be 'wb' or 'w', got {mode!r}")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    with name_destination(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
     temporary = temporary_sibling(path)
     try:
         text_encoding = (encoding or "utf-8") if mode == "w" else None
         newline = "" if mode == "w" else None
         handle: IO[Any]
-        with open(temporary, mode.replace("w", "x"), encoding=text_encoding, newline=newline) as handle:
+        with name_destination(path, temporary):
+            handle = open(temporary, mode.replace("w", "x"), encoding=text_encoding, newline=newline)  # noqa: SIM115 (closed by the with below; only the opening names the destination)
+        with handle:
             yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, _DEFAULT_FILE_MODE & ~_current_umask())
-        os.replace(temporary, path)
+            with name_destination(path, temporary):
+                handle.flush()
+                os.fsync(handle.fileno())
+        with name_destination(path, temporary):
+            os.chmod(temporary, _DEFAULT_FILE_MODE & ~_current_umask())
+            os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def name_destination(destination: Path, temporary: Path | None = None) -> Iterator[None]:
+    """Re-raise an OSError of writing ``destination`` as one that names it, not its temporary sibling.
+
+    Parameters
+    ----------
+    destination : pathlib.Path
+        The file or directory the caller asked for.
+    temporary : pathlib.Path or None
+        Its hidden temporary sibling, if one is being written.
+
+    Returns
+    -------
+    Iterator[None]
+        A context manager around one step of the writing.
+
+    Notes
+    -----
+    The new error keeps the errno and its class (PermissionError, OSError with ENOSPC, ...), so callers that
+    catch OSError still do; its text reads "cannot write DESTINATION: Permission denied". The temporary
+    file's name is a detail of the writing, gone once it fails, and naming it sent users looking for a file
+    they never asked for.
+    """
+    try:
+        yield
+    except OSError as error:
+        reason = error.strerror or str(error)
+        blocking_file = next((folder for folder in destination.parents if folder.is_file()), None)
+        if blocking_file is not None:
+            reason = f"{blocking_file} is a file, not a folder"
+        message = f"cannot write {destination}: {reason}"
+        try:
+            named = type(error)(message)
+        except TypeError:  # a subclass with a constructor of its own
+            named = OSError(message)
+        named.errno = error.errno  # strerror stays unset: it would replace the message in str(named)
+        raise named from None
 
 
 def write_bytes_atomically(path: Path, data: bytes) -> None:
@@ -226,13 +272,15 @@ def staged_directory(destination: Path) -> Iterator[Path]:
     ``destination`` is left as it was.
     """
     destination = Path(destination)
-    destination.parent.mkdir(parents=True, exist_ok=True)
     temporary = temporary_sibling(destination)
-    temporary.mkdir()
+    with name_destination(destination, temporary):
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        temporary.mkdir()
     try:
         yield temporary
-        _prepare_files_for_publishing(temporary)
-        replace_directory(temporary, destination)
+        with name_destination(destination, temporary):
+            _prepare_files_for_publishing(temporary)
+            replace_directory(temporary, destination)
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise

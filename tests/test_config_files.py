@@ -62,6 +62,30 @@ def test_bad_configs_name_the_file_and_key(
         load_config(path, overrides)
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "model:\n  vocab_size: 100\n  layers: [1, 2\ntrain:\n  max_steps: 3\n",
+            "x.yaml:4:6: not valid YAML: expected ',' or ']', but got ':' "
+            "(while parsing a flow sequence at line 3, column 11)",
+        ),
+        (
+            "model:\n  vocab_size: 100\n\tdropout: 0.1\n",
+            "x.yaml:3:1: not valid YAML: found character '\\t' that cannot start any token "
+            "(while scanning for the next token)",
+        ),
+        ("model: vocab_size: 100\n", "x.yaml:1:18: not valid YAML: mapping values are not allowed here"),
+    ],
+)
+def test_a_yaml_syntax_error_keeps_its_line_and_column(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError) as refused:
+        load_config(path)
+    assert str(refused.value) == f"{tmp_path}/{message}"
+
+
 def test_missing_file() -> None:
     with pytest.raises(ValueError, match="cannot read config"):
         load_config("/nonexistent/config.yaml")

@@ -402,6 +402,41 @@ def _parse_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_ConfigLoader)  # a SafeLoader subclass: no arbitrary objects
 
 
+def describe_yaml_error(path: Path, error: yaml.YAMLError) -> str:
+    """Say where and why a YAML file does not parse, in one line.
+
+    Parameters
+    ----------
+    path : Path
+        The file.
+    error : yaml.YAMLError
+        PyYAML's error.
+
+    Returns
+    -------
+    str
+        ``FILE:LINE:COLUMN: not valid YAML: PROBLEM (CONTEXT at line L, column C)``, counted from 1 as editors
+        do; ``FILE: not valid YAML: ...`` when PyYAML gives no position.
+
+    Notes
+    -----
+    PyYAML's own text spans several lines and starts with the context ("while parsing a flow sequence"), so
+    its first line alone said neither what is wrong nor where. The problem's mark is where the parser
+    gave up; the context's mark is where the construct it was reading began (often the real mistake: an
+    unclosed bracket).
+    """
+    if not isinstance(error, yaml.MarkedYAMLError) or error.problem_mark is None:
+        return f"{path}: not valid YAML: {' '.join(str(error).split())}"
+    mark = error.problem_mark
+    message = f"{path}:{mark.line + 1}:{mark.column + 1}: not valid YAML: {error.problem}"
+    if error.context:
+        context = error.context
+        if error.context_mark is not None:
+            context += f" at line {error.context_mark.line + 1}, column {error.context_mark.column + 1}"
+        message += f" ({context})"
+    return message
+
+
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentConfig:
     """Read a YAML experiment file and apply ``section.key=value`` overrides.
 
@@ -430,7 +465,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentCo
     try:
         values = _parse_yaml(text) or {}
     except yaml.YAMLError as error:
-        raise ValueError(f"{path}: not valid YAML: {str(error).splitlines()[0]}") from None
+        raise ValueError(describe_yaml_error(path, error)) from None
     if not isinstance(values, dict):
         raise ValueError(f"{path}: expected a mapping of sections at the top level")
     for override in overrides:

@@ -468,15 +468,21 @@ def test_a_run_that_fails_before_its_first_checkpoint_removes_the_directory_it_c
     assert [path.name for path in tmp_path.iterdir()] == ["tiny.yaml"]  # runs/ was created by the run too
 
 
-def test_a_failed_run_keeps_a_directory_that_existed_before(tmp_path: Path, write_config, capsys) -> None:
-    config = write_config(tmp_path, train={"peak_learning_rate": 1e30})
+@pytest.mark.parametrize("failure", sorted(FAILING_AT_ONCE))
+def test_a_failed_run_in_a_directory_that_existed_removes_only_what_it_created(
+    tmp_path: Path, write_config, capsys, failure: str
+) -> None:
+    sections, message = FAILING_AT_ONCE[failure]
+    config = write_config(tmp_path, **sections)
     run_dir = tmp_path / "mine"
     run_dir.mkdir()
     (run_dir / "notes.txt").write_text("keep\n", encoding="utf-8")
     assert main(["train", "--config", str(config), "--output-dir", str(run_dir)]) == 2
-    assert "loss became nan" in capsys.readouterr().err.splitlines()[-1]
+    assert message in capsys.readouterr().err.splitlines()[-1]
+    # The data, vocabulary and metrics it generated go (a failure at the vocabulary step used to leave
+    # data/ behind); the user's own file stays, untouched.
+    assert [path.name for path in run_dir.iterdir()] == ["notes.txt"]
     assert (run_dir / "notes.txt").read_text(encoding="utf-8") == "keep\n"
-    assert (run_dir / "data" / "train.en").exists() and not (run_dir / "run.lock").exists()
 
 
 def test_only_the_main_rank_claims_the_run_directory(tmp_path: Path, monkeypatch) -> None:

@@ -37,11 +37,21 @@ def test_a_failed_start_removes_the_directories_it_created(tmp_path: Path) -> No
     assert not list(tmp_path.iterdir())
 
 
-def test_a_failed_start_keeps_a_directory_that_existed_before(tmp_path: Path) -> None:
+def test_a_failed_start_in_a_directory_that_existed_removes_only_what_it_created(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("mine\n", encoding="utf-8")
     with pytest.raises(ValueError, match="training failed"):
         fail_after_writing(tmp_path)
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["data", "metrics.jsonl", "notes.txt"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["notes.txt"]
+    assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine\n"
+
+
+def test_a_failed_start_keeps_entries_that_existed_before_whole(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()  # e.g. written by an earlier `transformer prepare`
+    (tmp_path / "data" / "valid.en").write_text("b\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="training failed"):
+        fail_after_writing(tmp_path)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["data"]
+    assert sorted(path.name for path in (tmp_path / "data").iterdir()) == ["train.en", "valid.en"]
 
 
 def test_a_failure_after_a_checkpoint_keeps_the_run(tmp_path: Path) -> None:

@@ -67,15 +67,15 @@ def holds_checkpoint(run_dir: Path) -> bool:
         return True
 
 
-def remove_failed_start(run_dir: Path, created: list[Path]) -> None:
+def remove_failed_start(run_dir: Path, existing: set[str]) -> None:
     """Remove what a run that failed before its first checkpoint created, keeping its lock file.
 
     Parameters
     ----------
     run_dir : Path
         The run directory, locked by this process.
-    created : list of Path
-        The directories this process created (see :func:`create_missing_directories`).
+    existing : set of str
+        Names of the entries ``run_dir`` held before the run started (empty when the run created it).
 
     Returns
     -------
@@ -83,15 +83,17 @@ def remove_failed_start(run_dir: Path, created: list[Path]) -> None:
 
     Notes
     -----
-    Only when this process created ``run_dir`` and no checkpoint exists: a directory that existed before
-    (a run being resumed, a folder the user made) is never touched. The lock file stays until released.
-    Runs while the run's own error is on its way out, so a file that cannot be removed is left rather than
-    raising over that error.
+    Only when no checkpoint exists, and only the entries that were not there before: the data and
+    vocabulary a failed run generated inside a folder the user made go, the user's own files stay (a run
+    being resumed has a checkpoint and is never touched). The comparison is by top-level name, so files a
+    failed run added inside a folder that existed before (a ``data/`` made by ``prepare``) stay too. The
+    lock file stays until released. Runs while the run's own error is on its way out, so a file that cannot
+    be removed is left rather than raising over that error.
     """
-    if run_dir not in created or holds_checkpoint(run_dir):
+    if holds_checkpoint(run_dir):
         return
     for entry in run_dir.iterdir():
-        if entry.name == LOCK_FILE:
+        if entry.name == LOCK_FILE or entry.name in existing:
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)
@@ -140,16 +142,19 @@ def claim_run_directory(run_dir: Path) -> Iterator[LockHolder | None]:
     Notes
     -----
     Raises RunDirectoryInUseError when a running process holds the directory. When the block raises
-    (KeyboardInterrupt included) before any checkpoint exists, the directories this call created are
-    removed again; see :func:`remove_failed_start`.
+    (KeyboardInterrupt included) before any checkpoint exists, what the run created is removed again: the
+    directories this call created, and inside a directory that existed only the entries it did not hold
+    before; see :func:`remove_failed_start`.
     """
     created = create_missing_directories(run_dir)
     try:
         with hold_run_lock(run_dir) as replaced:
+            # Listed once the lock is held, so no other run of this directory is adding to it meanwhile.
+            existing = {entry.name for entry in run_dir.iterdir()} - {LOCK_FILE}
             try:
                 yield replaced
             except BaseException:
-                remove_failed_start(run_dir, created)
+                remove_failed_start(run_dir, existing)
                 raise
     except BaseException:
         remove_empty_directories(created)

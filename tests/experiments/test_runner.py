@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from transformer.checkpoint import read_index
-from transformer.experiments.plan import Variant, config_differences, config_fingerprint, run_config
+from transformer.experiments.plan import (
+    Variant,
+    config_differences,
+    config_fingerprint,
+    run_config,
+    with_base_overrides,
+)
 from transformer.experiments.results import append_result, format_metric, read_results
 from transformer.experiments.runner import run_experiment
 from transformer.experiments.table2 import build_plan, scaled_row
@@ -160,6 +166,23 @@ def test_only_names_variants_or_groups_and_refuses_typos() -> None:
     assert [variant.name for variant in plan.select(["A", "big"])] == ["A1", "A2", "A3", "A4", "big"]
     with pytest.raises(ValueError, match="--only Z9: table2 has no such variant or group"):
         plan.select(["A", "Z9"])
+
+
+@pytest.mark.parametrize(
+    ("only", "seeds", "overrides", "message"),
+    [
+        (["bogus"], 1, [], "--only bogus: table2 has no such variant or group"),
+        (None, 0, [], "--seeds 0: at least one seed"),
+        (["base"], 1, ["train.max_steps=many"], "max_steps='many'"),
+    ],
+)
+def test_a_refused_selection_creates_no_experiment_directory(
+    tmp_path: Path, only: list[str] | None, seeds: int, overrides: list[str], message: str
+) -> None:
+    plan = with_base_overrides(build_plan("tiny"), overrides)
+    with pytest.raises(ValueError, match=message):
+        run_experiment(plan, tmp_path / "runs" / "experiments" / "table2-tiny", seeds=seeds, only=only)
+    assert not list(tmp_path.iterdir())
 
 
 def test_config_differences_name_keys_and_accept_options_added_with_their_default() -> None:

@@ -354,10 +354,13 @@ def run_experiment(
     -----
     The experiment directory is locked while the runner works, so a second invocation on it is refused
     instead of training the same runs twice. On Ctrl-C the workers are stopped and the runner re-raises;
-    rerunning resumes every interrupted run from its last checkpoint.
+    rerunning resumes every interrupted run from its last checkpoint. The selection, the seeds and every
+    run's configuration are validated before the directory is created, so a typo in ``--only`` or ``--set``
+    leaves nothing behind.
     """
     if parallel < 1:
         raise ValueError(f"--parallel {parallel}: at least one run at a time")
+    plan_runs(plan, output_dir, seeds, only, device, None)  # validation only: raises before anything exists
     output_dir.mkdir(parents=True, exist_ok=True)
     with hold_run_lock(output_dir):
         return _run_locked(plan, output_dir, seeds, parallel, device, only, report, poll_seconds)

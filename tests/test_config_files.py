@@ -51,6 +51,21 @@ def test_exponent_floats_without_a_dot_are_numbers(tmp_path: Path) -> None:
         ("model:\n  vocab_size: 100\n", ["train.max_steps"], "expected section.key=value"),
         ("model:\n  vocab_size: 100\n", ["train.precision=fp8"], "precision='fp8'"),
         ("model:\n  vocab_size: 100\n", ["train.max_steps=many"], "max_steps='many'"),
+        (
+            "model:\n  vocab_size: 100\n",
+            ["decode.length_penalty=.nan"],
+            r"\[decode\] DecodeConfig.length_penalty=nan must be a finite number",
+        ),
+        (
+            "model:\n  vocab_size: 100\ntrain:\n  peak_learning_rate: .inf\n",
+            [],
+            r"x.yaml: \[train\] TrainConfig.peak_learning_rate=inf must be a finite number",
+        ),
+        (
+            "model:\n  vocab_size: 100\n  dropout: .nan\n",
+            [],
+            r"TransformerConfig.dropout=nan must be a finite",
+        ),
     ],
 )
 def test_bad_configs_name_the_file_and_key(

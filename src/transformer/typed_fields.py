@@ -6,6 +6,7 @@ and the field.
 """
 
 import dataclasses
+import math
 import types
 import typing
 from typing import Any
@@ -58,7 +59,9 @@ def check_field_types(instance: Any) -> None:
     -----
     An int is accepted for a float field; a bool is never accepted for an int field (YAML's ``yes`` would
     otherwise become 1). Raises TypeError naming the class, field, value and expected type. For
-    ``tuple[...]`` and ``list[...]`` only the container is checked, not its items.
+    ``tuple[...]`` and ``list[...]`` only the container is checked, not its items. A float that is NaN or
+    infinite (YAML's ``.nan``, ``.inf``) raises ValueError: no setting means "not a number", and a NaN
+    passes every range check (``nan <= 0`` is false), so it would reach the search or the optimizer.
     """
     hints = typing.get_type_hints(type(instance))
     for item in dataclasses.fields(instance):
@@ -68,6 +71,8 @@ def check_field_types(instance: Any) -> None:
                 f"{type(instance).__name__}.{item.name}={value!r} has type {type(value).__name__}, "
                 f"expected {hints[item.name]}"
             )
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{type(instance).__name__}.{item.name}={value} must be a finite number")
 
 
 def _has_type(value: Any, expected: Any) -> bool:

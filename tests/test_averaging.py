@@ -83,7 +83,7 @@ def test_average_checkpoints_command(trained_run: Path, tmp_path: Path, capsys) 
     assert (
         main(["average-checkpoints", "--run", str(trained_run), "--last", "0", "--output", str(output)]) == 2
     )
-    assert "--last 0" in capsys.readouterr().err
+    assert "argument --last: expected an integer of at least 1, got '0'" in capsys.readouterr().err
 
 
 def test_training_and_averaged_checkpoints_carry_the_checksum_of_their_weights(

@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "transformer"
 #: Part -> the parts it may import. Keep in step with docs/architecture.md ("Layers").
 ALLOWED: dict[str, set[str]] = {
     "atomic_files": set(),
+    "command_checks": set(),
     "typed_fields": set(),
     "device": set(),
     "loss": set(),
@@ -62,6 +63,7 @@ ALLOWED: dict[str, set[str]] = {
     "cli": {
         "experiments",
         "atomic_files",
+        "command_checks",
         "model",
         "architectures",
         "config",

@@ -5,14 +5,16 @@ messages (exit status 2) instead of tracebacks.
 """
 
 import argparse
+import contextlib
 import dataclasses
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import NoReturn
 
 import torch
+from tqdm import tqdm
 
 from transformer.architectures import architecture_of
 from transformer.atomic_files import write_text_atomically
@@ -22,11 +24,17 @@ from transformer.averaging import (
     select_last_checkpoints,
     write_weights_checkpoint,
 )
-from transformer.checkpoint import resolve_checkpoint
+from transformer.checkpoint import CheckpointError, resolve_checkpoint
+from transformer.command_checks import (
+    integer_in_range,
+    number_in_range,
+    refuse_control_characters,
+    refuse_outputs_among_inputs,
+)
 from transformer.config import DecodeConfig, ExperimentConfig, load_config
 from transformer.data.dataset import CorpusError, read_lines, read_parallel_files
 from transformer.data.prepare import prepare_data
-from transformer.decoding.translator import TRANSLATION_PRECISIONS, Translator
+from transformer.decoding.translator import DEFAULT_MAX_INPUT_TOKENS, TRANSLATION_PRECISIONS, Translator
 from transformer.evaluation.bleu import score_translations
 from transformer.evaluation.perplexity import corpus_perplexity
 from transformer.experiments.plan import with_base_overrides
@@ -43,6 +51,58 @@ from transformer.visualization.attention_plot import plot_attention_maps
 from transformer.visualization.training_curves import plot_training_curves
 
 REPO_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+#: Largest ``--beam``: each beam multiplies the rows decoded together (memory and time), and translation
+#: quality peaks at small beams (4 to 10) and falls beyond (Koehn and Knowles, 2017), so more is a typo.
+MAX_BEAM = 64
+#: Largest ``--max-length-offset``: inputs are cut at 1,024 BPE tokens, an output more than 1,024 tokens longer
+#: than its input is a runaway rather than a translation, and the searches size their tables by the limit
+#: before the first step (an offset of 10^8 ran for minutes without a word).
+MAX_LENGTH_OFFSET = DEFAULT_MAX_INPUT_TOKENS
+#: Largest ``--alpha``: an exponent of the output length; at 10 the penalty already outweighs any
+#: log-probability, and beyond about 12 |Y|^alpha overflows float32 for the longest outputs allowed.
+MAX_ALPHA = 10.0
+#: Seconds a translation runs before its progress bar appears (quicker ones print nothing extra).
+PROGRESS_DELAY_SECONDS = 3.0
+
+
+class UsageError(ValueError):
+    """A command line argparse refuses; its message is the whole line to print.
+
+    Notes
+    -----
+    Raised by :class:`OneLineErrorParser` and turned into exit status 2 by :func:`main`, like every other
+    input error, so a caller of :func:`main` gets a status back instead of ``SystemExit``.
+    """
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line, like every other error of the command.
+
+    Notes
+    -----
+    argparse prints the whole usage before its error; the usage of ``translate`` is a dozen lines, which
+    buries the one that says what is wrong. ``--help`` still prints it. Subcommand parsers are made of
+    this class too (``add_subparsers`` takes the parent's class).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        """Raise :class:`UsageError` with ``PROG: error: MESSAGE``.
+
+        Parameters
+        ----------
+        message : str
+            argparse's message, naming the option (e.g. "argument --alpha: expected a finite number ...").
+
+        Returns
+        -------
+        NoReturn
+            Always raises.
+
+        Notes
+        -----
+        :func:`main` prints the message on standard error and returns status 2, as argparse itself would.
+        """
+        raise UsageError(f"{self.prog}: error: {message}")
 
 
 def resolve_config_path(name: str) -> Path:
@@ -323,7 +383,8 @@ def run_quickstart(args: argparse.Namespace) -> int:
         return 0
     pairs = read_parallel_files(*data.split_files["test"])
     translator = Translator.from_checkpoint(run_dir, experiment.decode)
-    hypotheses = translator.translate([source for source, _ in pairs])
+    with translation_progress(len(pairs)) as progress:
+        hypotheses = translator.translate([source for source, _ in pairs], progress)
     scores = score_translations(hypotheses, [target for _, target in pairs])
     print(f"test set ({len(pairs)} sentences, beam {experiment.decode.beam_size}):")
     print(scores.describe())
@@ -361,16 +422,25 @@ def decode_config_from_args(args: argparse.Namespace, base: DecodeConfig | None 
     Notes
     -----
     Only the flags given on the command line change anything, so ``transformer translate`` searches as the
-    run's config says unless told otherwise.
+    run's config says unless told otherwise. A combination the settings refuse (``--nbest 5`` over a run's
+    beam of 2) raises ValueError naming the flag the user typed, not the ``DecodeConfig`` field: the flags
+    are applied one at a time and the first that breaks the settings is blamed.
     """
-    changes: dict[str, Any] = {
-        field_name: getattr(args, flag)
-        for flag, field_name in DECODE_FLAGS.items()
-        if getattr(args, flag) is not None
-    }
-    if args.no_cache:
-        changes["use_cache"] = False
-    return dataclasses.replace(base or DecodeConfig(), **changes)
+    settings = base or DecodeConfig()
+    for flag, field_name in DECODE_FLAGS.items():
+        value = getattr(args, flag)
+        if value is None:
+            continue
+        try:
+            settings = dataclasses.replace(settings, **{field_name: value})
+        except ValueError as error:
+            option = "--" + flag.replace("_", "-")
+            reason = str(error).removeprefix(f"DecodeConfig.{field_name}={value} ")
+            if field_name == "nbest":
+                beam_source = "--beam" if args.beam is not None else "the checkpoint's; raise it with --beam"
+                reason = f"must be between 1 and the beam size, {settings.beam_size} ({beam_source})"
+            raise ValueError(f"{option} {value}: {reason}") from None
+    return dataclasses.replace(settings, use_cache=False) if args.no_cache else settings
 
 
 def translator_from_args(args: argparse.Namespace) -> Translator:
@@ -439,11 +509,17 @@ def read_input_lines(path: str | None) -> list[str]:
 
     Notes
     -----
-    Errors name the file, or standard input, and the line (e.g. invalid UTF-8).
+    Errors name the file, or standard input, and the line: bytes that are not UTF-8, and control characters
+    other than tab (NUL, escape, ...), which are refused rather than stripped (see
+    :func:`~transformer.command_checks.refuse_control_characters`).
     """
     if path is None or path == "-":
-        return read_standard_input_lines()
-    return read_lines(Path(path))
+        lines = read_standard_input_lines()
+        refuse_control_characters(lines, "standard input")
+        return lines
+    lines = read_lines(Path(path))
+    refuse_control_characters(lines, path)
+    return lines
 
 
 def read_standard_input_lines() -> list[str]:
@@ -526,6 +602,86 @@ def write_output_lines(lines: Sequence[str], path: str | None) -> None:
     write_text_atomically(destination, text)
 
 
+@contextlib.contextmanager
+def translation_progress(total: int) -> Iterator[Callable[[int], None]]:
+    """Show a progress bar on standard error for a translation that takes more than a few seconds.
+
+    Parameters
+    ----------
+    total : int
+        The sentences to translate.
+
+    Returns
+    -------
+    Iterator[callable]
+        A context manager yielding the ``progress`` callback of :meth:`Translator.translate`.
+
+    Notes
+    -----
+    The bar (sentences done, rate, time left) appears only after :data:`PROGRESS_DELAY_SECONDS`, so a quick
+    translation prints nothing extra, and it is cleared when done; standard output stays the translations'.
+    A long search used to run for minutes without a word.
+    """
+    with tqdm(
+        total=total,
+        unit="sentence",
+        file=sys.stderr,
+        delay=PROGRESS_DELAY_SECONDS,
+        leave=False,
+        dynamic_ncols=True,
+    ) as bar:
+
+        def advance(count: int) -> None:
+            bar.update(count)
+
+        yield advance
+
+
+def named_file(option: str, value: str | None) -> list[tuple[str, Path]]:
+    """Pair a file option with its path, or nothing when it means standard input or output.
+
+    Parameters
+    ----------
+    option : str
+        The flag, e.g. ``"--output"``.
+    value : str or None
+        Its value; None and "-" stand for standard input or output.
+
+    Returns
+    -------
+    list of (str, Path)
+        ``[(option, Path(value))]``, or an empty list.
+
+    Notes
+    -----
+    Standard input and output are never files of another option, so they are left out of the comparison
+    of outputs with inputs (:func:`~transformer.command_checks.refuse_outputs_among_inputs`).
+    """
+    return [] if value is None or value == "-" else [(option, Path(value))]
+
+
+def checkpoint_directory(args: argparse.Namespace) -> Path:
+    """Find the checkpoint directory ``--checkpoint`` means, before loading it.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments with ``checkpoint``.
+
+    Returns
+    -------
+    Path
+        A directory holding ``model.safetensors``.
+
+    Notes
+    -----
+    See :func:`~transformer.checkpoint.resolve_checkpoint` (a run directory means its best checkpoint, the
+    weights file its directory); used to compare the outputs with the checkpoint's files before the model
+    is loaded.
+    """
+    return resolve_checkpoint(Path(args.checkpoint))
+
+
 def run_translate(args: argparse.Namespace) -> int:
     """Translate lines of text with a checkpoint (PyTorch) or a CTranslate2 export.
 
@@ -543,8 +699,14 @@ def run_translate(args: argparse.Namespace) -> int:
     Notes
     -----
     The model is loaded before standard input is read, so a wrong ``--checkpoint`` fails at once instead of
-    after the user has typed. With ``--nbest N`` each line is ``index<TAB>score<TAB>text``.
+    after the user has typed. With ``--nbest N`` each line is ``index<TAB>score<TAB>text``. An ``--output``
+    that is the input file or a file of the checkpoint is refused before anything is read.
     """
+    model_dir = Path(args.checkpoint) if args.engine == "ctranslate2" else checkpoint_directory(args)
+    refuse_outputs_among_inputs(
+        [*named_file("--input", args.input), ("--checkpoint", model_dir)],
+        output_files=named_file("--output", args.output),
+    )
     if args.engine == "ctranslate2":
         write_output_lines(translate_with_ctranslate2(args), args.output)
         return 0
@@ -552,13 +714,16 @@ def run_translate(args: argparse.Namespace) -> int:
     translator = translator_from_args(args)
     sentences = read_input_lines(args.input)
     if translator.decode_config.nbest > 1:
+        with translation_progress(len(sentences)) as progress:
+            nbest = translator.translate_nbest(sentences, progress)
         lines = [
             f"{index}\t{candidate.score:.4f}\t{candidate.text}"
-            for index, candidates in enumerate(translator.translate_nbest(sentences))
+            for index, candidates in enumerate(nbest)
             for candidate in candidates
         ]
     else:
-        lines = translator.translate(sentences)
+        with translation_progress(len(sentences)) as progress:
+            lines = translator.translate(sentences, progress)
     write_output_lines(lines, args.output)
     if translator.truncated_count:
         print(
@@ -567,6 +732,30 @@ def run_translate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def is_pytorch_checkpoint(path: Path) -> bool:
+    """Whether a path is one of this project's checkpoints (or a run holding one).
+
+    Parameters
+    ----------
+    path : Path
+        The ``--checkpoint`` of ``translate --engine ctranslate2``.
+
+    Returns
+    -------
+    bool
+        True when :func:`~transformer.checkpoint.resolve_checkpoint` finds a checkpoint there.
+
+    Notes
+    -----
+    A CTranslate2 export holds ``model.bin``, not ``model.safetensors``, so the two never match each other.
+    """
+    try:
+        resolve_checkpoint(path)
+    except CheckpointError:
+        return False
+    return True
 
 
 def translate_with_ctranslate2(args: argparse.Namespace) -> list[str]:
@@ -585,9 +774,16 @@ def translate_with_ctranslate2(args: argparse.Namespace) -> list[str]:
     Notes
     -----
     CTranslate2 has only the ``power`` length penalty (score / |Y|^alpha); ``--length-penalty-form gnmt``
-    is refused rather than silently changed.
+    is refused rather than silently changed. A PyTorch checkpoint or run directory is refused with the
+    command that exports it.
     """
     check_device_flag(args.device)
+    if is_pytorch_checkpoint(Path(args.checkpoint)):
+        raise ValueError(
+            f"--checkpoint {args.checkpoint}: a PyTorch checkpoint, not a CTranslate2 model; export it with "
+            f"'transformer convert --to ctranslate2 {args.checkpoint} OUTPUT_DIR' and pass OUTPUT_DIR, or drop "
+            "--engine ctranslate2"
+        )
     settings = decode_config_from_args(args)  # an export keeps no run config: the paper's, then the flags
     if settings.length_penalty_form != "power" and settings.length_penalty != 0:
         raise ValueError(
@@ -633,11 +829,17 @@ def run_convert(args: argparse.Namespace) -> int:
     if args.from_format == "hf-marian":
         if len(args.paths) != 1:
             raise ValueError("convert --from hf-marian MARIAN_DIR --to CHECKPOINT_DIR takes one MARIAN_DIR")
+        refuse_outputs_among_inputs(
+            [("MARIAN_DIR", Path(args.paths[0]))], replaced_directories=[("--to", Path(args.to))]
+        )
         written = import_marian(Path(args.paths[0]), Path(args.to))
     else:
         if args.to not in ("hf-marian", "ctranslate2") or len(args.paths) != 2:
             raise ValueError("export with: convert --to hf-marian|ctranslate2 CHECKPOINT OUTPUT_DIR")
         source, destination = resolve_checkpoint(Path(args.paths[0])), Path(args.paths[1])
+        refuse_outputs_among_inputs(
+            [("CHECKPOINT", source)], replaced_directories=[("OUTPUT_DIR", destination)]
+        )
         if args.to == "hf-marian":
             written = export_marian(source, destination)
         else:
@@ -663,8 +865,18 @@ def run_evaluate(args: argparse.Namespace) -> int:
     Notes
     -----
     Perplexity is per target BPE token under teacher forcing (Table 2's "PPL (dev)"), so it compares models
-    with the same vocabulary only; BLEU and chrF are printed with their sacreBLEU signatures.
+    with the same vocabulary only; BLEU and chrF are printed with their sacreBLEU signatures. An ``--output``
+    that is one of the inputs (the references, the source, a file of the checkpoint) is refused before
+    anything is read: it used to be overwritten with the translations after the score was printed.
     """
+    inputs = [
+        *named_file("--reference", args.reference),
+        *named_file("--hypotheses", args.hypotheses),
+        *named_file("--source", args.source),
+    ]
+    if args.checkpoint and not args.hypotheses:
+        inputs.append(("--checkpoint", checkpoint_directory(args)))
+    refuse_outputs_among_inputs(inputs, output_files=named_file("--output", args.output))
     references = read_input_lines(args.reference)
     if args.hypotheses:
         hypotheses = read_input_lines(args.hypotheses)
@@ -677,7 +889,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"{args.source} has {len(sources)} lines but {args.reference} has {len(references)}"
             )
-        hypotheses = translator.translate(sources)
+        with translation_progress(len(sources)) as progress:
+            hypotheses = translator.translate(sources, progress)
         if args.output:
             write_output_lines(hypotheses, args.output)
         perplexity = corpus_perplexity(
@@ -715,6 +928,10 @@ def run_average(args: argparse.Namespace) -> int:
         paths = select_last_checkpoints(Path(args.run), args.last)
     else:
         raise ValueError("average-checkpoints needs --inputs DIR [DIR ...] or --run DIR [--last N]")
+    option = "--inputs" if args.inputs else "--run"
+    refuse_outputs_among_inputs(
+        [(option, path) for path in paths], replaced_directories=[("--output", Path(args.output))]
+    )
     check_average_output(Path(args.output))
     averaged = average_checkpoints(paths)
     destination = write_weights_checkpoint(averaged, Path(args.output), paths)
@@ -745,6 +962,12 @@ def run_attention(args: argparse.Namespace) -> int:
     ``RNNEncoderDecoder.forward_with_attention``'s).
     """
     check_output_directory(Path(args.output_dir), "--output-dir")
+    refuse_outputs_among_inputs(
+        [("--checkpoint", checkpoint_directory(args))],
+        written_directories=[("--output-dir", Path(args.output_dir))],
+    )
+    for option, text in (("--text", args.text), ("--target", args.target)):
+        refuse_control_characters([text] if text is not None else [], option)
     translator = Translator.from_checkpoint(args.checkpoint, device="cpu")  # the run's search settings
     if not isinstance(translator.model, Transformer):
         raise ValueError(
@@ -792,6 +1015,7 @@ def run_plot(args: argparse.Namespace) -> int:
     metrics = Path(args.run) / "metrics.jsonl"
     output = Path(args.output) if args.output else Path(args.run) / "training_curves.png"
     check_output_file(output, "--output")
+    refuse_outputs_among_inputs([("--run", metrics)], output_files=[("--output", output)])
     print(f"wrote {plot_training_curves(metrics, output)}")
     return 0
 
@@ -911,12 +1135,15 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
     """
     parser.add_argument(
         "--beam",
-        type=int,
+        type=integer_in_range(1, MAX_BEAM),
         default=None,
-        help="beam size; 1 is greedy (default: the run's decode.beam_size, else 4)",
+        help=f"beam size from 1 (greedy) to {MAX_BEAM} (default: the run's decode.beam_size, else 4)",
     )
     parser.add_argument(
-        "--alpha", type=float, default=None, help="length penalty alpha (default: the run's, else 0.6)"
+        "--alpha",
+        type=number_in_range(0.0, MAX_ALPHA),
+        default=None,
+        help=f"length penalty alpha from 0 to {MAX_ALPHA:g} (default: the run's, else 0.6)",
     )
     parser.add_argument(
         "--length-penalty-form",
@@ -926,15 +1153,15 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-length-offset",
-        type=int,
+        type=integer_in_range(0, MAX_LENGTH_OFFSET),
         default=None,
-        help="output limit = input length + this (default: the run's, else 50)",
+        help=f"output limit = input length + this, from 0 to {MAX_LENGTH_OFFSET} (default: the run's, else 50)",
     )
     parser.add_argument(
         "--nbest",
-        type=int,
+        type=integer_in_range(1, MAX_BEAM),
         default=None,
-        help="candidates per sentence, tab-separated (default: the run's, else 1)",
+        help="candidates per sentence, at most the beam size, tab-separated (default: the run's, else 1)",
     )
     parser.add_argument("--no-cache", action="store_true", help="recompute the prefix every step (slow)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
@@ -961,7 +1188,7 @@ def build_parser() -> argparse.ArgumentParser:
     Each subcommand stores its ``run_*`` function as ``handler``; :func:`main` calls it, so adding a command
     is one ``add_parser`` block and one handler, with no dispatch table to keep in step.
     """
-    parser = argparse.ArgumentParser(prog="transformer", description=__doc__.splitlines()[0])
+    parser = OneLineErrorParser(prog="transformer", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
     prepare = commands.add_parser(
@@ -977,7 +1204,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     quickstart = commands.add_parser("quickstart", help="train on the built-in corpus, then report test BLEU")
     add_config_arguments(quickstart, required=False)
-    quickstart.add_argument("--examples", type=int, default=5, help="example translations to print")
+    quickstart.add_argument(
+        "--examples", type=integer_in_range(0), default=5, help="example translations to print"
+    )
     quickstart.set_defaults(handler=run_quickstart)
 
     translate = commands.add_parser("translate", help="translate text with a checkpoint")
@@ -1009,7 +1238,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     average.add_argument("--inputs", nargs="+", help="checkpoint directories to average")
     average.add_argument("--run", help="run directory: average its last --last checkpoints")
-    average.add_argument("--last", type=int, default=5, help="how many of the run's checkpoints (default 5)")
+    average.add_argument(
+        "--last", type=integer_in_range(1), default=5, help="how many of the run's checkpoints (default 5)"
+    )
     average.add_argument(
         "--output", required=True, help="new checkpoint directory, or an earlier average to replace"
     )
@@ -1023,7 +1254,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--layer", type=int, default=-1, help="layer to plot; negative counts from the end"
     )
     attention.add_argument(
-        "--beam", type=int, default=None, help="beam size for the translation (default: the run's, else 4)"
+        "--beam",
+        type=integer_in_range(1, MAX_BEAM),
+        default=None,
+        help="beam size for the translation (default: the run's, else 4)",
     )
     attention.add_argument("--output-dir", default="attention", help="where to write the pictures")
     attention.set_defaults(handler=run_attention)
@@ -1062,8 +1296,12 @@ def build_parser() -> argparse.ArgumentParser:
     experiment.add_argument(
         "--scale", choices=SCALES, default="cpu", help="model and data size (default cpu)"
     )
-    experiment.add_argument("--seeds", type=int, default=1, help="seeds per variant (default 1)")
-    experiment.add_argument("--parallel", type=int, default=1, help="runs trained at once (default 1)")
+    experiment.add_argument(
+        "--seeds", type=integer_in_range(1), default=1, help="seeds per variant (default 1)"
+    )
+    experiment.add_argument(
+        "--parallel", type=integer_in_range(1), default=1, help="runs trained at once (default 1)"
+    )
     experiment.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     experiment.add_argument("--output-dir", help="default runs/experiments/NAME-SCALE")
     experiment.add_argument("--only", help="comma-separated variants or groups, e.g. base,A,E1")
@@ -1098,7 +1336,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     the file, line or option at fault; anything else is a bug and keeps its traceback.
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # named with the subcommand, like any other usage error of it
+            raise UsageError(
+                f"transformer {args.command}: error: unrecognized arguments: {' '.join(unknown)}"
+            )
+    except UsageError as error:
+        print(error, file=sys.stderr)
+        return 2
     try:
         status: int = args.handler(args)
     except (ValueError, OSError, TrainingDivergedError) as error:

@@ -162,7 +162,10 @@ class CTranslate2Translator:
         """
         ct2_dir = Path(ct2_dir)
         if not (ct2_dir / MODEL_CONFIG_FILE).exists():
-            raise ValueError(f"{ct2_dir}: no {MODEL_CONFIG_FILE}; export the model with export_ctranslate2")
+            raise ValueError(
+                f"{ct2_dir}: no {MODEL_CONFIG_FILE}, so not a CTranslate2 export; make one with "
+                "'transformer convert --to ctranslate2 CHECKPOINT OUTPUT_DIR' (or export_ctranslate2)"
+            )
         config = TransformerConfig.from_dict(
             json.loads((ct2_dir / MODEL_CONFIG_FILE).read_text(encoding="utf-8"))
         )

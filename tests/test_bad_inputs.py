@@ -1,0 +1,367 @@
+"""Bad inputs, as a new user types them, through every command: one line, a non-zero exit, nothing touched.
+
+Each row of :data:`BAD_INPUTS` runs ``transformer`` on a workspace holding a trained tiny run, text files and
+a few broken ones (issue #26 tried 49 such inputs on the quick-start model). Every row must end with status
+2, exactly one line on standard error (``transformer COMMAND: error: ...``) that says what is wrong, nothing
+on standard output, and the workspace exactly as it was: every file's bytes and modification time, and no
+file or folder created or removed.
+"""
+
+import io
+import json
+import os
+import shlex
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from tests.conftest import write_tiny_config
+from transformer import cli
+from transformer.checkpoint import CHECKSUM_METADATA_KEY, read_weights_metadata, resolve_checkpoint
+from transformer.cli import main
+from transformer.data.dataset import read_lines
+
+
+@pytest.fixture(scope="module")
+def workspace(trained_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder a user might work in: a run, texts, a config, and some broken files."""
+    root = tmp_path_factory.mktemp("workspace")
+    shutil.copytree(trained_run, root / "run", ignore=shutil.ignore_patterns("data", "*.lock"))
+    sources = read_lines(trained_run / "data" / "valid.en")[:3]
+    references = read_lines(trained_run / "data" / "valid.de")[:3]
+    (root / "src.en").write_text("".join(f"{line}\n" for line in sources), encoding="utf-8")
+    (root / "ref.de").write_text("".join(f"{line}\n" for line in references), encoding="utf-8")
+    (root / "short.de").write_text(f"{references[0]}\n", encoding="utf-8")
+    (root / "nul.en").write_bytes(b"\x00" * 3000 + b"\n")
+    (root / "escape.de").write_text(f"{references[0]}\n\x1b[31m{references[1]}\n", encoding="utf-8")
+    (root / "latin1.en").write_bytes(b"fine\ncaf\xe9\n")
+    (root / "link.en").symlink_to("src.en")
+    os.link(root / "src.en", root / "hardlink.en")
+    (root / "folder").mkdir()
+    (root / "marian").mkdir()
+    (root / "marian" / "config.json").write_text("{}", encoding="utf-8")
+    write_broken_checkpoints(root)
+    write_configs(root)
+    return root
+
+
+def best_checkpoint(root: Path) -> str:
+    """The run's best checkpoint, relative to the workspace (the one ``--checkpoint run`` means)."""
+    return str(resolve_checkpoint(root / "run").relative_to(root))
+
+
+def write_broken_checkpoints(root: Path) -> None:
+    """A damaged copy, an old-format copy with overflowing weights, and an index naming a lost step."""
+    best = best_checkpoint(root)
+    shutil.copytree(root / best, root / "damaged")
+    with (root / "damaged" / "model.safetensors").open("r+b") as handle:
+        handle.seek((root / "damaged" / "model.safetensors").stat().st_size // 2)
+        handle.write(b"\x3f" * 4096)  # finite floats: only the checksum tells them from weights
+    shutil.copytree(root / best, root / "overflowing")
+    weights_file = root / "overflowing" / "model.safetensors"
+    metadata = read_weights_metadata(weights_file)
+    del metadata[CHECKSUM_METADATA_KEY]  # as written before checksums were recorded
+    weights = load_file(str(weights_file))
+    name = "decoder.layers.0.feed_forward.linear_out.weight"
+    weights[name] = torch.full_like(weights[name], 3e38)  # finite, so only the scores tell
+    save_file(weights, str(weights_file), metadata=metadata)
+    lost = root / "lost" / "checkpoints"
+    lost.mkdir(parents=True)
+    index = {"latest": "step-00000944", "best": None, "checkpoints": ["step-00000944"]}
+    (lost / "index.json").write_text(json.dumps(index), encoding="utf-8")
+
+
+def write_configs(root: Path) -> None:
+    """The tiny experiment's config, and one with a YAML syntax error."""
+    write_tiny_config(root)
+    (root / "broken.yaml").write_text(
+        "model:\n  vocab_size: 150\n  dropout: [0.1\ntrain: {}\n", encoding="utf-8"
+    )
+
+
+def bad(command_line: str, message: str, stdin: bytes | None = None) -> object:
+    """One row of the table: a command line as a user types it (shell quoting), and its one error line."""
+    return pytest.param(shlex.split(command_line), message, stdin, id=command_line)
+
+
+#: ``transformer`` command lines (``{best}`` is the run's best checkpoint), the text the one error line must hold,
+#: and standard input (None: none is read).
+BAD_INPUTS = [
+    # --- translate: outputs that are inputs (#26 item 2) ---
+    bad(
+        "translate --checkpoint run --input src.en --output src.en",
+        "--output src.en: is --input src.en; writing it would destroy it",
+    ),
+    bad("translate --checkpoint run --input src.en --output link.en", "--output link.en: is --input src.en"),
+    bad(
+        "translate --checkpoint run --input src.en --output hardlink.en",
+        "--output hardlink.en: is --input src.en",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --output '{best}/model.safetensors'",
+        "--output {best}/model.safetensors: is --checkpoint {best}/model.safetensors",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --output folder",
+        "--output folder: is a directory; expected a file",
+    ),
+    # --- translate: input text (#26 item 4) ---
+    bad(
+        "translate --checkpoint run --input nul.en", "nul.en line 1: control character U+0000 at character 1"
+    ),
+    bad(
+        "translate --checkpoint run",
+        "standard input line 2: control character U+0000",
+        b"A dog.\n" + b"\x00" * 3000 + b"\n",
+    ),
+    bad("translate --checkpoint run", "standard input line 1: control character U+001B", b"\x1b[2J\n"),
+    bad("translate --checkpoint run --input latin1.en", "latin1.en line 2: not valid UTF-8"),
+    bad("translate --checkpoint run", "standard input line 1: not valid UTF-8", b"caf\xe9\n"),
+    bad("translate --checkpoint run --input missing.en", "cannot read missing.en: No such file or directory"),
+    # --- translate: numbers (#26 items 5, 6) ---
+    bad(
+        "translate --checkpoint run --input src.en --alpha nan",
+        "argument --alpha: expected a finite number from 0 to 10, got 'nan'",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --alpha inf",
+        "argument --alpha: expected a finite number from 0 to 10, got 'inf'",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --alpha=-1",
+        "argument --alpha: expected a finite number from 0 to 10, got '-1'",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --beam 0",
+        "argument --beam: expected an integer from 1 to 64, got '0'",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --beam 40000",
+        "argument --beam: expected an integer from 1 to 64, got '40000'",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --max-length-offset 100000000",
+        "argument --max-length-offset: expected an integer from 0 to 1024, got '100000000'",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --nbest 5",
+        "--nbest 5: must be between 1 and the beam size, 2 (the checkpoint's; raise it with --beam)",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --beam 3 --nbest 4",
+        "--nbest 4: must be between 1 and the beam size, 3 (--beam)",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --device gpu",
+        "--device gpu: expected auto, cpu, cuda or cuda:N",
+    ),
+    bad("translate --checkpoint run --beams 2", "unrecognized arguments: --beams 2"),
+    bad("translate --input src.en", "the following arguments are required: --checkpoint"),
+    # --- translate: checkpoints (#26 items 3, 8, 9) ---
+    bad(
+        "translate --checkpoint damaged --input src.en",
+        "damaged/model.safetensors: the weights do not match the SHA-256 recorded when they were saved",
+    ),
+    bad(
+        "translate --checkpoint overflowing --input src.en",
+        "overflowing/model.safetensors: the model computes NaN scores",
+    ),
+    bad(
+        "translate --checkpoint lost --input src.en",
+        "lost/checkpoints/index.json: names step-00000944 as the latest checkpoint, but lost/checkpoints/step-00000944 does not exist",
+    ),
+    bad("translate --checkpoint src.en --input src.en", "src.en: a file, not a checkpoint"),
+    bad("translate --checkpoint nowhere --input src.en", "nowhere: no checkpoint here"),
+    bad(
+        "translate --checkpoint run --input src.en --engine ctranslate2",
+        "'transformer convert --to ctranslate2 run OUTPUT_DIR'",
+    ),
+    # --- evaluate (#26 item 1) ---
+    bad(
+        "evaluate --checkpoint run --source src.en --reference ref.de --output ref.de",
+        "--output ref.de: is --reference ref.de; writing it would destroy it",
+    ),
+    bad(
+        "evaluate --checkpoint run --source src.en --reference ref.de --output hardlink.en",
+        "--output hardlink.en: is --source src.en",
+    ),
+    bad("evaluate --hypotheses ref.de --reference escape.de", "escape.de line 2: control character U+001B"),
+    bad(
+        "evaluate --hypotheses - --reference ref.de",
+        "standard input line 1: control character U+0000",
+        b"\x00\n",
+    ),
+    bad(
+        "evaluate --checkpoint run --source src.en --reference short.de",
+        "src.en has 3 lines but short.de has 1",
+    ),
+    bad(
+        "evaluate --checkpoint run --source src.en --reference ref.de --alpha nan",
+        "argument --alpha: expected a finite number",
+    ),
+    bad("evaluate --reference ref.de", "evaluate needs --hypotheses, or --checkpoint with --source"),
+    # --- average-checkpoints ---
+    bad(
+        "average-checkpoints --inputs '{best}' --output '{best}'",
+        "--output {best}: is --inputs {best}; replacing it would delete it",
+    ),
+    bad("average-checkpoints --run run --last 1 --output run", "--output run: holds --run {best}"),
+    bad(
+        "average-checkpoints --run run --last 0 --output averaged",
+        "argument --last: expected an integer of at least 1, got '0'",
+    ),
+    bad(
+        "average-checkpoints --run folder --output averaged", "folder/checkpoints: no checkpoints to average"
+    ),
+    # --- convert ---
+    bad(
+        "convert --to ctranslate2 '{best}' '{best}'",
+        "OUTPUT_DIR {best}: is CHECKPOINT {best}; replacing it would delete it",
+    ),
+    bad("convert --to hf-marian run run", "OUTPUT_DIR run: holds CHECKPOINT {best}"),
+    bad(
+        "convert --from hf-marian marian --to marian",
+        "--to marian: is MARIAN_DIR marian; replacing it would delete it",
+    ),
+    bad(
+        "convert --to onnx run exported",
+        "export with: convert --to hf-marian|ctranslate2 CHECKPOINT OUTPUT_DIR",
+    ),
+    # --- attention ---
+    bad(
+        "attention --checkpoint '{best}' --text 'A dog.' --output-dir '{best}'",
+        "--output-dir {best}: is --checkpoint {best}; the new files would join it",
+    ),
+    bad(
+        "attention --checkpoint run --text 'A\x00dog.' --output-dir maps",
+        "--text line 1: control character U+0000 at character 2",
+    ),
+    bad(
+        "attention --checkpoint run --text 'A dog.' --beam 0",
+        "argument --beam: expected an integer from 1 to 64, got '0'",
+    ),
+    # --- plot ---
+    bad(
+        "plot --run run --output run/metrics.jsonl", "--output run/metrics.jsonl: is --run run/metrics.jsonl"
+    ),
+    bad("plot --run folder --output curves.png", "metrics file folder/metrics.jsonl does not exist"),
+    bad("plot --run run --output folder", "--output folder: is a directory; expected a file"),
+    # --- train, prepare, quickstart (#26 item 10) ---
+    bad(
+        "train --config broken.yaml --output-dir new-run",
+        "broken.yaml:4:6: not valid YAML: expected ',' or ']', but got ':' (while parsing a flow sequence at line 3, column 12)",
+    ),
+    bad("prepare --config broken.yaml --output-dir new-run", "broken.yaml:4:6: not valid YAML"),
+    bad("quickstart --config broken.yaml --output-dir new-run", "broken.yaml:4:6: not valid YAML"),
+    bad("train --config no-such.yaml", "--config no-such.yaml: no such file"),
+    bad(
+        "train --config tiny.yaml --output-dir new-run --set train.max_steps=many",
+        "--set train.max_steps=many: [train]",
+    ),
+    bad(
+        "train --config tiny.yaml --output-dir new-run --set decode.length_penalty=.nan",
+        "--set decode.length_penalty=.nan: [decode] DecodeConfig.length_penalty=nan must be a finite number",
+    ),
+    bad(
+        "train --config tiny.yaml --output-dir src.en", "--output-dir src.en: is a file; expected a directory"
+    ),
+    bad("quickstart --examples -1", "argument --examples: expected an integer of at least 0, got '-1'"),
+    # --- experiment ---
+    bad(
+        "experiment table2 --scale tiny --only bogus --output-dir experiment",
+        "--only bogus: table2 has no such variant or group",
+    ),
+    bad(
+        "experiment table2 --scale tiny --seeds 0 --output-dir experiment",
+        "argument --seeds: expected an integer of at least 1, got '0'",
+    ),
+    bad(
+        "experiment table2 --scale tiny --parallel 0 --output-dir experiment",
+        "argument --parallel: expected an integer of at least 1, got '0'",
+    ),
+    bad(
+        "experiment table2 --scale tiny --only base --set train.max_steps=many --output-dir experiment",
+        "max_steps='many'",
+    ),
+    bad("experiment table9", "argument name: invalid choice: 'table9'"),
+]
+
+
+def snapshot(root: Path) -> dict[str, tuple[bytes, int] | None]:
+    """Every path under ``root``: a file's bytes and modification time, None for a folder."""
+    state: dict[str, tuple[bytes, int] | None] = {}
+    for path in sorted(root.rglob("*")):
+        key = str(path.relative_to(root))
+        state[key] = (path.read_bytes(), path.lstat().st_mtime_ns) if path.is_file() else None
+    return state
+
+
+@pytest.fixture
+def in_workspace(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.chdir(workspace)  # relative paths and default outputs (runs/...) land in the workspace
+    yield workspace
+
+
+@pytest.mark.parametrize(("arguments", "message", "stdin"), BAD_INPUTS)
+def test_a_bad_input_gives_one_line_a_failure_status_and_touches_nothing(
+    in_workspace: Path, monkeypatch, capsys, arguments: list[str], message: str, stdin: bytes | None
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin or b""), "utf-8", "surrogateescape"))
+    best = best_checkpoint(in_workspace)
+    arguments = [argument.format(best=best) for argument in arguments]
+    message = message.format(best=best)
+    before = snapshot(in_workspace)
+    status = main(arguments)
+    output = capsys.readouterr()
+    assert status == 2
+    assert output.err.count("\n") == 1 and output.err.endswith("\n"), output.err
+    assert output.err.startswith(f"transformer {arguments[0]}: error: "), output.err
+    assert message in output.err, output.err
+    assert output.out == ""
+    assert snapshot(in_workspace) == before
+
+
+def test_the_table_covers_every_command_with_files_and_standard_input() -> None:
+    commands = {row.values[0][0] for row in BAD_INPUTS}
+    parser_commands = {action.dest: action for action in cli.build_parser()._actions}["command"].choices
+    assert commands == set(parser_commands)
+    assert sum(row.values[2] is not None for row in BAD_INPUTS) >= 4
+
+
+def test_every_number_option_of_every_command_is_range_checked() -> None:
+    """No option parses with a bare ``int`` or ``float``: ``float`` takes "nan" and "inf", neither has bounds."""
+    commands = {action.dest: action for action in cli.build_parser()._actions}["command"].choices
+    numeric = {
+        f"{name} {action.option_strings[0]}": action.type
+        for name, parser in commands.items()
+        for action in parser._actions
+        if action.option_strings and action.type in (int, float)
+    }
+    assert numeric == {"attention --layer": int}  # any layer index; a wrong one is named by the model
+
+
+def test_a_weights_file_as_checkpoint_translates_as_its_directory(in_workspace: Path, capsys) -> None:
+    best = best_checkpoint(in_workspace)
+    assert main(["translate", "--checkpoint", best, "--input", "src.en"]) == 0
+    from_directory = capsys.readouterr().out
+    assert main(["translate", "--checkpoint", f"{best}/model.safetensors", "--input", "src.en"]) == 0
+    assert capsys.readouterr().out == from_directory and from_directory.count("\n") == 3
+
+
+def test_a_long_translation_shows_its_progress_on_standard_error(
+    in_workspace: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.setattr(cli, "PROGRESS_DELAY_SECONDS", 0.0)  # as if the search took longer than the delay
+    arguments = ["translate", "--checkpoint", "run", "--input", "src.en", "--max-length-offset", "1024"]
+    assert main([*arguments, "--output", "progress.de"]) == 0
+    output = capsys.readouterr()
+    assert output.out == "" and "3/3" in output.err and "sentence" in output.err
+    assert len((in_workspace / "progress.de").read_text(encoding="utf-8").splitlines()) == 3
+    (in_workspace / "progress.de").unlink()  # the workspace stays as the table expects it
+    monkeypatch.setattr(cli, "PROGRESS_DELAY_SECONDS", 3.0)
+    assert main(arguments) == 0
+    assert capsys.readouterr().err == ""  # a quick translation prints nothing extra

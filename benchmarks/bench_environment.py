@@ -16,8 +16,7 @@ from typing import Any
 import torch
 
 from benchmarks.bench_allocator import allocator_description, typed_command
-from transformer.autotune.machine import cpu_model_and_flags, describe_cpu
-from transformer.autotune.precision_probe import cpu_has_native_bf16
+from transformer.device import cpu_has_native_bf16, cpu_model_and_flags, describe_cpu
 
 
 def cpu_description() -> dict[str, Any]:

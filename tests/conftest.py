@@ -9,6 +9,18 @@ import yaml
 
 from transformer import TransformerConfig
 from transformer.cli import main
+from transformer.device import bf16_unsupported_reason, describe_cpu
+
+#: Why this machine's CPU cannot run bf16 (None where it can): probed from oneDNN, never assumed.
+CPU_BF16_UNSUPPORTED = bf16_unsupported_reason(torch.device("cpu"))
+#: For tests that really run bf16 on the CPU; the decision itself is tested both ways with a faked probe.
+requires_cpu_bf16 = pytest.mark.skipif(CPU_BF16_UNSUPPORTED is not None, reason=str(CPU_BF16_UNSUPPORTED))
+
+
+def pytest_report_header() -> list[str]:
+    """Name the CPU kind in the report's header: the machines differ, and so do the tests they skip."""
+    native = "native bf16" if CPU_BF16_UNSUPPORTED is None else "no native bf16: bf16 tests skipped"
+    return [f"cpu: {describe_cpu()}; {native}; torch {torch.__version__}, {torch.get_num_threads()} threads"]
 
 
 @pytest.fixture(autouse=True)

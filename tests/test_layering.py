@@ -30,7 +30,7 @@ ALLOWED: dict[str, set[str]] = {
     "decoding": {"model", "architectures", "config", "data", "checkpoint", "device"},
     "evaluation": {"model", "architectures", "data", "loss"},
     "visualization": {"model", "data", "atomic_files"},
-    "autotune": {"model", "baselines", "atomic_files"},
+    "autotune": {"model", "baselines", "device", "atomic_files"},
     "interop": {"model", "config", "data", "checkpoint", "decoding", "atomic_files"},
     "training": {
         "model",

@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.conftest import requires_cpu_bf16
+from transformer import device
 from transformer.checkpoint import load_checkpoint, load_checkpoint_tokenizer
 from transformer.config import DecodeConfig
 from transformer.decoding.translator import TRANSLATION_PRECISIONS, Translator
@@ -50,6 +52,7 @@ def test_unknown_precision_names_the_choices(trained_run: Path) -> None:
         Translator.from_checkpoint(trained_run, device="cpu", precision="fp16")
 
 
+@requires_cpu_bf16
 def test_bf16_casts_and_fp32_keeps_the_model(trained_run: Path) -> None:
     checkpoint = load_checkpoint(trained_run)
     tokenizer = load_checkpoint_tokenizer(checkpoint.path)
@@ -58,3 +61,21 @@ def test_bf16_casts_and_fp32_keeps_the_model(trained_run: Path) -> None:
     assert next(bf16.model.parameters()).dtype == torch.bfloat16
     fp32 = Translator(model, tokenizer, device="cpu", precision="fp32")
     assert fp32.model is model and next(model.parameters()).dtype == torch.float32
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_bf16_is_refused_where_the_cpu_only_emulates_it(trained_run: Path, monkeypatch, native: bool) -> None:
+    # Both answers of the probe, faked, so the decision is tested on every CPU kind.
+    monkeypatch.setattr(device, "cpu_has_native_bf16", lambda: native)
+    checkpoint = load_checkpoint(trained_run)
+    tokenizer = load_checkpoint_tokenizer(checkpoint.path)
+    model = checkpoint.build_model()
+    if native:
+        translator = Translator(model, tokenizer, device="cpu", precision="bf16")
+        assert next(translator.model.parameters()).dtype == torch.bfloat16
+        return
+    with pytest.raises(
+        ValueError, match=r"^precision='bf16': this CPU has no native bf16 \(.*\): oneDNN emulates"
+    ):
+        Translator(model, tokenizer, device="cpu", precision="bf16")
+    assert next(model.parameters()).dtype == torch.float32  # refused before the model was cast

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from transformer.autotune.machine import describe_cpu
+from transformer.device import describe_cpu
 
 #: (rows, in_features, out_features, what it is in the base model).
 SHAPES = [

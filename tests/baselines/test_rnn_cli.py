@@ -8,7 +8,8 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from tests.conftest import write_tiny_config
+from tests.conftest import requires_cpu_bf16, write_tiny_config
+from transformer import device
 from transformer.baselines import RNNConfig, RNNEncoderDecoder
 from transformer.checkpoint import load_checkpoint, read_weights_metadata
 from transformer.cli import main
@@ -181,6 +182,7 @@ def test_what_cannot_hold_an_rnn_is_refused_in_one_line(
     assert not (tmp_path / "out").exists()
 
 
+@requires_cpu_bf16
 def test_bf16_training_and_translation_run(tmp_path: Path) -> None:
     config = write_rnn_config(tmp_path, max_steps=2, precision="bf16", validate_every=0, checkpoint_every=0)
     assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "run")]) == 0
@@ -189,3 +191,14 @@ def test_bf16_training_and_translation_run(tmp_path: Path) -> None:
     assert next(translator.model.parameters()).dtype == torch.bfloat16
     text = (tmp_path / "run" / "data" / "valid.en").read_text(encoding="utf-8").splitlines()[0]
     assert len(translator.translate([text])) == 1
+
+
+def test_bf16_without_native_support_is_refused_in_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    # A faked probe: what a CPU with AVX2 and FMA only (oneDNN has no bf16 LSTM there) answers.
+    monkeypatch.setattr(device, "cpu_has_native_bf16", lambda: False)
+    config = write_rnn_config(tmp_path, max_steps=2, precision="bf16", validate_every=0, checkpoint_every=0)
+    assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "run")]) == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.startswith("transformer train: error: train.precision='bf16': this CPU has no native bf16 (")
+    assert error.endswith("and has no bf16 LSTM; use precision auto or fp32")
+    assert not (tmp_path / "run" / "checkpoints").exists()

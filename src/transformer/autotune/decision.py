@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import torch
 
-from transformer.autotune.machine import describe_cpu
+from transformer.device import describe_cpu
 
 
 @dataclass(frozen=True)

@@ -3,68 +3,11 @@
 import hashlib
 import json
 import os
-import platform
 from pathlib import Path
 
 import torch
 
-#: CPU flags that change which kernels PyTorch runs (oneDNN bf16/int8 paths, AMX tiles, vector width).
-RELEVANT_CPU_FLAG_PREFIXES = ("amx", "avx512", "avx2", "avx_vnni", "fma", "f16c")
-#: The flags that decide matrix-product speed most, named in one-line descriptions of a CPU.
-HEADLINE_CPU_FLAGS = ("amx_bf16", "amx_int8", "amx_tile", "avx512f", "avx512_bf16", "avx512_vnni", "avx2")
-
-
-def cpu_model_and_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, list[str]]:
-    """Read the CPU's model name and the instruction-set flags that matter for matrix products.
-
-    Parameters
-    ----------
-    cpuinfo : Path
-        Linux's CPU description (``/proc/cpuinfo``).
-
-    Returns
-    -------
-    model : str
-        The first "model name" line (``platform.processor()`` where the file is missing).
-    flags : list of str
-        Sorted flags starting with one of :data:`RELEVANT_CPU_FLAG_PREFIXES` (empty without the file).
-
-    Notes
-    -----
-    Two machines with the same model string can differ in flags (a hypervisor may hide AMX), so both are
-    part of the fingerprint.
-    """
-    model: str | None = None
-    flags: set[str] = set()
-    try:
-        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        text = ""
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model name" and model is None:
-            model = value.strip()
-        elif key.strip() == "flags":
-            flags.update(flag for flag in value.split() if flag.startswith(RELEVANT_CPU_FLAG_PREFIXES))
-    return model or platform.processor() or platform.machine(), sorted(flags)
-
-
-def describe_cpu() -> str:
-    """Name the CPU and its matrix-relevant flags in one line, for logs and benchmark reports.
-
-    Returns
-    -------
-    str
-        E.g. "Intel(R) Xeon(R) Processor (avx2 avx512_bf16 avx512_vnni avx512f, no AMX)".
-
-    Notes
-    -----
-    Every speed figure this project records is labelled with this line: the machines it runs on differ.
-    """
-    model, flags = cpu_model_and_flags()
-    headline = [flag for flag in flags if flag in HEADLINE_CPU_FLAGS]
-    amx = "" if any(flag.startswith("amx") for flag in flags) else ", no AMX"
-    return f"{model} ({' '.join(headline) or 'no AVX2/AVX-512'}{amx})"
+from transformer.device import cpu_model_and_flags
 
 
 def machine_fingerprint(device: torch.device) -> dict[str, object]:

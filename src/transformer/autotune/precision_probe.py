@@ -6,34 +6,15 @@ import torch
 
 from transformer.autotune.cache import ProbeCache
 from transformer.autotune.decision import TuningDecision, describe_device
-from transformer.autotune.machine import describe_cpu, fingerprint_key, machine_fingerprint
+from transformer.autotune.machine import fingerprint_key, machine_fingerprint
 from transformer.autotune.timing import time_candidates
 from transformer.autotune.workload import ProbeShape, feed_forward_step
+from transformer.device import cpu_has_native_bf16, describe_cpu
 
 #: Reduced precision must be at least this much faster than fp32 to be picked: it costs a little accuracy.
 REQUIRED_SPEEDUP = 1.1
 
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def cpu_has_native_bf16() -> bool:
-    """Tell whether oneDNN reports native bf16 instructions on this CPU (AVX-512 BF16 or AMX).
-
-    Returns
-    -------
-    bool
-        True when bf16 products need no emulation.
-
-    Notes
-    -----
-    Native is not fast: with AVX-512 BF16 but no AMX, a bf16 product measured 0.55x fp32, with AMX about
-    7x. That is why this only decides whether bf16 is worth timing at all.
-    """
-    checker = getattr(torch.backends.mkldnn, "is_available", None)
-    if checker is None or not checker():
-        return False
-    native = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
-    return bool(native()) if native is not None else False
 
 
 def reduced_precision_candidate(device: torch.device) -> str | None:

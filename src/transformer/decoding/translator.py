@@ -13,7 +13,7 @@ from transformer.data.batching import inference_batches, pad_sequences
 from transformer.data.text_tokenizer import TextTokenizer
 from transformer.decoding.beam_search import search
 from transformer.decoding.search import NonFiniteScoresError
-from transformer.device import resolve_device
+from transformer.device import bf16_unsupported_reason, resolve_device
 from transformer.model.config import TransformerConfig
 from transformer.model.quantization import quantize_for_inference
 from transformer.model.transformer import Transformer
@@ -64,7 +64,8 @@ class Translator:
     device : str
         "auto", "cpu", "cuda" or "cuda:N".
     precision : {"fp32", "bf16", "int8"}
-        "fp32"; "bf16" (weights cast to bf16: faster on CPUs with AMX and on GPUs, slower on CPUs without);
+        "fp32"; "bf16" (weights cast to bf16: faster on CPUs with AMX and on GPUs, slower on CPUs with
+        AVX-512 BF16 alone, refused on CPUs without native bf16, where it is only emulated);
         or "int8" (CPU only: linear layers, the output projection included, with int8 weights and
         activations, see :func:`transformer.model.quantization.quantize_for_inference`; Transformers only).
     max_tokens : int
@@ -78,8 +79,8 @@ class Translator:
     Inputs are sorted by length for batching and the outputs put back in input order. An empty or
     whitespace-only line translates to an empty line without running the model. ``model`` itself is cast
     (bf16) or has its linear layers replaced (int8); pass a copy to keep the original. Raises ValueError for
-    an unknown precision, or "int8" on a GPU or for a model other than a Transformer (the recurrent
-    baseline's LSTMs have no int8 kernels here).
+    an unknown precision, "bf16" where the device has no native bf16, or "int8" on a GPU or for a model
+    other than a Transformer (the recurrent baseline's LSTMs have no int8 kernels here).
     """
 
     def __init__(
@@ -109,6 +110,10 @@ class Translator:
                 f"precision='int8' quantizes Transformer models only; this model's architecture is "
                 f"{architecture_of(model.config)!r} (use precision='fp32' or 'bf16')"
             )
+        if precision == "bf16":
+            reason = bf16_unsupported_reason(self.device)
+            if reason is not None:
+                raise ValueError(f"precision='bf16': {reason}; use precision='fp32' or 'int8'")
         dtype = torch.bfloat16 if precision == "bf16" else torch.float32
         self.model: SequenceModel = model.to(device=self.device, dtype=dtype).eval()
         if isinstance(self.model, Transformer) and precision == "int8":

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from transformer.atomic_files import write_bytes_atomically, write_json_atomically, write_text_atomically
-from transformer.autotune.machine import describe_cpu
 from transformer.autotune.thread_probe import usable_cpus
 from transformer.config import experiment_from_dict
 from transformer.data.prepare import TOKENIZER_FILE, prepare_data
+from transformer.device import describe_cpu
 from transformer.experiments.plan import (
     ExperimentPlan,
     Variant,

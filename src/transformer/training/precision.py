@@ -5,6 +5,8 @@ from collections.abc import Iterator
 
 import torch
 
+from transformer.device import bf16_unsupported_reason
+
 
 def check_precision(requested: str, device: torch.device) -> None:
     """Refuse a precision the device cannot train in.
@@ -22,11 +24,23 @@ def check_precision(requested: str, device: torch.device) -> None:
 
     Notes
     -----
-    fp16 needs a gradient scaler, which PyTorch has only for CUDA. "auto" is resolved by measurement
-    (``transformer.autotune.precision_probe``), not here.
+    fp16 needs a gradient scaler, which PyTorch has only for CUDA. bf16 is refused where the device would
+    only emulate it (:func:`transformer.device.bf16_unsupported_reason`: CPUs with AVX2 but neither AVX-512
+    BF16 nor AMX), rather than falling back to fp32: an explicit request is the user's choice of numerics,
+    and a silent fp32 run would not be what the config records. ``auto`` never picks what the device lacks.
+    "auto" is resolved by measurement (``transformer.autotune.precision_probe``), not here.
+
+    Raises
+    ------
+    ValueError
+        One line naming ``train.precision`` and the device, for fp16 off CUDA or bf16 without native support.
     """
     if requested == "fp16" and device.type != "cuda":
         raise ValueError("train.precision='fp16' needs a CUDA device; use bf16 or fp32 on the CPU")
+    if requested == "bf16":
+        reason = bf16_unsupported_reason(device)
+        if reason is not None:
+            raise ValueError(f"train.precision='bf16': {reason}; use precision auto or fp32")
 
 
 @contextlib.contextmanager

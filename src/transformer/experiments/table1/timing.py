@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from transformer.autotune.machine import describe_cpu
+from transformer.device import describe_cpu
 from transformer.experiments.results import append_result
 from transformer.experiments.table1.flops import analytic_flops, counted_flops
 from transformer.experiments.table1.layers import build_layer

@@ -171,7 +171,10 @@ def test_quickstart_run_again_reuses_a_run_its_time_limit_ended(tmp_path: Path, 
     ]
     assert main(arguments) == 0
     first = capsys.readouterr()
-    assert "stopped by max_minutes" in first.out and "annealed to zero within the time limit" in first.err
+    assert (
+        "stopped by max_minutes" in first.out
+        and "annealing the learning rate to zero within the time limit" in first.err
+    )
     trained = first.out.split("trained ")[1].split(" steps")[0]
     assert main(arguments) == 0  # a second call reports the same run instead of training another budget
     second = capsys.readouterr().out

@@ -47,7 +47,7 @@ from transformer.training.distributed import (
 )
 from transformer.training.metrics import MetricsLog
 from transformer.training.precision import autocast, check_precision
-from transformer.training.schedule import TimeBudget, build_scheduler, scale_for_peak
+from transformer.training.schedule import TimeBudget, build_scheduler, crossed_multiple, scale_for_peak
 
 
 class Reporter(Protocol):
@@ -345,7 +345,14 @@ class Trainer:
             )
         self._segment_started: float | None = None  # perf_counter() when this process began training
         self._segment_start_elapsed = 0.0  # state.elapsed_seconds then (earlier segments of a resumed run)
-        self.time_budget = self._time_budget()
+        self._clock_start: float | None = None  # segment seconds at the end of the segment's first step
+        self._clock_led_at: int | None = None  # the first step at which the clock led the schedule
+        self._position = 0.0  # where the schedule stood after the last step
+        self.time_budget = (
+            TimeBudget(60.0 * self.recipe.max_minutes, self.recipe.max_steps)
+            if self.recipe.max_minutes is not None
+            else None
+        )
         self.scheduler = build_scheduler(
             self.optimizer,
             model_width(experiment.model),
@@ -353,8 +360,7 @@ class Trainer:
             scale,
             self.recipe.max_steps,
             self.recipe.cooldown_steps,
-            self.time_budget,
-            self.segment_seconds,
+            self.clock_step if self.time_budget is not None else None,
         )
         self.grad_scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         self.sampler = TokenBatchSampler(
@@ -390,13 +396,6 @@ class Trainer:
         torch.set_num_threads(threads or tuning.threads or torch.get_num_threads())
         return tuning
 
-    def _time_budget(self) -> TimeBudget | None:
-        """Return the cool-down's time limit: ``max_minutes``, when the recipe has a cool-down to fit into it."""
-        if self.recipe.max_minutes is None or self.recipe.cooldown_steps == 0:
-            return None
-        share = min(1.0, self.recipe.cooldown_steps / self.recipe.max_steps)
-        return TimeBudget(60.0 * self.recipe.max_minutes, share)
-
     def segment_seconds(self) -> float:
         """Wall-clock seconds this process has trained (0 before the first step).
 
@@ -414,6 +413,26 @@ class Trainer:
         if self._segment_started is None:
             return 0.0
         return time.perf_counter() - self._segment_started
+
+    def clock_step(self) -> float:
+        """Return the step of the schedule that the time budget's clock has reached.
+
+        Returns
+        -------
+        float
+            0.0 without ``max_minutes`` or before the segment's first step has ended; then
+            ``max_steps`` times the share of the budget used since (:meth:`TimeBudget.schedule_step`).
+
+        Notes
+        -----
+        The schedule, validation and checkpoints follow ``max(step, clock_step())``, so when the time limit
+        binds the whole recipe (warm-up, decay, cool-down, checkpoint spacing) is fitted into it. The first
+        step is not counted: it carries one-off costs that would otherwise let the clock lead on a machine
+        that is in fact fast enough.
+        """
+        if self.time_budget is None or self._clock_start is None or self._segment_started is None:
+            return 0.0
+        return self.time_budget.schedule_step(self.segment_seconds(), self._clock_start)
 
     def train(self, resume: bool = False, reuse_finished: bool = False) -> TrainResult:
         """Run until ``max_steps``, ``max_epochs`` or ``max_minutes``.
@@ -485,8 +504,8 @@ class Trainer:
         """Say how much of the schedule a run stopped by its time limit did, and whether it cooled down."""
         share = self.state.step / self.recipe.max_steps
         done = f"stopped by max_minutes={self.recipe.max_minutes} at step {self.state.step} of {self.recipe.max_steps} ({share:.0%} of the schedule)"
-        if self.time_budget is not None:
-            return f"{done}; the learning rate was annealed to zero within the time limit"
+        if self.recipe.cooldown_steps > 0:
+            return f"{done}; warm-up and cool-down followed the clock, annealing the learning rate to zero within the time limit"
         return (
             f"warning: {done} without a cool-down (train.cooldown_steps is 0), at learning rate "
             f"{self.scheduler.get_last_lr()[0]:.2e}; --resume continues it"
@@ -601,10 +620,14 @@ class Trainer:
         self.state.stop_reason = None
         self._segment_start_elapsed = self.state.elapsed_seconds
         self._segment_started = time.perf_counter()
+        self._clock_start, self._clock_led_at = None, None
+        self._position = float(self.state.step)
         try:
             for group in self._batch_groups():
                 losses, tokens = self._accumulate_and_step(group)
                 self.state.step += 1
+                if self._clock_start is None:
+                    self._clock_start = self.segment_seconds()
                 self.state.tokens_seen += tokens
                 self.state.elapsed_seconds = self._segment_start_elapsed + self.segment_seconds()
                 interval.add(losses, tokens, sum(batch.padding_ratio for batch in group) / len(group))
@@ -624,10 +647,11 @@ class Trainer:
     ) -> "IntervalStats":
         """Log, validate and save as the step number says; return the interval the next step adds to."""
         step = self.state.step
+        previous, position = self._advance_position()
         # The last step is always validated and saved: a checkpoint written there without a validation loss
         # could not become the best, and the run would report an older loss as its final one.
-        validate = final or (bool(self.recipe.validate_every) and step % self.recipe.validate_every == 0)
-        save = final or (bool(self.recipe.checkpoint_every) and step % self.recipe.checkpoint_every == 0)
+        validate = final or crossed_multiple(previous, position, self.recipe.validate_every)
+        save = final or crossed_multiple(previous, position, self.recipe.checkpoint_every)
         log = step % self.recipe.log_every == 0
         if log or validate or save:
             # Losses stay on the device between these points: reading them back is a host sync.
@@ -639,6 +663,20 @@ class Trainer:
         if save:
             self._save_checkpoint(valid[0] if valid else None)
         return interval
+
+    def _advance_position(self) -> tuple[float, float]:
+        """Move the schedule's position to this step (or the clock's, if it leads); return before and after."""
+        step = self.state.step
+        clock = self.clock_step()
+        if clock > step and self._clock_led_at is None:
+            self._clock_led_at = step
+            self.reporter.message(
+                f"time budget: max_minutes={self.recipe.max_minutes} binds; from step {step} the schedule, "
+                "validation and checkpoints follow the clock (warm-up and cool-down keep their shares of "
+                "the time)"
+            )
+        previous, self._position = self._position, max(self._position, float(step), clock)
+        return previous, self._position
 
     def _stop_reason(self) -> str:
         if self.state.step >= self.recipe.max_steps:

@@ -167,10 +167,12 @@ class TrainConfig:
         Stop after this many passes over the data, if earlier.
     max_minutes : float or None
         Stop after this much wall-clock training time per invocation, if earlier than ``max_steps`` (a
-        ``--resume`` trains for another ``max_minutes``). With a cool-down, the learning rate also anneals to
-        zero by this limit: over the same share of the time as ``cooldown_steps`` is of ``max_steps``, so a
-        slow machine still finishes the recipe (see ``transformer.training.schedule.TimeBudget``); without
-        one, a run stopped by the limit ends with a warning naming the share of the schedule done.
+        ``--resume`` trains for another ``max_minutes``). Where the limit binds, the whole schedule follows
+        the clock: warm-up takes the share of the time that ``warmup_steps`` is of ``max_steps``, the
+        cool-down anneals to zero at the limit, and validations and checkpoints keep their spacing in the
+        schedule, so a slow machine still runs the whole recipe in fewer steps (see
+        ``transformer.training.schedule.TimeBudget``); without a cool-down, a run stopped by the limit ends
+        with a warning naming the share of the schedule done.
     warmup_steps : int
         Linear warm-up steps of Eq. (3) (4,000).
     learning_rate_scale : float
@@ -271,6 +273,92 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.clip_norm={self.clip_norm} must be positive or null")
 
 
+#: Config sections a rung of the recipe ladder may change: not ``data`` (the rungs share one vocabulary).
+LADDER_SECTIONS = ("model", "train", "decode")
+
+
+@dataclass(frozen=True)
+class LadderRung:
+    """One recipe of a ladder: overrides of the configuration, and the training tokens it needs to pay off.
+
+    Parameters
+    ----------
+    name : str
+        What ``ladder.choose`` and the log call it, e.g. "4x256-4k".
+    min_target_tokens : int
+        The rung is taken when the machine's measured training speed times ``train.max_minutes`` gives at
+        least this many target tokens (0: always, the last rung's value).
+    overrides : tuple of str
+        ``section.key=value`` items, as ``--set`` takes them, applied on top of the file's values; sections
+        ``model``, ``train`` and ``decode`` only, and never ``model.vocab_size``.
+
+    Notes
+    -----
+    The thresholds come from sweeps (BENCHMARKS.md, "The Multi30k recipe ladder"): below some number of
+    training tokens a shallower model with smaller batches and less dropout reaches a higher BLEU than the
+    full recipe does in the same time.
+    """
+
+    name: str
+    min_target_tokens: int = 0
+    overrides: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "overrides", tuple(self.overrides))  # JSON and YAML give lists
+        check_field_types(self)
+        if not self.name or self.name in LADDER_CHOICES:
+            raise ValueError(f"rung name {self.name!r} must be non-empty and not one of {LADDER_CHOICES}")
+        if self.min_target_tokens < 0:
+            raise ValueError(f"rung {self.name!r}: min_target_tokens={self.min_target_tokens} must be >= 0")
+        for item in self.overrides:
+            key = str(item).partition("=")[0].strip()
+            if key.partition(".")[0] not in LADDER_SECTIONS or key == "model.vocab_size":
+                raise ValueError(
+                    f"rung {self.name!r}: override {item!r} may only change {', '.join(LADDER_SECTIONS)} "
+                    "(not model.vocab_size): every rung trains on the same data and vocabulary"
+                )
+
+
+#: ``ladder.choose`` values other than a rung's name.
+LADDER_CHOICES = ("auto", "none")
+
+
+@dataclass(frozen=True)
+class LadderConfig:
+    """A small ladder of recipes, one of which is trained: the largest that the time budget pays for.
+
+    Parameters
+    ----------
+    choose : str
+        "auto" (default): with ``train.max_minutes``, the first rung whose ``min_target_tokens`` the measured
+        training speed reaches within the budget (the first rung without a budget); "none": the file's values
+        as they are; or a rung's name.
+    rungs : tuple of LadderRung
+        From the largest recipe to the smallest; empty: no ladder.
+
+    Notes
+    -----
+    Resolved once per run by :func:`transformer.training.recipe_ladder.resolve_ladder`, which logs one line
+    with the measured speeds and records the rung taken in ``choose``, so ``--resume`` and checkpoints keep
+    it whatever the machine measures later.
+    """
+
+    choose: str = "auto"
+    rungs: tuple[LadderRung, ...] = ()
+
+    def __post_init__(self) -> None:
+        rungs = tuple(
+            rung if isinstance(rung, LadderRung) else build_dataclass(LadderRung, dict(rung))
+            for rung in self.rungs
+        )
+        object.__setattr__(self, "rungs", rungs)
+        names = [rung.name for rung in rungs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"rungs: names must be unique, got {names}")
+        if self.choose not in (*LADDER_CHOICES, *names):
+            raise ValueError(f"choose={self.choose!r} is not one of {[*LADDER_CHOICES, *names]}")
+
+
 @dataclass(frozen=True)
 class ExperimentConfig:
     """Everything one training run needs: model, data, recipe and decoding settings.
@@ -286,6 +374,8 @@ class ExperimentConfig:
         The recipe.
     decode : DecodeConfig
         Search settings for evaluation after training.
+    ladder : LadderConfig
+        Recipes to choose from by measured training speed (none by default).
 
     Notes
     -----
@@ -298,6 +388,7 @@ class ExperimentConfig:
     data: DataConfig = DataConfig()
     train: TrainConfig = TrainConfig()
     decode: DecodeConfig = DecodeConfig()
+    ladder: LadderConfig = LadderConfig()
 
     def to_dict(self) -> dict[str, Any]:
         """Return the nested fields as plain dictionaries.
@@ -322,6 +413,7 @@ SECTIONS: dict[str, type] = {
     "data": DataConfig,
     "train": TrainConfig,
     "decode": DecodeConfig,
+    "ladder": LadderConfig,
 }
 
 

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import write_tiny_config
+from transformer.cli import main
 from transformer.training.run_directory import claim_run_directory, create_missing_directories
 from transformer.training.run_lock import LOCK_FILE, RunDirectoryInUseError
 
@@ -71,3 +73,19 @@ def test_a_refused_claim_removes_nothing(tmp_path: Path) -> None:
         pytest.fail("the block must not run")
     assert [path.name for path in tmp_path.iterdir()] == [LOCK_FILE]
     assert (tmp_path / LOCK_FILE).read_bytes() == contents
+
+
+def test_resume_with_nothing_to_resume_is_refused_before_anything_is_created(tmp_path: Path, capsys) -> None:
+    config = write_tiny_config(tmp_path, train={"max_steps": 2})
+    missing = tmp_path / "typo-run"
+    assert main(["train", "--config", str(config), "--output-dir", str(missing), "--resume"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert error == [
+        f"transformer train: error: --resume: {missing} holds no checkpoint to resume (no "
+        f"{missing / 'checkpoints' / 'index.json'}); drop --resume to start a new run there"
+    ]
+    assert not missing.exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["train", "--config", str(config), "--output-dir", str(empty), "--resume"]) == 2
+    assert list(empty.iterdir()) == []

@@ -12,10 +12,17 @@ from pathlib import Path
 
 import torch
 
+from transformer.checkpoint import read_index
 from transformer.config import ExperimentConfig
 from transformer.data.prepare import TrainingData, prepare_data
-from transformer.training.distributed import init_distributed, shutdown_distributed, wait_for_data_preparation
+from transformer.training.distributed import (
+    broadcast_from_main,
+    init_distributed,
+    shutdown_distributed,
+    wait_for_data_preparation,
+)
 from transformer.training.progress import ProgressBar
+from transformer.training.recipe_ladder import recorded_rung, resolve_ladder
 from transformer.training.run_directory import claim_run_directory
 from transformer.training.run_lock import LOCK_FILE
 from transformer.training.trainer import Trainer, TrainResult
@@ -33,7 +40,8 @@ def train_experiment(
     run_dir : Path
         Where to write.
     resume : bool
-        Continue the latest checkpoint in ``run_dir``.
+        Continue the latest checkpoint in ``run_dir``; without one (and without ``reuse_finished``) a
+        ValueError is raised before anything is created.
     reuse_finished : bool
         With ``resume``, return a run that already ended as it is (see :meth:`Trainer.train`).
 
@@ -46,12 +54,25 @@ def train_experiment(
 
     Notes
     -----
-    Rank 0 prepares data and vocabulary first; the other ranks then load what it wrote. The trainer sets the
+    Rank 0 resolves the recipe ladder (``ladder:``, by measured speed, or the rung a resumed run recorded)
+    and prepares data and vocabulary first; the other ranks then load what it wrote. The trainer sets the
     thread count (``train.threads``, or a measured one when it is null) before building the model.
     """
+    if resume and not reuse_finished and read_index(run_dir / "checkpoints").get("latest") is None:
+        # Before anything is created: a typo in --output-dir must not start a new run under the wrong name.
+        raise ValueError(
+            f"--resume: {run_dir} holds no checkpoint to resume (no {run_dir / 'checkpoints' / 'index.json'}); "
+            "drop --resume to start a new run there"
+        )
     context = init_distributed(experiment.train.device)
     progress = ProgressBar()
     try:
+        if context.is_main:
+            recorded = recorded_rung(run_dir) if resume else None
+            experiment, ladder_note = resolve_ladder(experiment, context.device, recorded)
+            if ladder_note:
+                progress.message(ladder_note)
+        experiment = broadcast_from_main(experiment, context)  # one rung for every process
         if not context.is_main:
             wait_for_data_preparation(context)
         data = prepare_data(

@@ -21,7 +21,9 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 SAMPLE_SECONDS = 0.05
 
 
-def measure_matmul(section: Section, sizes: list[int], repeats: int) -> dict[str, float]:
+def measure_matmul(
+    section: Section, sizes: list[int], repeats: int, precisions: tuple[str, ...] = tuple(DTYPES)
+) -> dict[str, float]:
     """Measure matmul GFLOP/s per dtype and size; return the peak GFLOP/s per dtype.
 
     Parameters
@@ -32,6 +34,8 @@ def measure_matmul(section: Section, sizes: list[int], repeats: int) -> dict[str
         Matrix sizes n.
     repeats : int
         Timed repeats per size.
+    precisions : tuple of str
+        Among "fp32" and "bf16": bf16 only where the CPU runs it natively (``Settings.for_machine``).
 
     Returns
     -------
@@ -44,7 +48,8 @@ def measure_matmul(section: Section, sizes: list[int], repeats: int) -> dict[str
     """
     section.method = METHOD
     peaks: dict[str, float] = {}
-    for precision, dtype in DTYPES.items():
+    for precision in precisions:
+        dtype = DTYPES[precision]
         rows = [_measure_one(precision, dtype, size, repeats) for size in sizes]
         best = max(rows, key=lambda row: row["gflop_per_s"])
         best["peak"] = True

@@ -7,7 +7,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from transformer.config import TransformerConfig
+from transformer.device import bf16_unsupported_reason
 
 #: Model shapes by name. small: the issue's small config; base: the paper's base with a 32k vocabulary;
 #: tiny: a few thousand parameters, for the smoke test only.
@@ -142,6 +145,8 @@ class Settings:
     memory_sentence_length: int = 25
     quality_sentences: int | None = None
     quality_beam_size: int | None = None
+    # bf16 rows are timed only where the CPU runs bf16 natively (see for_machine).
+    bf16_skipped: str | None = None
 
     def __post_init__(self) -> None:
         if self.training_max_tokens % self.training_sentence_length:
@@ -149,6 +154,41 @@ class Settings:
                 f"training_max_tokens={self.training_max_tokens} is not a multiple of "
                 f"training_sentence_length={self.training_sentence_length}"
             )
+
+    def for_machine(self, reason: str | None = None) -> "Settings":
+        """Drop the bf16 rows where this CPU has no native bf16.
+
+        Parameters
+        ----------
+        reason : str or None
+            Why bf16 cannot run here; None probes the CPU (:func:`bf16_unsupported_reason`).
+
+        Returns
+        -------
+        Settings
+            Unchanged where bf16 is native; else without bf16 in any section, ``bf16_skipped`` saying why.
+
+        Notes
+        -----
+        On a CPU with AVX2 and FMA only, oneDNN emulates bf16 at about 1.5 GFLOP/s against 60-120 in fp32:
+        the quick suite spent 474 s timing bf16 matrix products there and then timed out in training. The
+        probe asks oneDNN, which takes well under a second.
+        """
+        reason = reason or bf16_unsupported_reason(torch.device("cpu"))
+        if reason is None:
+            return self
+        return dataclasses.replace(
+            self,
+            training_cells=tuple(cell for cell in self.training_cells if cell[1] != "bf16"),
+            translation_uncached=tuple(cell for cell in self.translation_uncached if cell[0] != "bf16"),
+            memory_cells=tuple(cell for cell in self.memory_cells if cell[1] != "bf16"),
+            bf16_skipped=reason,
+        )
+
+    @property
+    def precisions(self) -> tuple[str, ...]:
+        """The float precisions timed: fp32, and bf16 where the CPU runs it natively."""
+        return ("fp32",) if self.bf16_skipped else ("fp32", "bf16")
 
     @classmethod
     def for_mode(cls, mode: str) -> "Settings":

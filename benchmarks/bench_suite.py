@@ -54,13 +54,15 @@ def run_suite(args: argparse.Namespace, sections_to_run: list[str]) -> dict[str,
     -----
     A section that raises is recorded as failed and the others still run.
     """
-    settings = Settings.for_mode("smoke" if args.smoke else "quick" if args.quick else "full")
+    settings = Settings.for_mode("smoke" if args.smoke else "quick" if args.quick else "full").for_machine()
+    if settings.bf16_skipped:
+        print(f"[benchmarks] bf16 skipped: {settings.bf16_skipped}", file=sys.stderr, flush=True)
     environment = describe_environment(args.threads, REPOSITORY, args.no_tcmalloc)  # the date is the start
     sections: dict[str, Section] = {}
     peaks: dict[str, float] = {}
     bodies: dict[str, Callable[[Section], None]] = {
         "matmul": lambda section: peaks.update(
-            measure_matmul(section, list(settings.matmul_sizes), settings.matmul_repeats)
+            measure_matmul(section, list(settings.matmul_sizes), settings.matmul_repeats, settings.precisions)
         ),
         "training": lambda section: measure_training(section, settings, peaks),
         "translation": lambda section: measure_translation(section, settings, args.threads),

@@ -167,7 +167,11 @@ def _our_systems(
     batches: list[Tensor],
     uncached_batches: list[Tensor],
 ) -> list[TranslationSystem]:
-    models = {"fp32": model, "bf16": copy.deepcopy(model).to(torch.bfloat16)}
+    models = {"fp32": model}
+    if "bf16" in settings.precisions:
+        models["bf16"] = copy.deepcopy(model).to(torch.bfloat16)
+    else:
+        section.skip("ours bf16", str(settings.bf16_skipped))
     try:
         models["int8"] = quantize_for_inference(copy.deepcopy(model))
     except RuntimeError as error:  # no quantized engine in this torch build or on this CPU
@@ -231,7 +235,9 @@ def _hf_systems(
     except Exception as error:
         section.skip(HF_NAME, f"export or load failed: {type(error).__name__}: {error}")
         return []
-    models = {"fp32": hf_model, "bf16": copy.deepcopy(hf_model).to(torch.bfloat16)}
+    models = {"fp32": hf_model}
+    if "bf16" in settings.precisions:
+        models["bf16"] = copy.deepcopy(hf_model).to(torch.bfloat16)
     systems = []
     for precision, beam_size in [
         (precision, beam) for precision in models for beam in settings.translation_beams
@@ -290,7 +296,9 @@ def _ct2_systems(
     supported = ctranslate2.get_supported_compute_types("cpu")
     compute_types = []
     for compute_type in CT2_COMPUTE_TYPES:
-        if compute_type in supported:
+        if CT2_COMPUTE_TYPES[compute_type] not in (*settings.precisions, "int8"):
+            section.skip(f"{CT2_NAME} {compute_type}", str(settings.bf16_skipped))
+        elif compute_type in supported:
             compute_types.append(compute_type)
         else:
             section.skip(

@@ -13,8 +13,18 @@ import pytest
 import torch
 from torch import nn
 
-from benchmarks import bench_ctranslate2, bench_data, bench_flops, bench_reference, bench_worker, evaluate_run
+from benchmarks import (
+    bench_ctranslate2,
+    bench_data,
+    bench_flops,
+    bench_reference,
+    bench_settings,
+    bench_worker,
+    evaluate_run,
+)
 from benchmarks import run as benchmark_run
+from benchmarks.bench_settings import Settings
+from tests.conftest import CPU_BF16_UNSUPPORTED
 from transformer import Transformer, TransformerConfig
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -121,7 +131,9 @@ def test_smoke_suite_writes_json_and_markdown_reports(tmp_path: Path, trained_ru
         "ours",
         "nn.Transformer reference (dropout 0.1 everywhere)",
     }
-    assert {row["precision"] for row in training} == {"fp32", "bf16"}
+    floats = {"fp32"} if CPU_BF16_UNSUPPORTED else {"fp32", "bf16"}  # bf16 where the CPU runs it natively
+    assert {row["precision"] for row in training} == floats
+    assert record["settings"]["bf16_skipped"] == CPU_BF16_UNSUPPORTED
     assert all(row["tokens_per_s"] > 0 and row["mfu"] is not None for row in training)
     # fairseq, a peer installed by benchmarks/install_peers.sh (CI does): timed beside ours in every fp32 cell.
     fairseq_rows = [row for row in training if row["system"].startswith("fairseq")]
@@ -137,7 +149,7 @@ def test_smoke_suite_writes_json_and_markdown_reports(tmp_path: Path, trained_ru
     ours = [row for row in translation if row["system"] == "ours"]
     assert {(row["beam_size"], row["use_cache"]) for row in ours} >= {(1, True), (4, True), (1, False)}
     assert all(row["forced_length_ok"] for row in ours)
-    assert {row["precision"] for row in ours if row["use_cache"]} == {"fp32", "bf16", "int8"}
+    assert {row["precision"] for row in ours if row["use_cache"]} == floats | {"int8"}
     # The peers run the same forced work; CTranslate2 answers from its worker process (bench_ctranslate2).
     peers = [row for row in translation if row["system"] != "ours"]
     expected_peers = {"HF MarianMTModel.generate()"}
@@ -260,10 +272,27 @@ def test_evaluate_run_scores_the_runs_own_search_beside_the_papers(tmp_path: Pat
     assert searches.count(("beam 2, GNMT 0.6", "fp32")) == 3
     assert searches.count(("greedy", "fp32")) == 3
     assert searches.count(("beam 4, GNMT 0.6", "int8")) == searches.count(("greedy", "int8")) == 1
-    assert {row["precision"] for row in report["speed"]} == {"fp32", "bf16", "int8"}
+    floats = {"fp32"} if CPU_BF16_UNSUPPORTED else {"fp32", "bf16"}
+    assert {row["precision"] for row in report["speed"]} == floats | {"int8"}
+    assert report["bf16_skipped"] == CPU_BF16_UNSUPPORTED
     assert report["cpu"] == evaluate_run.describe_cpu()  # the label of its speed figures
     assert all(0.0 <= row["bleu"] <= 100.0 for row in report["quality"])
     assert report["training"]["steps"] == 24
     for row in report["ctranslate2"]:
         if "skipped" not in row:
             assert row["search"] in ("greedy", "beam 4, power 0.6")
+
+
+def test_settings_drop_every_bf16_row_where_the_cpu_only_emulates_it(monkeypatch) -> None:
+    quick = Settings.for_mode("quick")
+    emulated = quick.for_machine("faked: no native bf16 here")
+    assert emulated.precisions == ("fp32",) and emulated.bf16_skipped == "faked: no native bf16 here"
+    assert emulated.training_cells == (("small", "fp32"),)
+    full = Settings.for_mode("full").for_machine("faked")
+    assert all(
+        "bf16" not in cell for cell in (*full.training_cells, *full.translation_uncached, *full.memory_cells)
+    )
+    assert full.memory_cells == (("base", "fp32", 6250, 4),)
+    monkeypatch.setattr(bench_settings, "bf16_unsupported_reason", lambda device: None)  # a native-bf16 CPU
+    native = quick.for_machine()
+    assert native == quick and native.precisions == ("fp32", "bf16")

@@ -217,6 +217,10 @@ BAD_INPUTS = [
     bad(
         "average-checkpoints --run folder --output averaged", "folder/checkpoints: no checkpoints to average"
     ),
+    bad(
+        "average-checkpoints --inputs '{best}' damaged --output averaged",
+        "damaged/model.safetensors: the weights do not match the SHA-256 recorded when they were saved",
+    ),
     # --- convert ---
     bad(
         "convert --to ctranslate2 '{best}' '{best}'",
@@ -226,6 +230,10 @@ BAD_INPUTS = [
     bad(
         "convert --from hf-marian marian --to marian",
         "--to marian: is MARIAN_DIR marian; replacing it would delete it",
+    ),
+    bad(
+        "convert --to hf-marian damaged exported",
+        "damaged/model.safetensors: the weights do not match the SHA-256 recorded when they were saved",
     ),
     bad(
         "convert --to onnx run exported",
@@ -243,6 +251,10 @@ BAD_INPUTS = [
     bad(
         "attention --checkpoint run --text 'A dog.' --beam 0",
         "argument --beam: expected an integer from 1 to 64, got '0'",
+    ),
+    bad(
+        "attention --checkpoint run --text 'A dog.' --layer 99 --output-dir maps",
+        "layer 99 is out of range: the model has 1 layers",
     ),
     # --- plot ---
     bad(

@@ -1210,7 +1210,11 @@ def build_parser() -> argparse.ArgumentParser:
     quickstart.set_defaults(handler=run_quickstart)
 
     translate = commands.add_parser("translate", help="translate text with a checkpoint")
-    translate.add_argument("--checkpoint", required=True, help="checkpoint or run directory")
+    translate.add_argument(
+        "--checkpoint",
+        required=True,
+        help="checkpoint or run directory (or the checkpoint's model.safetensors)",
+    )
     translate.add_argument("--input", help="input file (plain or .gz); default standard input")
     translate.add_argument("--output", help="output file; default standard output")
     translate.add_argument(
@@ -1247,7 +1251,11 @@ def build_parser() -> argparse.ArgumentParser:
     average.set_defaults(handler=run_average)
 
     attention = commands.add_parser("attention", help="plot attention maps of a sentence (PNG and HTML)")
-    attention.add_argument("--checkpoint", required=True, help="checkpoint or run directory")
+    attention.add_argument(
+        "--checkpoint",
+        required=True,
+        help="checkpoint or run directory (or the checkpoint's model.safetensors)",
+    )
     attention.add_argument("--text", required=True, help="source sentence")
     attention.add_argument("--target", help="target sentence (default: the model's own translation)")
     attention.add_argument(

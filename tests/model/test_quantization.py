@@ -114,3 +114,14 @@ def test_packing_engine_is_restored_after_packing() -> None:
         assert inside == before  # unsupported: packing keeps the engine in use
     Int8Linear.from_linear(nn.Linear(8, 4))
     assert torch.backends.quantized.engine == before
+
+
+@pytest.mark.parametrize(
+    ("cap", "expected_reduce_range"), [("AVX2", True), ("avx512_core", True), ("SSE41", True)]
+)
+def test_an_isa_cap_without_vnni_reduces_the_activation_range(
+    monkeypatch, cap: str, expected_reduce_range: bool
+) -> None:
+    # oneDNN capped below VNNI runs AVX2's saturating pairwise adds whatever the CPU's flags say.
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+    assert Int8Linear.from_linear(nn.Linear(8, 4)).reduce_range is expected_reduce_range

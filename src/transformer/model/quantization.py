@@ -8,6 +8,7 @@ packed for oneDNN (faster than the default FBGEMM packing at decoding's shapes).
 attention and the softmax stay float32.
 """
 
+import os
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +24,31 @@ INT8_WEIGHT_MAX = 127
 #: Quantized engine whose packed weights decode fastest: oneDNN's products ran 1.0-1.7x as fast as the default
 #: x86 engine's (FBGEMM) at decoding's shapes on an AVX-512 VNNI CPU (BENCHMARKS.md, section 1b).
 PACKING_ENGINE = "onednn"
+
+
+#: oneDNN ISA caps (``ONEDNN_MAX_CPU_ISA``) below which its int8 kernels have no VNNI dot-product instructions.
+ISA_CAPS_WITHOUT_VNNI = ("SSE41", "AVX", "AVX2", "AVX512_CORE")
+
+
+def int8_kernels_have_vnni() -> bool:
+    """Tell whether the int8 products will run with VNNI (exact int32 sums) rather than AVX2's pairwise adds.
+
+    Returns
+    -------
+    bool
+        True when the CPU has VNNI and neither oneDNN's ISA cap nor ATen's CPU capability hides it.
+
+    Notes
+    -----
+    Without VNNI the kernels add pairs of u8 x s8 products in saturating 16-bit lanes, so activations must use
+    7 bits (``reduce_range``) or sums overflow: a relative error of 0.2-0.3 was measured with full range.
+    The CPU flag alone is not enough: a oneDNN capped at AVX2 on a VNNI CPU (how this project reproduces the
+    AVX2-only machines) runs the AVX2 kernels.
+    """
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper()
+    if cap in ISA_CAPS_WITHOUT_VNNI or torch.backends.cpu.get_cpu_capability() in ("DEFAULT", "AVX2"):
+        return False
+    return bool(torch.cpu._is_vnni_supported())
 
 
 @contextmanager
@@ -117,7 +143,7 @@ class Int8Linear(nn.Module):
         float_bias = None if bias is None else bias.detach().float().clone()
         with packing_engine(PACKING_ENGINE):
             self.packed_weight = torch.ops.quantized.linear_prepack(quantized_weight, float_bias)
-        self.reduce_range = not torch.cpu._is_vnni_supported()
+        self.reduce_range = not int8_kernels_have_vnni()
 
     @classmethod
     def from_linear(cls, linear: nn.Linear) -> "Int8Linear":

@@ -278,6 +278,14 @@ BAD_INPUTS = [
         "train --config tiny.yaml --output-dir new-run --set decode.length_penalty=.nan",
         "--set decode.length_penalty=.nan: [decode] DecodeConfig.length_penalty=nan must be a finite number",
     ),
+    bad(  # #26 item 7 (a new folder, and one that exists without a run)
+        "train --config tiny.yaml --output-dir new-run --resume",
+        "--resume: new-run holds no checkpoint to resume (no new-run/checkpoints/index.json)",
+    ),
+    bad(
+        "train --config tiny.yaml --output-dir folder --resume",
+        "--resume: folder holds no checkpoint to resume",
+    ),
     bad(
         "train --config tiny.yaml --output-dir src.en", "--output-dir src.en: is a file; expected a directory"
     ),

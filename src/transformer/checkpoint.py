@@ -154,7 +154,7 @@ def weights_sha256(weights: dict[str, Tensor]) -> str:
     for name in sorted(weights):
         tensor = weights[name].detach().contiguous().cpu()
         digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}\n".encode())
-        digest.update(tensor.reshape(-1).view(torch.uint8).numpy())  # the tensor's own memory, not a copy
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().data)  # the tensor's own memory, no copy
     return digest.hexdigest()
 
 

@@ -21,6 +21,7 @@ from transformer.decoding.beam_search import beam_search
 from transformer.decoding.greedy import greedy_search
 from transformer.decoding.translator import Translator
 from transformer.model.scaled_dot_product_attention import scaled_dot_product_attention
+from transformer.training.checkpoint import load_training_checkpoint
 from transformer.training.precision import check_precision
 
 pytestmark = [
@@ -174,7 +175,7 @@ def test_resume_on_cuda_continues_the_run(tmp_path: Path, write_config) -> None:
     run_dir = tmp_path / "run"
     assert main(["train", "--config", str(short_config), "--output-dir", str(run_dir)]) == 0
     assert main(["train", "--config", str(config), "--output-dir", str(run_dir), "--resume"]) == 0
-    checkpoint = load_checkpoint(run_dir / "checkpoints" / "step-00000024")
+    checkpoint = load_training_checkpoint(run_dir / "checkpoints" / "step-00000024")
     assert checkpoint.state is not None and checkpoint.state.step == 24
     assert "rng.cuda.rank0" in checkpoint.optimizer_tensors
 

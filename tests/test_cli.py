@@ -74,6 +74,7 @@ def test_translate_command_file_and_stdin(
 def test_translate_in_int8_is_offered_and_close_to_fp32(trained_run: Path, tmp_path: Path, capsys) -> None:
     source = trained_run / "data" / "valid.en"
     arguments = ["translate", "--checkpoint", str(trained_run), "--beam", "1", "--input", str(source)]
+    arguments += ["--device", "cpu"]  # int8 is CPU-only; on a CUDA machine auto would pick the GPU
     assert main(arguments) == 0
     fp32 = capsys.readouterr().out.splitlines()
     assert main([*arguments, "--precision", "int8"]) == 0

@@ -125,13 +125,19 @@ def test_a_slowed_run_anneals_to_zero_at_its_time_limit_then_resumes(
 ) -> None:
     # 3 seconds of budget for 10,000 steps of which 2,000 warm up (20%) and 2,500 cool down (the last 25%):
     # the machine does about 60 steps, yet warms up fully, decays and anneals to zero.
-    train = {"max_minutes": 0.05, "cooldown_steps": 2500, "warmup_steps": 2000, "peak_learning_rate": 0.01}
+    train = {
+        "max_minutes": 0.05,
+        "cooldown_steps": 2500,
+        "warmup_steps": 2000,
+        "peak_learning_rate": 0.01,
+        "log_every": 1,  # every rate: on a loaded machine a sparse log can miss the peak
+    }
     trainer, reporter = slowed_trainer(tmp_path, write_config, monkeypatch, train)
     result = trainer.train()
     assert result.stop_reason == "max_minutes" and 20 <= result.step < 100
     rates = logged_rates(tmp_path / "run")
     assert max(rates) > 0.85 * 0.01  # the step schedule alone would have reached 3% of the peak
-    peak_at = rates.index(max(rates)) * 5 + 5  # logged every 5 steps
+    peak_at = rates.index(max(rates)) + 1
     assert 0.1 * result.step <= peak_at <= 0.4 * result.step  # around 20% of the run
     assert trainer.scheduler.get_last_lr()[0] < 0.05 * 0.01  # cooled down, not cut off
     assert rates[-1] < rates[len(rates) // 2]

@@ -1,5 +1,6 @@
 """The recipe ladder: the rung that the measured training speed pays for, logged, overridable, kept on resume."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -124,11 +125,23 @@ def test_the_shipped_multi30k_ladder_resolves_to_its_three_recipes() -> None:
 
 def test_a_resumed_run_reads_its_rung_from_the_latest_checkpoint(tmp_path: Path) -> None:
     assert recorded_rung(tmp_path) is None
-    for step, choose in ((250, "2x256-2k"), (500, "3x256-2k")):
+    states = {250: {"ladder": {"choose": "2x256-2k"}}, 500: {"ladder": {"choose": "3x256-2k"}}, 750: {}}
+    for step, experiment in states.items():
         state = tmp_path / "checkpoints" / f"step-{step:08d}" / "trainer_state.json"
         state.parent.mkdir(parents=True)
-        state.write_text(f'{{"experiment": {{"ladder": {{"choose": "{choose}"}}}}}}', encoding="utf-8")
-    assert recorded_rung(tmp_path) == "3x256-2k"
+        state.write_text(json.dumps({"experiment": experiment}), encoding="utf-8")
+    index = tmp_path / "checkpoints" / "index.json"
+    index.write_text(
+        json.dumps({"latest": "step-00000500", "best": None, "checkpoints": []}), encoding="utf-8"
+    )
+    assert recorded_rung(tmp_path) == "3x256-2k"  # the index's latest, not the newest directory name
+    # A checkpoint from before ladders trained the file's values: resume keeps them, unmeasured.
+    index.write_text(
+        json.dumps({"latest": "step-00000750", "best": None, "checkpoints": []}), encoding="utf-8"
+    )
+    assert recorded_rung(tmp_path) == "none"
+    resumed, note = resolve_ladder(ladder_experiment(), CPU, recorded="none")
+    assert resumed == ladder_experiment() and note.startswith("recipe ladder: none, as the run was started")
 
 
 def test_the_throughput_probe_times_real_steps_and_caches_them(tmp_path: Path, monkeypatch) -> None:

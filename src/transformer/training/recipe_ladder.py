@@ -9,6 +9,7 @@ import torch
 from transformer.autotune.cache import ProbeCache
 from transformer.autotune.model_tuning import default_probe_cache, tune_model
 from transformer.autotune.throughput_probe import decide_training_throughput
+from transformer.checkpoint import read_index
 from transformer.config import ExperimentConfig, LadderRung, apply_override, experiment_from_dict
 from transformer.model.config import TransformerConfig
 
@@ -91,21 +92,26 @@ def recorded_rung(run_dir: Path) -> str | None:
     Returns
     -------
     str or None
-        ``ladder.choose`` of the newest ``checkpoints/step-*/trainer_state.json``; None without one.
+        ``ladder.choose`` recorded in the latest checkpoint's ``trainer_state.json`` (the index's ``latest``);
+        "none" for a checkpoint that records no ladder (written before ladders, or trained without one);
+        None without a checkpoint.
 
     Notes
     -----
-    ``--resume`` keeps this rung whatever the machine measures now: another rung would be another model.
+    ``--resume`` keeps this rung whatever the machine measures now: another rung would be another model. A
+    checkpoint from before the ladder trained the file's values as they are, hence "none".
     """
-    states = sorted((run_dir / "checkpoints").glob("step-*/trainer_state.json"))
-    if not states:
+    latest = read_index(run_dir / "checkpoints").get("latest")
+    if latest is None:
         return None
     try:
-        experiment = json.loads(states[-1].read_text(encoding="utf-8")).get("experiment", {})
+        state = json.loads(
+            (run_dir / "checkpoints" / latest / "trainer_state.json").read_text(encoding="utf-8")
+        )
     except (OSError, ValueError):
-        return None
-    choose = experiment.get("ladder", {}).get("choose")
-    return str(choose) if choose else None
+        return None  # the trainer's own resume reports a damaged checkpoint, naming it
+    choose = state.get("experiment", {}).get("ladder", {}).get("choose")
+    return str(choose) if choose and choose != "auto" else "none"
 
 
 def resolve_ladder(
@@ -146,6 +152,8 @@ def resolve_ladder(
         return experiment, None
     by_name = {rung.name: rung for rung in ladder.rungs}
     override = "override with --set ladder.choose=NAME (or none)"
+    if recorded == "none":
+        return experiment, "recipe ladder: none, as the run was started (the file's values as they are)"
     if recorded is not None and recorded in by_name:
         return apply_rung(
             experiment, by_name[recorded]

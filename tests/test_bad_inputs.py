@@ -278,6 +278,10 @@ BAD_INPUTS = [
         "train --config tiny.yaml --output-dir new-run --set decode.length_penalty=.nan",
         "--set decode.length_penalty=.nan: [decode] DecodeConfig.length_penalty=nan must be a finite number",
     ),
+    bad(  # a reproducible run cannot follow the clock
+        "train --config tiny.yaml --output-dir new-run --set train.deterministic=true --set train.max_minutes=2",
+        "--set train.max_minutes=2: [train] TrainConfig.deterministic=True with max_minutes=2: a time budget",
+    ),
     bad(  # #26 item 7 (a new folder, and one that exists without a run)
         "train --config tiny.yaml --output-dir new-run --resume",
         "--resume: new-run holds no checkpoint to resume (no new-run/checkpoints/index.json)",

@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "transformer"
 #: Part -> the parts it may import. Keep in step with docs/architecture.md ("Layers").
 ALLOWED: dict[str, set[str]] = {
     "atomic_files": set(),
+    "safetensors_files": set(),
     "command_checks": set(),
     "typed_fields": set(),
     "device": set(),
@@ -25,7 +26,15 @@ ALLOWED: dict[str, set[str]] = {
     "architectures": {"model", "baselines"},
     "config": {"model", "baselines", "architectures", "typed_fields"},
     "data": {"config", "atomic_files"},
-    "checkpoint": {"model", "architectures", "config", "data", "typed_fields", "atomic_files"},
+    "checkpoint": {
+        "model",
+        "architectures",
+        "config",
+        "data",
+        "typed_fields",
+        "atomic_files",
+        "safetensors_files",
+    },
     "averaging": {"checkpoint", "atomic_files"},
     "decoding": {"model", "architectures", "config", "data", "checkpoint", "device"},
     "evaluation": {"model", "architectures", "data", "loss"},
@@ -43,6 +52,7 @@ ALLOWED: dict[str, set[str]] = {
         "evaluation",
         "autotune",
         "atomic_files",
+        "safetensors_files",
     },
     "experiments": {
         "architectures",

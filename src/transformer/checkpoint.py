@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import Tensor, nn
 
 from transformer.architectures import (
@@ -42,6 +42,7 @@ from transformer.atomic_files import staged_directory
 from transformer.config import DecodeConfig
 from transformer.data.text_tokenizer import TextTokenizer
 from transformer.data.tokenizer import Tokenizer
+from transformer.safetensors_files import save_safetensors_file
 from transformer.typed_fields import build_dataclass
 
 FORMAT = "transformer-checkpoint-v1"
@@ -304,7 +305,7 @@ def write_model_files(
     }
     if decode_config is not None:
         metadata[DECODE_METADATA_KEY] = json.dumps(dataclasses.asdict(decode_config))
-    save_file(weights, str(directory / MODEL_FILE), metadata=metadata)
+    save_safetensors_file(weights, directory / MODEL_FILE, metadata)
     for name, contents in tokenizer_files.items():
         (directory / name).write_bytes(contents)
 

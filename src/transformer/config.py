@@ -215,6 +215,12 @@ class TrainConfig:
         Run the training forward through ``torch.compile`` (fused kernels, fewer launches). For GPUs, where
         small batches are bound by kernel launches; on the CPUs measured here it made steps slower
         (BENCHMARKS.md), and compiling takes tens of seconds before the first step.
+    deterministic : bool
+        Train with ``torch.use_deterministic_algorithms(True)`` (an operation without a deterministic
+        implementation raises instead of accumulating in a varying order; on CUDA, ``CUBLAS_WORKSPACE_CONFIG``
+        is set) and refuse ``max_minutes``, whose schedule follows the clock. On the CPU, runs with the same
+        seed, thread count, precision and attention threshold were bit-identical without it
+        (:mod:`transformer.training.reproducibility`).
 
     Notes
     -----
@@ -247,6 +253,7 @@ class TrainConfig:
     keep_checkpoints: int = 5
     tensorboard: bool = False
     compile: bool = False
+    deterministic: bool = False
 
     def __post_init__(self) -> None:
         check_field_types(self)
@@ -271,6 +278,11 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.threads={self.threads} must be positive")
         if self.clip_norm is not None and self.clip_norm <= 0:
             raise ValueError(f"TrainConfig.clip_norm={self.clip_norm} must be positive or null")
+        if self.deterministic and self.max_minutes is not None:
+            raise ValueError(
+                f"TrainConfig.deterministic=True with max_minutes={self.max_minutes}: a time budget makes the "
+                "learning rate follow the clock; set train.max_minutes to null for a reproducible run"
+            )
 
 
 #: Config sections a rung of the recipe ladder may change: not ``data`` (the rungs share one vocabulary).

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import Tensor, nn
 
 from transformer.architectures import ModelConfig
@@ -33,6 +33,7 @@ from transformer.checkpoint import (
     write_model_files,
 )
 from transformer.data.batching import BATCH_ORDER_VERSION
+from transformer.safetensors_files import save_safetensors_file
 
 
 @dataclass
@@ -71,6 +72,9 @@ class TrainerState:
     batch_order : int or None
         :data:`~transformer.data.batching.BATCH_ORDER_VERSION` of the sampler that cut the batches; None for a
         checkpoint written before the version was recorded (order 1, or 2 from 2026-11-24 until then).
+    tuning : dict or None
+        The automatic defaults the run measured (:func:`transformer.training.reproducibility.tuning_record`),
+        applied again on resume; None in checkpoints written before runs recorded them (2026-11-26).
 
     Notes
     -----
@@ -93,6 +97,7 @@ class TrainerState:
     tokenizer_fingerprint: str = ""
     stop_reason: str | None = None
     batch_order: int | None = BATCH_ORDER_VERSION
+    tuning: dict[str, Any] | None = None
 
 
 @dataclass
@@ -223,7 +228,7 @@ def save_training_checkpoint(
     """
     with staged_directory(Path(directory)) as staging:
         write_model_files(staging, model_tensors(model), model_config, tokenizer_files)
-        save_file(extra_tensors, str(staging / OPTIMIZER_FILE), metadata={"format": FORMAT})
+        save_safetensors_file(extra_tensors, staging / OPTIMIZER_FILE, {"format": FORMAT})
         (staging / STATE_FILE).write_text(json.dumps(state.__dict__, indent=1), encoding="utf-8")
     return Path(directory)
 

@@ -47,6 +47,7 @@ from transformer.training.distributed import (
 )
 from transformer.training.metrics import MetricsLog
 from transformer.training.precision import autocast, check_precision
+from transformer.training.reproducibility import deterministic_algorithms, reconcile_tuning, tuning_record
 from transformer.training.schedule import TimeBudget, build_scheduler, crossed_multiple, scale_for_peak
 
 
@@ -371,7 +372,9 @@ class Trainer:
         )
         self.checkpoints = CheckpointManager(run_dir / "checkpoints", self.recipe.keep_checkpoints)
         self.state = TrainerState(
-            experiment=experiment.to_dict(), tokenizer_fingerprint=data.tokenizer.fingerprint
+            experiment=experiment.to_dict(),
+            tokenizer_fingerprint=data.tokenizer.fingerprint,
+            tuning=tuning_record(self.tuning),
         )
         self._last_valid: tuple[float, float] | None = None
         self._last_valid_step = -1
@@ -473,7 +476,8 @@ class Trainer:
         self.reporter.start(self.recipe.max_steps, self.state.step)
         try:
             finished = self.state.stop_reason if reuse_finished else None
-            stop_reason = finished or self._train_loop(metrics)
+            with deterministic_algorithms(self.recipe.deterministic, self.device):
+                stop_reason = finished or self._train_loop(metrics)
             if self._last_checkpoint is not None and self._last_checkpoint[0] == self.state.step:
                 # Saved at this very step (or resumed a finished run): nothing new to write.
                 valid, checkpoint = self._last_valid or self.validate(), self._last_checkpoint[1]
@@ -598,6 +602,7 @@ class Trainer:
                 f"{checkpoint.path}: vocabulary differs from {self.data.tokenizer.model_path} "
                 "(tokenizer fingerprints do not match)"
             )
+        self._adopt_recorded_tuning(checkpoint.state.tuning)
         self.model.load_state_dict(
             {name: tensor.to(self.device) for name, tensor in checkpoint.weights.items()}, strict=False
         )
@@ -610,7 +615,24 @@ class Trainer:
         if self.device.type == "cuda" and cuda_key in checkpoint.optimizer_tensors:
             torch.cuda.set_rng_state(checkpoint.optimizer_tensors[cuda_key], self.device)
         self.state = checkpoint.state
+        self.state.tuning = tuning_record(self.tuning)
         self._adopt_batch_order(checkpoint.path)
+
+    def _adopt_recorded_tuning(self, recorded: dict[str, Any] | None) -> None:
+        """Apply the automatic defaults the run measured at its start, where this process measured others."""
+        adopted = reconcile_tuning(recorded, self.tuning)
+        self.tuning = adopted.tuning
+        if self.device.type == "cpu" and self.tuning.threads is not None:
+            torch.set_num_threads(self.tuning.threads)
+        self.precision = self.tuning.precision or self.recipe.precision
+        if self.precision != "fp16":
+            self.grad_scaler = None
+        elif self.grad_scaler is None:
+            self.grad_scaler = torch.amp.GradScaler("cuda")
+        if isinstance(self.model, Transformer) and self.tuning.explicit_max_length is not None:
+            self.model.set_explicit_attention_max_length(self.tuning.explicit_max_length)
+        for note in adopted.notes:
+            self.reporter.message(note)
 
     def _train_loop(self, metrics: MetricsLog | None) -> str:
         reason = self._stop_reason()

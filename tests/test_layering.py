@@ -17,6 +17,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "transformer"
 ALLOWED: dict[str, set[str]] = {
     "atomic_files": set(),
     "safetensors_files": set(),
+    "allocator": set(),
+    "launcher": {"allocator", "cli"},
     "command_checks": set(),
     "typed_fields": set(),
     "device": set(),
@@ -53,6 +55,7 @@ ALLOWED: dict[str, set[str]] = {
         "autotune",
         "atomic_files",
         "safetensors_files",
+        "allocator",
     },
     "experiments": {
         "architectures",

@@ -5,27 +5,42 @@ The model and its building blocks (section 3), the configs, the recurrent baseli
 from here, e.g. ``from transformer import Transformer, TransformerConfig, Translator``.
 """
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from transformer.baselines.rnn import RNNEncoderDecoder
-from transformer.baselines.rnn_config import RNNConfig
-from transformer.config import (
-    DataConfig,
-    DecodeConfig,
-    ExperimentConfig,
-    TrainConfig,
-    load_config,
-)
-from transformer.model.additive_attention import AdditiveScore, additive_attention
-from transformer.model.config import TransformerConfig
-from transformer.model.decoder import Decoder
-from transformer.model.encoder import Encoder
-from transformer.model.multihead_attention import MultiHeadAttention
-from transformer.model.scaled_dot_product_attention import scaled_dot_product_attention
-from transformer.model.transformer import AttentionWeights, Transformer
-
-if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports it on first use
+if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports each name on first use
+    from transformer.baselines.rnn import RNNEncoderDecoder
+    from transformer.baselines.rnn_config import RNNConfig
+    from transformer.config import DataConfig, DecodeConfig, ExperimentConfig, TrainConfig, load_config
     from transformer.decoding.translator import Translator
+    from transformer.model.additive_attention import AdditiveScore, additive_attention
+    from transformer.model.config import TransformerConfig
+    from transformer.model.decoder import Decoder
+    from transformer.model.encoder import Encoder
+    from transformer.model.multihead_attention import MultiHeadAttention
+    from transformer.model.scaled_dot_product_attention import scaled_dot_product_attention
+    from transformer.model.transformer import AttentionWeights, Transformer
+
+#: Each public name and the module that defines it, imported when the name is first used.
+_DEFINED_IN = {
+    "AdditiveScore": "transformer.model.additive_attention",
+    "AttentionWeights": "transformer.model.transformer",
+    "DataConfig": "transformer.config",
+    "DecodeConfig": "transformer.config",
+    "Decoder": "transformer.model.decoder",
+    "Encoder": "transformer.model.encoder",
+    "ExperimentConfig": "transformer.config",
+    "MultiHeadAttention": "transformer.model.multihead_attention",
+    "RNNConfig": "transformer.baselines.rnn_config",
+    "RNNEncoderDecoder": "transformer.baselines.rnn",
+    "TrainConfig": "transformer.config",
+    "Transformer": "transformer.model.transformer",
+    "TransformerConfig": "transformer.model.config",
+    "Translator": "transformer.decoding.translator",
+    "additive_attention": "transformer.model.additive_attention",
+    "load_config": "transformer.config",
+    "scaled_dot_product_attention": "transformer.model.scaled_dot_product_attention",
+}
 
 __all__ = [
     "AdditiveScore",
@@ -50,7 +65,7 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    """Import :class:`Translator` when it is first asked for.
+    """Import a public name from the module that defines it when it is first asked for.
 
     Parameters
     ----------
@@ -60,23 +75,26 @@ def __getattr__(name: str) -> Any:
     Returns
     -------
     Any
-        ``transformer.decoding.translator.Translator`` for ``"Translator"``.
+        The class or function, e.g. ``transformer.model.transformer.Transformer`` for ``"Transformer"``.
 
     Notes
     -----
-    PEP 562 lazy export: the translator brings in SentencePiece, safetensors and the search code, which
-    ``import transformer`` for the model alone need not load. Any other name raises AttributeError (and so
-    ``from transformer import Name`` raises ImportError), as for a plain module.
+    PEP 562 lazy exports: ``import transformer`` loads no PyTorch, so the ``transformer`` command can put
+    tcmalloc under the process (:mod:`transformer.launcher`, which must run before torch is loaded) and
+    ``import transformer`` for the model alone does not load SentencePiece, safetensors or the search code.
+    The name is cached in the package's namespace after its first use. Any other name raises
+    AttributeError (and so ``from transformer import Name`` raises ImportError), as for a plain module.
     """
-    if name == "Translator":
-        from transformer.decoding.translator import Translator
-
-        return Translator
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module_name = _DEFINED_IN.get(name)
+    if module_name is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module_name), name)
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:
-    """List the module's names, the lazily imported :class:`Translator` included.
+    """List the module's names, the lazily imported public names included.
 
     Returns
     -------
@@ -85,6 +103,6 @@ def __dir__() -> list[str]:
 
     Notes
     -----
-    Without it ``dir()`` and tab completion would miss ``Translator`` until its first use.
+    Without it ``dir()`` and tab completion would miss the public names until their first use.
     """
     return sorted({*globals(), *__all__})

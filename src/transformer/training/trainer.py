@@ -8,6 +8,7 @@ that sees all N shards' batches (tested).
 
 import contextlib
 import math
+import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from torch import Tensor, nn
 from torch import distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from transformer.allocator import allocator_note
 from transformer.architectures import build_model, model_width
 from transformer.autotune.model_tuning import ModelTuning, tune_model
 from transformer.autotune.thread_probe import usable_cpus
@@ -322,6 +324,9 @@ class Trainer:
             self.model.set_explicit_attention_max_length(self.tuning.explicit_max_length)
         for note in self.tuning.notes:
             self.reporter.message(note)
+        allocator = allocator_note(dict(os.environ))
+        if allocator is not None:
+            self.reporter.message(allocator)
         self.training_model: nn.Module = self.model
         self.distributed_model: DistributedDataParallel | None = None
         if self.context.is_distributed:

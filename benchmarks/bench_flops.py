@@ -125,3 +125,48 @@ def training_flops_per_target_token(shape: ModelShape, source_length: int, targe
     MFU = tokens/s x this / peak FLOP/s.
     """
     return 3.0 * forward_flops_per_sentence(shape, source_length, target_length) / target_length
+
+
+def decoding_flops_per_sentence(
+    shape: ModelShape, source_length: int, output_length: int, beam_size: int
+) -> float:
+    """Matmul FLOPs of translating one sentence with the key/value cache, forced to ``output_length`` steps.
+
+    Parameters
+    ----------
+    shape : ModelShape
+        Model sizes.
+    source_length : int
+        S, encoder positions (EOS included).
+    output_length : int
+        T, decoder steps.
+    beam_size : int
+        Hypotheses kept per sentence (1: greedy); each step runs the decoder once per hypothesis.
+
+    Returns
+    -------
+    float
+        FLOPs: the encoder once; the cross-attention keys and values once per sentence (cached, shared by
+        the beams); per hypothesis and step t (1-based) the self-attention projections and feed-forward
+        2 (4 d^2 + 2 d f), the cross-attention query and output 2 (2 d^2), attention over the t cached
+        positions 4 t d and over the source 4 S d per layer, and the output projection 2 d V.
+
+    Notes
+    -----
+    The count is what an incremental decoder must do, so two systems doing the same search on the same
+    model get the same figure and their ratio of achieved FLOP/s equals their ratio of speed. The search's
+    own work (top-k, reordering the cache) is not a matrix product and is left out, as for training.
+    """
+    d, f, source = shape.d_model, shape.d_ff, source_length
+    encoder_layer = 2 * source * (4 * d * d + 2 * d * f) + 4 * source * source * d
+    cross_keys_values = shape.num_decoder_layers * 2 * source * 2 * d * d
+    attended_positions = output_length * (output_length + 1) // 2  # step t attends to t positions
+    per_hypothesis = (
+        shape.num_decoder_layers
+        * (
+            output_length * (2 * (4 * d * d + 2 * d * f) + 2 * 2 * d * d + 4 * source * d)
+            + 4 * attended_positions * d
+        )
+        + output_length * 2 * d * shape.vocab_size
+    )
+    return float(shape.num_encoder_layers * encoder_layer + cross_keys_values + beam_size * per_hypothesis)

@@ -161,6 +161,8 @@ def _translation_lines(rows: list[dict[str, Any]]) -> list[str]:
             "sentences/s",
             "ours / this",
             "ours row used",
+            "GFLOP/s",
+            "of peak",
             "exact length",
             "spread",
         ],
@@ -175,6 +177,8 @@ def _translation_lines(rows: list[dict[str, Any]]) -> list[str]:
                 _number(row["sentences_per_s"], 1),
                 _ratio(row["ours_over_this"]),
                 row["compared_with"] if row["ours_over_this"] is not None else "-",
+                _number(row["gflop_per_s"], 1) if row.get("gflop_per_s") is not None else "-",
+                _percent(row.get("share_of_peak")),
                 "yes" if row["forced_length_ok"] else f"**no ({row['output_tokens']} tokens)**",
                 _spread(row),
             ]

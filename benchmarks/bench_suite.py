@@ -65,7 +65,7 @@ def run_suite(args: argparse.Namespace, sections_to_run: list[str]) -> dict[str,
             measure_matmul(section, list(settings.matmul_sizes), settings.matmul_repeats, settings.precisions)
         ),
         "training": lambda section: measure_training(section, settings, peaks),
-        "translation": lambda section: measure_translation(section, settings, args.threads),
+        "translation": lambda section: measure_translation(section, settings, args.threads, peaks),
         "attention": lambda section: measure_attention(section, settings, args.threads),
         "memory": lambda section: measure_memory(section, settings, args.threads, environment["memory_gib"]),
         "quality": lambda section: measure_time_to_quality(

@@ -23,6 +23,7 @@ from torch import Tensor
 from benchmarks.bench_common import Section, describe_import_failure, time_interleaved
 from benchmarks.bench_ctranslate2 import CTranslate2Worker
 from benchmarks.bench_data import random_ids, train_synthetic_tokenizer
+from benchmarks.bench_flops import ModelShape, decoding_flops_per_sentence
 from benchmarks.bench_settings import Settings, model_config
 from transformer.checkpoint import TOKENIZER_FILE, save_checkpoint
 from transformer.config import DecodeConfig
@@ -102,7 +103,9 @@ class TranslationSystem:
         self.output_tokens = sum(self.translate(batch, output_length) for batch in self.batches)
 
 
-def measure_translation(section: Section, settings: Settings, threads: int) -> None:
+def measure_translation(
+    section: Section, settings: Settings, threads: int, peaks: dict[str, float] | None = None
+) -> None:
     """Time every translation system on the same batches; add one row per system to ``section``.
 
     Parameters
@@ -113,6 +116,8 @@ def measure_translation(section: Section, settings: Settings, threads: int) -> N
         Model shape, sentence counts, lengths, beams and repeats.
     threads : int
         Intra-op threads for CTranslate2 (PyTorch's are set by the caller).
+    peaks : dict of str to float or None
+        Peak matmul GFLOP/s per precision (the matmul section's), for each row's share of the peak.
 
     Returns
     -------
@@ -121,7 +126,9 @@ def measure_translation(section: Section, settings: Settings, threads: int) -> N
     Notes
     -----
     A row whose produced token count differs from sentences x output length is flagged
-    (``forced_length_ok`` False): its work differs from the others'.
+    (``forced_length_ok`` False): its work differs from the others'. Each row carries the matmul GFLOP/s
+    the search achieved (:func:`benchmarks.bench_flops.decoding_flops_per_sentence`; the uncached rows
+    count the same useful work) and its share of the peak of its precision.
     """
     section.method = METHOD.format(
         sentences=settings.translation_sentences,
@@ -157,7 +164,16 @@ def measure_translation(section: Section, settings: Settings, threads: int) -> N
         exported = _export_checkpoint(model, Path(scratch))
         systems += _hf_systems(section, settings, exported, batches)
         systems += _ct2_systems(section, settings, exported, batches, threads, stack)
-        _time_systems(section, settings, systems)
+        flops_per_sentence = {
+            beam: decoding_flops_per_sentence(
+                ModelShape.from_config(config),
+                settings.translation_source_length,
+                settings.translation_output_length,
+                beam,
+            )
+            for beam in {system.beam_size for system in systems}
+        }
+        _time_systems(section, settings, systems, flops_per_sentence, peaks or {})
 
 
 def _our_systems(
@@ -339,7 +355,13 @@ def _ct2_systems(
     return systems
 
 
-def _time_systems(section: Section, settings: Settings, systems: list[TranslationSystem]) -> None:
+def _time_systems(
+    section: Section,
+    settings: Settings,
+    systems: list[TranslationSystem],
+    flops_per_sentence: dict[int, float],
+    peaks: dict[str, float],
+) -> None:
     """Warm every system up on its first batch, time them in interleaved rounds, and write the rows."""
     output_length = settings.translation_output_length
     for system in systems:
@@ -359,6 +381,8 @@ def _time_systems(section: Section, settings: Settings, systems: list[Translatio
         ours_rate = our_rates.get((system.compared_precision, system.beam_size))
         if system.system == "ours" and system.use_cache:
             ours_rate = None  # the row itself
+        gflop_per_s = flops_per_sentence[system.beam_size] * sentences / timing.median / 1e9
+        peak = peaks.get(system.compared_precision)
         section.rows.append(
             {
                 "system": system.system,
@@ -372,6 +396,8 @@ def _time_systems(section: Section, settings: Settings, systems: list[Translatio
                 "tokens_per_s": rate,
                 "compared_with": f"ours {system.compared_precision} (cache)",
                 "ours_over_this": ours_rate / rate if ours_rate is not None else None,
+                "gflop_per_s": gflop_per_s,
+                "share_of_peak": gflop_per_s / peak if peak else None,
                 **timing.to_dict(),
             }
         )

@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def selected_sections(only: str | None, run_dir: Path | None) -> list[str]:
-    """The sections to run, in report order; training brings in matmul, which its MFU divides by.
+    """The sections to run, in report order; training and translation bring in matmul, the peak they divide by.
 
     Parameters
     ----------
@@ -75,7 +75,7 @@ def selected_sections(only: str | None, run_dir: Path | None) -> list[str]:
         unknown = chosen - set(SECTIONS)
         if unknown:
             raise SystemExit(f"--only: unknown sections {sorted(unknown)}; choose among {list(SECTIONS)}")
-    if "training" in chosen:
+    if chosen & {"training", "translation"}:
         chosen.add("matmul")
     return [name for name in SECTIONS if name in chosen]
 

@@ -191,12 +191,13 @@ def test_smoke_suite_writes_json_and_markdown_reports(tmp_path: Path, trained_ru
     assert len(list(output_dir.glob("2*.md"))) == 1
 
 
-def test_training_selects_matmul_and_quality_needs_a_run() -> None:
+def test_training_and_translation_select_matmul_and_quality_needs_a_run() -> None:
     select = benchmark_run.selected_sections
     assert select(None, None) == ["matmul", "training", "translation", "attention", "memory"]
     assert select(None, Path("some-run")) == SECTIONS
     assert select("training", None) == ["matmul", "training"]
-    assert select("attention, translation", None) == ["translation", "attention"]
+    assert select("attention, translation", None) == ["matmul", "translation", "attention"]
+    assert select("attention", None) == ["attention"]
     with pytest.raises(SystemExit, match="unknown sections"):
         select("training,speed", None)
 
@@ -214,6 +215,24 @@ def test_flop_count_is_six_times_matmul_parameters_plus_attention() -> None:
     # One position per side: attention costs 4 d per encoder layer and 4 d + 4 d per decoder layer.
     attention = 4 * 32 * 2 + 8 * 32 * 3
     assert bench_flops.training_flops_per_target_token(shape, 1, 1) == 6 * matmul_parameters + 3 * attention
+
+
+def test_decoding_flops_count_the_cache_the_beams_and_the_shared_source_once() -> None:
+    shape = bench_flops.ModelShape(
+        d_model=8, d_ff=16, vocab_size=10, num_encoder_layers=1, num_decoder_layers=2
+    )
+    d, f, vocab, source = 8, 16, 10, 3
+    encoder = 2 * source * (4 * d * d + 2 * d * f) + 4 * source * source * d
+    cross_keys_values = 2 * (2 * source * 2 * d * d)  # two decoder layers, once per sentence
+    # Two steps attend to 1 then 2 cached positions: 4 d (1 + 2) per layer.
+    step_products = 2 * (4 * d * d + 2 * d * f) + 2 * 2 * d * d + 4 * source * d
+    hypothesis = 2 * (2 * step_products + 4 * d * 3) + 2 * 2 * d * vocab
+    assert (
+        bench_flops.decoding_flops_per_sentence(shape, source, 2, 1)
+        == encoder + cross_keys_values + hypothesis
+    )
+    beam_of_four = bench_flops.decoding_flops_per_sentence(shape, source, 2, 4)
+    assert beam_of_four == encoder + cross_keys_values + 4 * hypothesis  # the encoder is not run per beam
 
 
 def test_reference_model_takes_a_training_step() -> None:

@@ -249,12 +249,16 @@ BAD_INPUTS = [
         "--text line 1: control character U+0000 at character 2",
     ),
     bad(
+        "evaluate --reference ref.de --hypotheses short.de --output written.de",
+        "--output written.de: evaluate writes the translations it makes; with --hypotheses it makes none",
+    ),
+    bad(
         "attention --checkpoint run --text 'A dog.' --beam 0",
         "argument --beam: expected an integer from 1 to 64, got '0'",
     ),
     bad(
         "attention --checkpoint run --text 'A dog.' --layer 99 --output-dir maps",
-        "layer 99 is out of range: the model has 1 layers",
+        "--layer 99: the model has 1 layer per stack; use 0..0, or -1..-1 counting from the end",
     ),
     # --- plot ---
     bad(

@@ -877,6 +877,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if args.checkpoint and not args.hypotheses:
         inputs.append(("--checkpoint", checkpoint_directory(args)))
     refuse_outputs_among_inputs(inputs, output_files=named_file("--output", args.output))
+    if args.hypotheses and args.output:
+        raise ValueError(
+            f"--output {args.output}: evaluate writes the translations it makes; with --hypotheses it makes "
+            "none (drop --output)"
+        )
     references = read_input_lines(args.reference)
     if args.hypotheses:
         hypotheses = read_input_lines(args.hypotheses)
@@ -973,6 +978,14 @@ def run_attention(args: argparse.Namespace) -> int:
         raise ValueError(
             f"{args.checkpoint}: attention maps are drawn for Transformer models; this checkpoint's "
             f"model.architecture is {architecture_of(translator.model.config)!r}"
+        )
+    layers = min(translator.model.config.num_encoder_layers, translator.model.config.num_decoder_layers)
+    if (
+        not -layers <= args.layer < layers
+    ):  # checked before translating; the plot draws this layer of each stack
+        raise ValueError(
+            f"--layer {args.layer}: the model has {layers} layer{'s' if layers > 1 else ''} per stack; "
+            f"use 0..{layers - 1}, or -{layers}..-1 counting from the end"
         )
     if args.beam is not None:
         translator.decode_config = dataclasses.replace(translator.decode_config, beam_size=args.beam)

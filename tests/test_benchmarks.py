@@ -59,7 +59,13 @@ def test_benchmarks_and_experiments_are_packages_that_edit_no_import_path() -> N
 
 @pytest.mark.parametrize("path", package_sources(), ids=lambda path: str(path.relative_to(REPOSITORY)))
 def test_every_module_imports_as_part_of_its_package(path: Path) -> None:
-    importlib.import_module(module_name(path))
+    module = importlib.import_module(module_name(path))
+    # This checkout's file under its dotted name (not an installed copy, not a script run by path).
+    assert module.__name__ == module_name(path)
+    assert Path(module.__file__ or "").resolve() == path.resolve()
+    assert module.__doc__ and module.__doc__.strip(), (
+        f"{path.relative_to(REPOSITORY)} has no module docstring"
+    )
 
 
 def test_suite_runs_as_a_module_and_by_path_says_how() -> None:

@@ -3,16 +3,35 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import yaml
 
 from transformer.config import TrainConfig, load_config
+from transformer.model.config import TransformerConfig
 
 CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda path: path.stem)
-def test_shipped_configs_load(path: Path) -> None:
-    experiment = load_config(path)
-    assert experiment.model.vocab_size > 0
+def test_shipped_configs_load_with_every_value_the_file_writes(path: Path) -> None:
+    """Each value a shipped file sets arrives in the config as written: none ignored, renamed or converted."""
+    experiment = load_config(path).to_dict()
+    written = yaml.safe_load(path.read_text(encoding="utf-8"))
+    compared = 0
+    for section in ("model", "data", "train", "decode"):
+        for key, value in written.get(section, {}).items():
+            if key == "preset":  # expanded into the model's fields, checked below
+                continue
+            loaded = experiment[section][key]
+            assert loaded == (list(value) if isinstance(value, tuple) else value) or (
+                isinstance(loaded, float) and loaded == pytest.approx(value)
+            ), f"{path.name}: {section}.{key} is {loaded!r}, the file says {value!r}"
+            compared += 1
+    assert compared >= 5
+    preset = written.get("model", {}).get("preset")
+    if preset in ("base", "big"):
+        built = getattr(TransformerConfig, preset)(vocab_size=written["model"]["vocab_size"])
+        for field in ("d_model", "d_ff", "num_heads", "num_encoder_layers", "num_decoder_layers", "dropout"):
+            assert experiment["model"][field] == getattr(built, field), f"{path.name}: model.{field}"
 
 
 def test_overrides_and_presets(tmp_path: Path) -> None:

@@ -1,3 +1,4 @@
+import dataclasses
 import importlib
 import re
 import subprocess
@@ -5,8 +6,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import transformer
+from transformer import DecodeConfig
+from transformer.model.masks import build_padding_mask
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -71,5 +75,19 @@ def test_the_readme_library_example_runs(trained_run: Path, tmp_path: Path, monk
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     exec(compile(code, f"{README}: The library", "exec"), namespace)
-    assert tuple(namespace["logits"].shape) == (1, 3, 37000)
-    assert isinstance(namespace["translations"], list) and len(namespace["translations"]) == 1
+    model, translator, greedy = namespace["model"], namespace["translator"], namespace["greedy"]
+    assert model.num_parameters() == 63_082_496  # the figure the README's comment gives
+    assert (model.config.d_model, model.config.d_ff, model.config.num_heads) == (512, 2048, 8)
+    assert tuple(namespace["logits"].shape) == (1, 3, 37000) and torch.isfinite(namespace["logits"]).all()
+    # In evaluation mode (no dropout) the forward pass is encode, then decode against the source's padding.
+    src, tgt = namespace["src"], namespace["tgt"]
+    model.eval()
+    with torch.no_grad():
+        expected = model.decode(tgt, model.encode(src), build_padding_mask(src, model.config.pad_id))
+        torch.testing.assert_close(model(src, tgt), expected, atol=1e-5, rtol=1e-5)
+    # The run's checkpoint and its search; the greedy translator differs only in its beam.
+    # The run's search (the tiny config's decode section), and the greedy one differs in its beam only.
+    assert (translator.decode_config.beam_size, translator.decode_config.max_length_offset) == (2, 10)
+    assert greedy.decode_config == dataclasses.replace(DecodeConfig(), beam_size=1)
+    assert namespace["translations"] == translator.translate(["The sad girls cannot take letters."])
+    assert namespace["translations"][0].strip() != ""

@@ -181,10 +181,25 @@ def test_invalid_arguments_fail_clearly(kwargs: dict, message: str) -> None:
         MultiHeadAttention(**kwargs)
 
 
-def test_non_divisible_width_is_fine_with_explicit_head_dims() -> None:
-    attention = MultiHeadAttention(10, 3, d_k=4, d_v=4)
-    hidden = torch.randn(1, 2, 10)
-    assert attention(hidden, hidden, hidden)[0].shape == (1, 2, 10)
+@pytest.mark.parametrize("implementation", ["explicit", "fused"])
+def test_non_divisible_width_is_fine_with_explicit_head_dims(implementation: str) -> None:
+    """d_model 10 over 3 heads of d_k 4 and d_v 5: each head written out as Eq. (1), concatenated, projected."""
+    torch.manual_seed(0)
+    attention = MultiHeadAttention(10, 3, d_k=4, d_v=5, implementation=implementation).eval()
+    query, memory = torch.randn(2, 3, 10), torch.randn(2, 4, 10)
+    output, weights = attention(query, memory, memory, need_weights=True)
+    heads = []
+    for head in range(3):
+        keys_rows, values_rows = slice(4 * head, 4 * head + 4), slice(5 * head, 5 * head + 5)
+        q = query @ attention.q_proj.weight[keys_rows].T + attention.q_proj.bias[keys_rows]
+        k = memory @ attention.k_proj.weight[keys_rows].T + attention.k_proj.bias[keys_rows]
+        v = memory @ attention.v_proj.weight[values_rows].T + attention.v_proj.bias[values_rows]
+        head_weights = torch.softmax(q @ k.transpose(1, 2) / 2.0, dim=-1)  # sqrt(d_k) = 2
+        torch.testing.assert_close(weights[:, head], head_weights, atol=1e-6, rtol=1e-5)
+        heads.append(head_weights @ v)  # (batch, query_len, d_v)
+    expected = torch.cat(heads, dim=-1) @ attention.out_proj.weight.T + attention.out_proj.bias
+    assert attention.out_proj.weight.shape == (10, 15)  # h * d_v = 15 columns back to d_model = 10
+    torch.testing.assert_close(output, expected, atol=1e-6, rtol=1e-5)
 
 
 def test_inference_reuses_the_stacked_projection_and_notices_every_weight_change() -> None:

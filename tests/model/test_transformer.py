@@ -14,11 +14,98 @@ def random_batch(config: TransformerConfig, batch: int = 3, src_len: int = 7, tg
     return src, tgt
 
 
-def test_forward_shapes(tiny_config: TransformerConfig) -> None:
-    model = Transformer(tiny_config)
-    src, tgt = random_batch(tiny_config)
-    assert model(src, tgt).shape == (3, 6, tiny_config.vocab_size)
-    assert model.encode(src).shape == (3, 7, tiny_config.d_model)
+def paper_forward(model: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+    """The paper's post-norm network written out from its equations, on the model's own weights.
+
+    Section 3.4 (shared embeddings times sqrt(d_model), the same matrix as the output projection), 3.5
+    (sinusoids: sin in even columns, cos in odd), Eq. (1)-(2) per head, and LayerNorm(x + Sublayer(x)) around
+    every sublayer (section 3.1); one layer per stack. Independent of the model's code except the weights.
+    """
+    weights = model.state_dict()
+    d_model, heads = model.config.d_model, model.config.num_heads
+    d_k = d_model // heads
+
+    def sinusoids(length: int) -> torch.Tensor:
+        position = torch.arange(length, dtype=torch.float64)[:, None]
+        rates = 10000.0 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+        table = torch.zeros(length, d_model, dtype=torch.float64)
+        table[:, 0::2], table[:, 1::2] = torch.sin(position / rates), torch.cos(position / rates)
+        return table.float()
+
+    def linear(prefix: str, x: torch.Tensor) -> torch.Tensor:
+        return x @ weights[f"{prefix}.weight"].T + weights[f"{prefix}.bias"]
+
+    def norm(prefix: str, x: torch.Tensor) -> torch.Tensor:
+        mean, variance = x.mean(-1, keepdim=True), x.var(-1, unbiased=False, keepdim=True)
+        return (x - mean) / torch.sqrt(variance + 1e-5) * weights[f"{prefix}.weight"] + weights[
+            f"{prefix}.bias"
+        ]
+
+    def attention(
+        prefix: str, queries: torch.Tensor, keys: torch.Tensor, allowed: torch.Tensor
+    ) -> torch.Tensor:
+        def split(x: torch.Tensor) -> torch.Tensor:  # (batch, len, d_model) -> (batch, heads, len, d_k)
+            return x.view(x.size(0), x.size(1), heads, d_k).transpose(1, 2)
+
+        q, k, v = (
+            split(linear(f"{prefix}.{name}_proj", x))
+            for name, x in (("q", queries), ("k", keys), ("v", keys))
+        )
+        scores = (q @ k.transpose(-1, -2) / d_k**0.5).masked_fill(~allowed, float("-inf"))
+        merged = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(queries.shape)
+        return linear(f"{prefix}.out_proj", merged)
+
+    def feed_forward(prefix: str, x: torch.Tensor) -> torch.Tensor:
+        return linear(f"{prefix}.linear_out", torch.relu(linear(f"{prefix}.linear_in", x)))
+
+    embedding = weights["src_embedding.embedding.weight"]
+    source_allowed = (src != model.config.pad_id)[:, None, None, :]  # (batch, 1, 1, src_len)
+    causal = torch.ones(tgt.size(1), tgt.size(1), dtype=torch.bool).tril()  # (tgt_len, tgt_len)
+    encoder, decoder = "encoder.layers.0", "decoder.layers.0"
+    x = embedding[src] * d_model**0.5 + sinusoids(src.size(1))
+    x = norm(
+        f"{encoder}.self_attention_residual.norm",
+        x + attention(f"{encoder}.self_attention", x, x, source_allowed),
+    )
+    memory = norm(f"{encoder}.feed_forward_residual.norm", x + feed_forward(f"{encoder}.feed_forward", x))
+    y = embedding[tgt] * d_model**0.5 + sinusoids(tgt.size(1))
+    y = norm(
+        f"{decoder}.self_attention_residual.norm", y + attention(f"{decoder}.self_attention", y, y, causal)
+    )
+    y = norm(
+        f"{decoder}.cross_attention_residual.norm",
+        y + attention(f"{decoder}.cross_attention", y, memory, source_allowed),
+    )
+    y = norm(f"{decoder}.feed_forward_residual.norm", y + feed_forward(f"{decoder}.feed_forward", y))
+    return y @ embedding.T  # (batch, tgt_len, vocab): the tied output projection, no bias
+
+
+def test_forward_equals_the_papers_equations_written_out() -> None:
+    config = TransformerConfig(
+        vocab_size=11,
+        d_model=8,
+        d_ff=12,
+        num_heads=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dropout=0.0,
+    )
+    torch.manual_seed(0)
+    model = Transformer(config).eval()
+    with torch.no_grad():  # non-trivial norms and biases, so a missing one is seen
+        for name, parameter in model.named_parameters():
+            if name.endswith("bias") or "norm" in name:
+                parameter.copy_(
+                    torch.randn_like(parameter) * 0.5 + (1.0 if name.endswith("norm.weight") else 0.0)
+                )
+    src = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]])  # the second sentence padded
+    tgt = torch.tensor([[1, 4, 5], [1, 10, 3]])
+    with torch.no_grad():
+        logits = model(src, tgt)
+        expected = paper_forward(model, src, tgt)
+    assert logits.shape == (2, 3, 11)
+    torch.testing.assert_close(logits, expected, atol=1e-5, rtol=1e-5)
+    assert model.encode(src).shape == (2, 4, 8)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])

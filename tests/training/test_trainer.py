@@ -15,6 +15,7 @@ from transformer.cli import main
 from transformer.config import load_config
 from transformer.data.batching import BATCH_ORDER_VERSION
 from transformer.data.prepare import prepare_data
+from transformer.training import gradient_step as gradient_step_module
 from transformer.training import trainer as trainer_module
 from transformer.training.checkpoint import load_training_checkpoint
 from transformer.training.trainer import Trainer, TrainingDivergedError
@@ -168,7 +169,7 @@ def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(
     experiment = load_config(write_config(tmp_path, train={"max_steps": 12}))
     run_dir = tmp_path / "run"
     data = prepare_data(experiment.data, experiment.model.vocab_size, run_dir)
-    real_loss = trainer_module.label_smoothed_nll_loss
+    real_loss = gradient_step_module.label_smoothed_nll_loss
     calls = {"count": 0}
 
     def loss_that_breaks(logits, target, epsilon, ignore_index):
@@ -176,7 +177,7 @@ def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(
         loss, nll = real_loss(logits, target, epsilon, ignore_index)
         return (loss * float("nan"), nll) if calls["count"] > 6 else (loss, nll)
 
-    monkeypatch.setattr(trainer_module, "label_smoothed_nll_loss", loss_that_breaks)
+    monkeypatch.setattr(gradient_step_module, "label_smoothed_nll_loss", loss_that_breaks)
     before = None
     with pytest.raises(TrainingDivergedError, match="loss became nan at step"):
         trainer = Trainer(experiment, run_dir, data)

@@ -6,38 +6,33 @@ are normalised by the global number of target tokens, so N processes compute the
 that sees all N shards' batches (tested).
 """
 
-import contextlib
 import math
 import os
-import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 from torch import distributed as dist
 from torch.nn.parallel import DistributedDataParallel
+from torch.optim.lr_scheduler import LRScheduler
 
 from transformer.allocator import allocator_note
 from transformer.architectures import build_model, model_width
 from transformer.autotune.model_tuning import ModelTuning, tune_model
 from transformer.autotune.thread_probe import usable_cpus
-from transformer.checkpoint import CheckpointError, describe_mismatch
 from transformer.config import ExperimentConfig
 from transformer.data.batching import BATCH_ORDER_VERSION, Batch, TokenBatchSampler, collate, shard
 from transformer.data.dataset import ParallelCorpus
 from transformer.data.prepare import TOKENIZER_FILE, TrainingData
 from transformer.evaluation.perplexity import sum_batch_losses
-from transformer.loss import label_smoothed_nll_loss
 from transformer.model.transformer import Transformer
 from transformer.training.checkpoint import (
     CheckpointManager,
     TrainerState,
     TrainingCheckpoint,
-    load_training_checkpoint,
     optimizer_tensors,
     restore_optimizer,
 )
@@ -47,224 +42,19 @@ from transformer.training.distributed import (
     barrier,
     broadcast_from_main,
 )
+from transformer.training.gradient_step import GradientStep
+from transformer.training.interval_stats import IntervalStats
 from transformer.training.metrics import MetricsLog
 from transformer.training.precision import autocast, check_precision
+from transformer.training.reporting import Reporter, SilentReporter
 from transformer.training.reproducibility import deterministic_algorithms, reconcile_tuning, tuning_record
+from transformer.training.result import TrainingDivergedError, TrainResult
+from transformer.training.resume import batch_order_warning, newest_readable_checkpoint, resumable_state
+from transformer.training.run_clock import RunClock
 from transformer.training.schedule import TimeBudget, build_scheduler, crossed_multiple, scale_for_peak
 
-
-class Reporter(Protocol):
-    """Receives progress from the trainer (the CLI draws a progress bar with it).
-
-    Notes
-    -----
-    Called on rank 0 only. The library itself never prints.
-    """
-
-    def start(self, total_steps: int, initial_step: int) -> None:
-        """Announce that training begins (or resumes at ``initial_step``).
-
-        Parameters
-        ----------
-        total_steps : int
-            ``train.max_steps``, the step count at which the run ends if nothing else stops it first.
-        initial_step : int
-            Optimizer steps already done: 0 for a fresh run, the checkpoint's step after ``--resume``.
-
-        Returns
-        -------
-        None
-
-        Notes
-        -----
-        Called once per :meth:`Trainer.train`, after the checkpoint is restored. The autotuning notes of the
-        trainer's constructor arrive through :meth:`message` before it, so :meth:`message` must work
-        unstarted.
-        """
-
-    def update(self, step: int, metrics: dict[str, Any]) -> None:
-        """Report the training metrics at a log step.
-
-        Parameters
-        ----------
-        step : int
-            The optimizer step just finished.
-        metrics : dict[str, Any]
-            The ``metrics.jsonl`` train record: ``train_loss``, ``train_nll``, ``learning_rate``,
-            ``tokens_per_second``, ``padding_ratio``, ``tokens_seen``, ``elapsed_seconds``, ``epoch``.
-
-        Returns
-        -------
-        None
-
-        Notes
-        -----
-        Called every ``train.log_every`` steps, not every step: reading the losses back is a host sync the
-        loop makes only then, so ``step`` can jump by more than one between calls.
-        """
-
-    def message(self, text: str) -> None:
-        """Tell the user something (data statistics, validation, checkpoints).
-
-        Parameters
-        ----------
-        text : str
-            One line, without a trailing newline.
-
-        Returns
-        -------
-        None
-
-        Notes
-        -----
-        Can come before :meth:`start` (autotuning notes) and after :meth:`close` (the time-limit note of
-        :meth:`Trainer.train`), so an implementation must not assume it is open.
-        """
-
-    def close(self) -> None:
-        """Announce that training ended.
-
-        Returns
-        -------
-        None
-
-        Notes
-        -----
-        Called from a ``finally`` block, so it runs also when training raises (a diverged loss, an
-        interrupt); it must not raise itself, or it would hide the original error.
-        """
-
-
-class SilentReporter:
-    """A reporter that ignores everything (for library use and tests).
-
-    Notes
-    -----
-    Satisfies the :class:`Reporter` protocol. The trainer also gives it to every rank but 0 in place of the
-    caller's reporter, so a ``torchrun`` job prints each line once.
-    """
-
-    def start(self, total_steps: int, initial_step: int) -> None:
-        """Ignore the start of training.
-
-        Parameters
-        ----------
-        total_steps : int
-            ``train.max_steps``; unused.
-        initial_step : int
-            Steps already done; unused.
-
-        Returns
-        -------
-        None
-
-        Notes
-        -----
-        Does nothing, so library use and tests write nothing to the terminal.
-        """
-
-    def update(self, step: int, metrics: dict[str, Any]) -> None:
-        """Ignore a log step's metrics.
-
-        Parameters
-        ----------
-        step : int
-            The optimizer step; unused.
-        metrics : dict[str, Any]
-            The train record; unused.
-
-        Returns
-        -------
-        None
-
-        Notes
-        -----
-        The same record still reaches ``metrics.jsonl`` on rank 0: silencing the reporter loses nothing.
-        """
-
-    def message(self, text: str) -> None:
-        """Ignore a message.
-
-        Parameters
-        ----------
-        text : str
-            The line; unused.
-
-        Returns
-        -------
-        None
-
-        Notes
-        -----
-        Warnings are dropped too, such as a damaged checkpoint skipped on resume; the time-limit note stays
-        available as :attr:`TrainResult.schedule_note`.
-        """
-
-    def close(self) -> None:
-        """Ignore the end of training.
-
-        Returns
-        -------
-        None
-
-        Notes
-        -----
-        Holds no resources, so there is nothing to release and it cannot raise.
-        """
-
-
-class TrainingDivergedError(RuntimeError):
-    """The loss became NaN or infinite; the last good checkpoint is left untouched.
-
-    Notes
-    -----
-    Raised when the losses are read back (log, validation and checkpoint steps, or every
-    :meth:`Trainer.train_step`), before anything is saved, so the diverged weights never replace a good
-    checkpoint. The message names the first bad step and the latest checkpoint to resume from.
-    """
-
-
-@dataclass
-class TrainResult:
-    """What a finished (or stopped) training run achieved.
-
-    Parameters
-    ----------
-    step : int
-        Optimizer steps done.
-    tokens_seen : int
-        Target tokens trained on.
-    elapsed_seconds : float
-        Training wall-clock time, resumed segments included.
-    valid_loss : float or None
-        Final validation loss per token (label-smoothed), if validated.
-    valid_perplexity : float or None
-        Final validation perplexity (from the unsmoothed NLL).
-    best_valid_loss : float or None
-        Best validation loss seen.
-    checkpoint : Path or None
-        The last checkpoint written.
-    stop_reason : str
-        "max_steps", "max_epochs" or "max_minutes".
-    schedule_note : str
-        When the time limit stopped the run: how much of ``max_steps`` it did and whether the learning rate
-        was annealed to zero in time; empty otherwise.
-
-    Notes
-    -----
-    Returned by :meth:`Trainer.train` on every rank. The losses are summed over ranks, so they agree
-    everywhere, but ``checkpoint`` is None on every rank except 0, the only one that writes.
-    """
-
-    step: int
-    tokens_seen: int
-    elapsed_seconds: float
-    valid_loss: float | None
-    valid_perplexity: float | None
-    best_valid_loss: float | None
-    checkpoint: Path | None
-    stop_reason: str
-    schedule_note: str = ""
+#: The trainer's own names and those of its results and reporters, importable from here as before the split.
+__all__ = ["Reporter", "SilentReporter", "TrainResult", "Trainer", "TrainingDivergedError"]
 
 
 class Trainer:
@@ -312,14 +102,51 @@ class Trainer:
         self.device = self.context.device
         check_precision(self.recipe.precision, self.device)
         self.tuning = self._tune_defaults()
-        self.precision = self.tuning.precision or self.recipe.precision
         if data.tokenizer.vocab_size != experiment.model.vocab_size:
             raise ValueError(
                 f"model.vocab_size={experiment.model.vocab_size} but the tokenizer {data.tokenizer.model_path} "
                 f"has {data.tokenizer.vocab_size} pieces"
             )
+        self._build_model()
+        self._segment_start_elapsed = 0.0  # state.elapsed_seconds when this segment began (earlier segments)
+        self.clock = RunClock(
+            TimeBudget(60.0 * self.recipe.max_minutes, self.recipe.max_steps)
+            if self.recipe.max_minutes is not None
+            else None
+        )
+        self.optimizer, self.scheduler = self._build_optimizer_and_schedule()
+        self.gradient_step = GradientStep(
+            self.model,
+            self.training_model,
+            self.distributed_model,
+            self.optimizer,
+            self.scheduler,
+            self.context,
+            self.recipe.label_smoothing,
+            experiment.model.pad_id,
+            self.recipe.clip_norm,
+        )
+        self._apply_precision(self.tuning.precision or self.recipe.precision)
+        self.sampler = TokenBatchSampler(
+            data.train.source_lengths,
+            data.train.target_lengths,
+            self.recipe.max_tokens,
+            seed=self.recipe.seed,
+        )
+        self.checkpoints = CheckpointManager(run_dir / "checkpoints", self.recipe.keep_checkpoints)
+        self.state = TrainerState(
+            experiment=experiment.to_dict(),
+            tokenizer_fingerprint=data.tokenizer.fingerprint,
+            tuning=tuning_record(self.tuning),
+        )
+        self._last_valid: tuple[float, float] | None = None
+        self._last_valid_step = -1
+        self._last_checkpoint: tuple[int, Path | None] | None = None
+
+    def _build_model(self) -> None:
+        """Initialise the model from the seed, apply the attention threshold, wrap it for DDP and compile."""
         torch.manual_seed(self.recipe.seed)
-        self.model = build_model(experiment.model).to(self.device)
+        self.model = build_model(self.experiment.model).to(self.device)
         if isinstance(self.model, Transformer) and self.tuning.explicit_max_length is not None:
             self.model.set_explicit_attention_max_length(self.tuning.explicit_max_length)
         for note in self.tuning.notes:
@@ -336,7 +163,10 @@ class Trainer:
         if self.recipe.compile:
             # The training forward only: validation, search and checkpoints use the plain model.
             self.training_model = torch.compile(self.training_model)  # type: ignore[assignment]
-        self.optimizer = torch.optim.Adam(
+
+    def _build_optimizer_and_schedule(self) -> tuple[torch.optim.Adam, LRScheduler]:
+        """Adam (section 5.3) and the learning rate of Eq. (3), read on the clock when a time budget binds."""
+        optimizer = torch.optim.Adam(
             self.model.parameters(),
             lr=1.0,  # the scheduler supplies the absolute rate
             betas=(self.recipe.adam_beta1, self.recipe.adam_beta2),
@@ -344,46 +174,59 @@ class Trainer:
             # One fused kernel per step on GPUs; on the CPU the fused path measured within noise of foreach.
             fused=self.device.type == "cuda",
         )
+        width = model_width(self.experiment.model)
         scale = self.recipe.learning_rate_scale
         if self.recipe.peak_learning_rate is not None:
-            scale = scale_for_peak(
-                self.recipe.peak_learning_rate, model_width(experiment.model), self.recipe.warmup_steps
-            )
-        self._segment_started: float | None = None  # perf_counter() when this process began training
-        self._segment_start_elapsed = 0.0  # state.elapsed_seconds then (earlier segments of a resumed run)
-        self._clock_start: float | None = None  # segment seconds at the end of the segment's first step
-        self._clock_led_at: int | None = None  # the first step at which the clock led the schedule
-        self._position = 0.0  # where the schedule stood after the last step
-        self.time_budget = (
-            TimeBudget(60.0 * self.recipe.max_minutes, self.recipe.max_steps)
-            if self.recipe.max_minutes is not None
-            else None
-        )
-        self.scheduler = build_scheduler(
-            self.optimizer,
-            model_width(experiment.model),
+            scale = scale_for_peak(self.recipe.peak_learning_rate, width, self.recipe.warmup_steps)
+        scheduler = build_scheduler(
+            optimizer,
+            width,
             self.recipe.warmup_steps,
             scale,
             self.recipe.max_steps,
             self.recipe.cooldown_steps,
-            self.clock_step if self.time_budget is not None else None,
+            self.clock.clock_step if self.clock.time_budget is not None else None,
         )
-        self.grad_scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
-        self.sampler = TokenBatchSampler(
-            data.train.source_lengths,
-            data.train.target_lengths,
-            self.recipe.max_tokens,
-            seed=self.recipe.seed,
-        )
-        self.checkpoints = CheckpointManager(run_dir / "checkpoints", self.recipe.keep_checkpoints)
-        self.state = TrainerState(
-            experiment=experiment.to_dict(),
-            tokenizer_fingerprint=data.tokenizer.fingerprint,
-            tuning=tuning_record(self.tuning),
-        )
-        self._last_valid: tuple[float, float] | None = None
-        self._last_valid_step = -1
-        self._last_checkpoint: tuple[int, Path | None] | None = None
+        return optimizer, scheduler
+
+    def _apply_precision(self, precision: str) -> None:
+        """Train in ``precision`` from now on, with a gradient scaler for fp16 only."""
+        self.gradient_step.precision = precision
+        if precision != "fp16":
+            self.gradient_step.grad_scaler = None
+        elif self.gradient_step.grad_scaler is None:
+            self.gradient_step.grad_scaler = torch.amp.GradScaler("cuda")
+
+    @property
+    def precision(self) -> str:
+        """The precision training runs in.
+
+        Returns
+        -------
+        str
+            "fp32", "bf16" or "fp16": ``train.precision``, or what ``auto`` resolved to.
+
+        Notes
+        -----
+        A resumed run may change it to the precision its first segment measured
+        (:func:`transformer.training.reproducibility.reconcile_tuning`).
+        """
+        return self.gradient_step.precision
+
+    @property
+    def grad_scaler(self) -> torch.amp.GradScaler | None:
+        """The fp16 gradient scaler.
+
+        Returns
+        -------
+        torch.amp.GradScaler or None
+            The scaler in fp16 training; None in the other precisions.
+
+        Notes
+        -----
+        Its state is saved with every checkpoint and restored on resume, so the loss scale continues.
+        """
+        return self.gradient_step.grad_scaler
 
     def _tune_defaults(self) -> ModelTuning:
         """Resolve the automatic defaults on rank 0 and give every rank the same answer."""
@@ -403,44 +246,6 @@ class Trainer:
         tuning = broadcast_from_main(tuning, self.context)
         torch.set_num_threads(threads or tuning.threads or torch.get_num_threads())
         return tuning
-
-    def segment_seconds(self) -> float:
-        """Wall-clock seconds this process has trained (0 before the first step).
-
-        Returns
-        -------
-        float
-            Time since :meth:`train` began its loop; earlier segments of a resumed run are not counted.
-
-        Notes
-        -----
-        ``max_minutes`` limits each invocation: ``--resume`` of a run that stopped on its time limit trains
-        for another ``max_minutes`` rather than stopping at once. The learning-rate schedule reads this clock
-        to end its cool-down at the limit.
-        """
-        if self._segment_started is None:
-            return 0.0
-        return time.perf_counter() - self._segment_started
-
-    def clock_step(self) -> float:
-        """Return the step of the schedule that the time budget's clock has reached.
-
-        Returns
-        -------
-        float
-            0.0 without ``max_minutes`` or before the segment's first step has ended; then
-            ``max_steps`` times the share of the budget used since (:meth:`TimeBudget.schedule_step`).
-
-        Notes
-        -----
-        The schedule, validation and checkpoints follow ``max(step, clock_step())``, so when the time limit
-        binds the whole recipe (warm-up, decay, cool-down, checkpoint spacing) is fitted into it. The first
-        step is not counted: it carries one-off costs that would otherwise let the clock lead on a machine
-        that is in fact fast enough.
-        """
-        if self.time_budget is None or self._clock_start is None or self._segment_started is None:
-            return 0.0
-        return self.time_budget.schedule_step(self.segment_seconds(), self._clock_start)
 
     def train(self, resume: bool = False, reuse_finished: bool = False) -> TrainResult:
         """Run until ``max_steps``, ``max_epochs`` or ``max_minutes``.
@@ -533,42 +338,10 @@ class Trainer:
                 f"{self.run_dir} already holds checkpoints ({latest.name}); pass --resume to continue it "
                 "or choose another --output-dir"
             )
-        checkpoint = self._newest_readable_checkpoint()
+        checkpoint = newest_readable_checkpoint(self.checkpoints, self.reporter)
         self.restore(checkpoint)
         self._last_checkpoint = (self.state.step, checkpoint.path)
         self.reporter.message(f"resumed from {checkpoint.path} at step {self.state.step}")
-
-    def _adopt_batch_order(self, checkpoint_path: Path | None) -> None:
-        """Warn when a checkpoint's epoch may have been cut by another sampler version; record this one's."""
-        saved = self.state.batch_order
-        if saved != BATCH_ORDER_VERSION and self.state.batches_done_in_epoch > 0:
-            consequence = (
-                f"the rest of epoch {self.state.epoch} follows this version's order {BATCH_ORDER_VERSION}, "
-                "so some of its pairs come twice and others not at all (later epochs are unaffected)"
-            )
-            if saved is None:
-                self.reporter.message(
-                    f"warning: {checkpoint_path} does not record its sampler's batch order; if it was written "
-                    f"before the order changed (2026-11-24), {consequence}"
-                )
-            else:
-                self.reporter.message(
-                    f"warning: {checkpoint_path} was cut into batches by sampler order {saved}: {consequence}"
-                )
-        self.state.batch_order = BATCH_ORDER_VERSION
-
-    def _newest_readable_checkpoint(self) -> TrainingCheckpoint:
-        """Load the newest checkpoint that reads back whole, warning about each damaged one skipped."""
-        failures = []
-        for path in self.checkpoints.newest_first():
-            try:
-                return load_training_checkpoint(path)
-            except CheckpointError as error:
-                failures.append(str(error))
-                self.reporter.message(f"warning: skipping a damaged checkpoint: {error}")
-        raise CheckpointError(
-            f"{self.checkpoints.checkpoint_dir}: no readable checkpoint to resume from ({'; '.join(failures)})"
-        )
 
     def restore(self, checkpoint: TrainingCheckpoint) -> None:
         """Load weights, optimizer, schedule, data position and random state from a checkpoint.
@@ -590,38 +363,31 @@ class Trainer:
         epoch), so a checkpoint saved by another number of processes is refused (CheckpointError naming both
         numbers) rather than resumed with shards that would skip or repeat batches.
         """
-        describe_mismatch(self.experiment.model, checkpoint.model_config, str(checkpoint.path))
-        if checkpoint.state is None:
-            raise CheckpointError(
-                f"{checkpoint.path}: weights-only checkpoint; cannot resume training from it"
-            )
-        saved_processes = sum(1 for key in checkpoint.optimizer_tensors if key.startswith("rng.cpu.rank"))
-        if saved_processes != self.context.world_size:
-            raise CheckpointError(
-                f"{checkpoint.path}: saved by {saved_processes} training process(es), resumed by "
-                f"{self.context.world_size}; resume with the same number (torchrun --nproc-per-node "
-                f"{saved_processes}): the data position and random states are per process"
-            )
-        if checkpoint.state.tokenizer_fingerprint != self.data.tokenizer.fingerprint:
-            raise CheckpointError(
-                f"{checkpoint.path}: vocabulary differs from {self.data.tokenizer.model_path} "
-                "(tokenizer fingerprints do not match)"
-            )
-        self._adopt_recorded_tuning(checkpoint.state.tuning)
+        state = resumable_state(
+            checkpoint,
+            self.experiment.model,
+            self.context.world_size,
+            self.data.tokenizer.fingerprint,
+            self.data.tokenizer.model_path,
+        )
+        self._adopt_recorded_tuning(state.tuning)
         self.model.load_state_dict(
             {name: tensor.to(self.device) for name, tensor in checkpoint.weights.items()}, strict=False
         )
-        restore_optimizer(self.optimizer, checkpoint.optimizer_tensors, checkpoint.state.param_groups)
-        self.scheduler.load_state_dict(checkpoint.state.scheduler)
-        if self.grad_scaler is not None and checkpoint.state.grad_scaler:
-            self.grad_scaler.load_state_dict(checkpoint.state.grad_scaler)
+        restore_optimizer(self.optimizer, checkpoint.optimizer_tensors, state.param_groups)
+        self.scheduler.load_state_dict(state.scheduler)
+        if self.grad_scaler is not None and state.grad_scaler:
+            self.grad_scaler.load_state_dict(state.grad_scaler)
         torch.set_rng_state(checkpoint.optimizer_tensors[f"rng.cpu.rank{self.context.rank}"])
         cuda_key = f"rng.cuda.rank{self.context.rank}"
         if self.device.type == "cuda" and cuda_key in checkpoint.optimizer_tensors:
             torch.cuda.set_rng_state(checkpoint.optimizer_tensors[cuda_key], self.device)
-        self.state = checkpoint.state
+        warning = batch_order_warning(state, checkpoint)
+        if warning is not None:
+            self.reporter.message(warning)
+        self.state = state
         self.state.tuning = tuning_record(self.tuning)
-        self._adopt_batch_order(checkpoint.path)
+        self.state.batch_order = BATCH_ORDER_VERSION
 
     def _adopt_recorded_tuning(self, recorded: dict[str, Any] | None) -> None:
         """Apply the automatic defaults the run measured at its start, where this process measured others."""
@@ -629,11 +395,7 @@ class Trainer:
         self.tuning = adopted.tuning
         if self.device.type == "cpu" and self.tuning.threads is not None:
             torch.set_num_threads(self.tuning.threads)
-        self.precision = self.tuning.precision or self.recipe.precision
-        if self.precision != "fp16":
-            self.grad_scaler = None
-        elif self.grad_scaler is None:
-            self.grad_scaler = torch.amp.GradScaler("cuda")
+        self._apply_precision(self.tuning.precision or self.recipe.precision)
         if isinstance(self.model, Transformer) and self.tuning.explicit_max_length is not None:
             self.model.set_explicit_attention_max_length(self.tuning.explicit_max_length)
         for note in adopted.notes:
@@ -646,17 +408,14 @@ class Trainer:
         interval = IntervalStats()
         self.state.stop_reason = None
         self._segment_start_elapsed = self.state.elapsed_seconds
-        self._segment_started = time.perf_counter()
-        self._clock_start, self._clock_led_at = None, None
-        self._position = float(self.state.step)
+        self.clock.start_segment(self.state.step)
         try:
             for group in self._batch_groups():
                 losses, tokens = self._accumulate_and_step(group)
                 self.state.step += 1
-                if self._clock_start is None:
-                    self._clock_start = self.segment_seconds()
+                self.clock.step_done()
                 self.state.tokens_seen += tokens
-                self.state.elapsed_seconds = self._segment_start_elapsed + self.segment_seconds()
+                self.state.elapsed_seconds = self._segment_start_elapsed + self.clock.segment_seconds()
                 interval.add(losses, tokens, sum(batch.padding_ratio for batch in group) / len(group))
                 reason = self._stop_reason()
                 self.state.stop_reason = reason or None  # saved with a checkpoint of this step
@@ -667,11 +426,9 @@ class Trainer:
             self.state.stop_reason = "max_epochs"
             return "max_epochs"
         finally:
-            self._segment_started = None
+            self.clock.end_segment()
 
-    def _end_step(
-        self, interval: "IntervalStats", metrics: MetricsLog | None, final: bool
-    ) -> "IntervalStats":
+    def _end_step(self, interval: IntervalStats, metrics: MetricsLog | None, final: bool) -> IntervalStats:
         """Log, validate and save as the step number says; return the interval the next step adds to."""
         step = self.state.step
         previous, position = self._advance_position()
@@ -693,23 +450,20 @@ class Trainer:
 
     def _advance_position(self) -> tuple[float, float]:
         """Move the schedule's position to this step (or the clock's, if it leads); return before and after."""
-        step = self.state.step
-        clock = self.clock_step()
-        if clock > step and self._clock_led_at is None:
-            self._clock_led_at = step
+        previous, position, clock_took_the_lead = self.clock.advance(self.state.step)
+        if clock_took_the_lead:
             self.reporter.message(
-                f"time budget: max_minutes={self.recipe.max_minutes} binds; from step {step} the schedule, "
-                "validation and checkpoints follow the clock (warm-up and cool-down keep their shares of "
-                "the time)"
+                f"time budget: max_minutes={self.recipe.max_minutes} binds; from step {self.state.step} the "
+                "schedule, validation and checkpoints follow the clock (warm-up and cool-down keep their "
+                "shares of the time)"
             )
-        previous, self._position = self._position, max(self._position, float(step), clock)
-        return previous, self._position
+        return previous, position
 
     def _stop_reason(self) -> str:
         if self.state.step >= self.recipe.max_steps:
             return "max_steps"
         minutes = self.recipe.max_minutes
-        if minutes is not None and self.segment_seconds() >= 60 * minutes:
+        if minutes is not None and self.clock.segment_seconds() >= 60 * minutes:
             return "max_minutes"
         return ""
 
@@ -757,34 +511,9 @@ class Trainer:
 
     def _accumulate_and_step(self, group: list[Batch]) -> tuple[Tensor, int]:
         """Forward, backward and update; return this rank's (loss, nll) sums, shape (2,), still on the device."""
-        self.training_model.train()
-        global_tokens = self._global_target_tokens(group)
-        # DDP averages gradients over ranks; scaling by world_size / global_tokens makes the update the
-        # gradient of (sum of token losses over all ranks) / (all target tokens), as in one big batch.
-        normaliser = self.context.world_size / global_tokens
-        losses = torch.zeros(2, dtype=torch.float64, device=self.device)
-        for index, batch in enumerate(group):
-            sync = index == len(group) - 1
-            with self._maybe_no_sync(sync), autocast(self.precision, self.device):
-                logits = self.training_model(batch.src_tokens, batch.tgt_input)
-            loss, nll = label_smoothed_nll_loss(
-                logits, batch.tgt_output, self.recipe.label_smoothing, self.experiment.model.pad_id
-            )
-            with self._maybe_no_sync(sync):
-                self._backward(loss * normaliser)
-            losses += torch.stack([loss.detach(), nll.detach()]).double()
-        self._optimizer_step()
-        return losses, global_tokens
+        return self.gradient_step.run(group)
 
-    def _global_target_tokens(self, group: list[Batch]) -> int:
-        """Target tokens of the step over all processes (counted on the host: no device sync alone)."""
-        local_tokens = sum(batch.num_target_tokens for batch in group)
-        if not self.context.is_distributed:
-            return local_tokens
-        counts = torch.tensor([local_tokens], dtype=torch.float64, device=self.device)
-        return int(all_reduce_sum(counts, self.context).item())
-
-    def _settle_losses(self, interval: "IntervalStats") -> None:
+    def _settle_losses(self, interval: IntervalStats) -> None:
         """Read the interval's pending step losses back (one sync), summed over ranks, and check them."""
         pending = interval.take_pending()
         if pending is None:
@@ -805,30 +534,6 @@ class Trainer:
             f"loss became {float(per_step[bad, 0])} at step {first_step + bad}; the last good checkpoint is "
             f"{self.checkpoints.latest() or 'none'} (try a lower learning rate or train.clip_norm)"
         )
-
-    def _maybe_no_sync(self, sync: bool) -> "contextlib.AbstractContextManager[None]":
-        if sync or self.distributed_model is None:
-            return contextlib.nullcontext()
-        return self.distributed_model.no_sync()
-
-    def _backward(self, loss: Tensor) -> None:
-        if self.grad_scaler is not None:
-            self.grad_scaler.scale(loss).backward()  # type: ignore[no-untyped-call]
-        else:
-            loss.backward()  # type: ignore[no-untyped-call]
-
-    def _optimizer_step(self) -> None:
-        if self.grad_scaler is not None:
-            self.grad_scaler.unscale_(self.optimizer)
-        if self.recipe.clip_norm is not None:
-            nn.utils.clip_grad_norm_(self.model.parameters(), self.recipe.clip_norm)
-        if self.grad_scaler is not None:
-            self.grad_scaler.step(self.optimizer)
-            self.grad_scaler.update()
-        else:
-            self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
 
     def _collate(self, indices: Sequence[int] | np.ndarray, corpus: ParallelCorpus) -> Batch:
         """Pad one batch with the model's special ids (as decoding and perplexity do) and move it to the device."""
@@ -882,7 +587,7 @@ class Trainer:
         self.reporter.message(f"step {self.state.step}: valid loss {loss:.4f}, perplexity {perplexity:.2f}")
         return result
 
-    def _log_train(self, interval: "IntervalStats", metrics: MetricsLog | None) -> None:
+    def _log_train(self, interval: IntervalStats, metrics: MetricsLog | None) -> None:
         record = {
             "kind": "train",
             "step": self.state.step,
@@ -934,99 +639,3 @@ class Trainer:
         gathered: list[dict[str, Tensor] | None] = [None] * self.context.world_size
         dist.all_gather_object(gathered, {key: value.cpu() for key, value in states.items()})
         return {key: value for item in gathered if item for key, value in item.items()}
-
-
-class IntervalStats:
-    """Sums of losses, tokens and padding between two training log records.
-
-    Notes
-    -----
-    Internal to the trainer. Step losses are kept as device tensors until :meth:`take_pending` collects
-    them, so training on a GPU does not wait for each step's loss to reach the host.
-    """
-
-    def __init__(self) -> None:
-        self.loss_sum = 0.0
-        self.nll_sum = 0.0
-        self.tokens = 0
-        self.steps = 0
-        self._pending: list[Tensor] = []
-        self._padding_sum = 0.0
-        self._started = time.perf_counter()
-
-    def add(self, losses: Tensor, tokens: int, padding_ratio: float) -> None:
-        """Account for one optimizer step.
-
-        Parameters
-        ----------
-        losses : torch.Tensor, shape (2,)
-            This rank's label-smoothed loss sum and NLL sum for the step, float64, still on the device.
-        tokens : int
-            Target tokens of the step over all ranks.
-        padding_ratio : float
-            Mean padding fraction of the step's batches.
-
-        Returns
-        -------
-        None
-
-        Notes
-        -----
-        ``losses`` is only queued: :meth:`take_pending` stacks the queue at the next log, validation or
-        checkpoint step, so a GPU step never waits for its loss to reach the host. Until then ``loss_sum``
-        and ``nll_sum`` lag behind ``tokens``.
-        """
-        self._pending.append(losses)
-        self.tokens += tokens
-        self.steps += 1
-        self._padding_sum += padding_ratio
-
-    def take_pending(self) -> Tensor | None:
-        """Return the step losses not yet read back, and forget them.
-
-        Returns
-        -------
-        torch.Tensor, shape (steps, 2), or None
-            One row per queued step, (loss sum, NLL sum) of this rank, on the device; None if nothing is
-            queued.
-
-        Notes
-        -----
-        The rows are still per rank: the trainer all-reduces them before adding them to ``loss_sum`` and
-        ``nll_sum``, and keeps them per step so a non-finite loss can be traced to the step that made it.
-        """
-        if not self._pending:
-            return None
-        pending, self._pending = torch.stack(self._pending), []
-        return pending
-
-    def seconds(self) -> float:
-        """Wall-clock time since the interval began.
-
-        Returns
-        -------
-        float
-            Seconds since this object was created, by ``time.perf_counter``.
-
-        Notes
-        -----
-        The trainer starts a new interval after each log record, so this times the steps since the last
-        one. It is read after the losses are synced to the host, so on a GPU it covers finished work and
-        tokens/s is not inflated by queued kernels.
-        """
-        return time.perf_counter() - self._started
-
-    def padding_ratio(self) -> float:
-        """Mean fraction of padding cells in the interval's batches.
-
-        Returns
-        -------
-        float
-            The mean over steps of each step's mean batch padding ratio; 0.0 for an empty interval.
-
-        Notes
-        -----
-        A mean of means: steps weigh equally whatever their batch count, which differs only at an epoch's
-        end. High values mean the token batcher wastes compute on padding.
-        """
-        return self._padding_sum / max(self.steps, 1)

@@ -24,7 +24,7 @@ import pytest
 from transformer.cli import main
 from transformer.data import token_store_builder
 from transformer.data.stored_corpus import StoredCorpus
-from transformer.training import trainer
+from transformer.training import data_feed
 
 #: How long rank 0 of a multi-process job holds back each store build, widening the window of a race.
 BUILD_DELAY_SECONDS = 1.0
@@ -36,9 +36,9 @@ def _append(path: Path, record: dict) -> None:
 
 
 def install_recorders(record_dir: Path, patch: pytest.MonkeyPatch) -> None:
-    """Wrap the store builder and the trainer's collate so that each call leaves a line in ``record_dir``."""
+    """Wrap the store builder and the training feed's collate so that each call leaves a line in ``record_dir``."""
     rank = int(os.environ.get("RANK", "0"))
-    build_token_store, collate = token_store_builder.build_token_store, trainer.collate
+    build_token_store, collate = token_store_builder.build_token_store, data_feed.collate
 
     def recording_build(directory, *args, **kwargs):
         _append(record_dir / "builds.jsonl", {"rank": rank, "directory": str(directory)})
@@ -52,9 +52,9 @@ def install_recorders(record_dir: Path, patch: pytest.MonkeyPatch) -> None:
             _append(record_dir / f"batches.rank{rank}.jsonl", record)
         return collate(indices, corpus, *args, **kwargs)
 
-    # prepare_token_store and the trainer look these names up in their modules at each call.
+    # prepare_token_store and the training feed look these names up in their modules at each call.
     patch.setattr(token_store_builder, "build_token_store", recording_build)
-    patch.setattr(trainer, "collate", recording_collate)
+    patch.setattr(data_feed, "collate", recording_collate)
     (record_dir / f"pid.rank{rank}").write_text(str(os.getpid()), encoding="utf-8")
 
 

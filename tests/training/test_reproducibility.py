@@ -15,7 +15,8 @@ from transformer.cli import main
 from transformer.config import TrainConfig
 from transformer.safetensors_files import save_safetensors_file
 from transformer.training.checkpoint import load_training_checkpoint
-from transformer.training.reproducibility import deterministic_algorithms, reconcile_tuning
+from transformer.training.measured_defaults import reconcile_tuning
+from transformer.training.reproducibility import deterministic_algorithms
 
 CHECKPOINT_FILES = ("model.safetensors", "optimizer.safetensors")
 

@@ -105,13 +105,13 @@ def slowed_trainer(
     data = prepare_data(experiment.data, experiment.model.vocab_size, run_dir)
     reporter = RecordingReporter()
     trainer = Trainer(experiment, run_dir, data, reporter=reporter)
-    real_step = trainer._accumulate_and_step
+    real_step = trainer.gradient_step.run
 
     def slow_step(group):
         time.sleep(0.04)
         return real_step(group)
 
-    monkeypatch.setattr(trainer, "_accumulate_and_step", slow_step)
+    monkeypatch.setattr(trainer.gradient_step, "run", slow_step)
     return trainer, reporter
 
 

@@ -231,3 +231,31 @@ def broadcast_from_main(value: T, context: DistributedContext) -> T:
     holder: list[T | None] = [value if context.is_main else None]
     dist.broadcast_object_list(holder, src=0)
     return cast(T, holder[0])
+
+
+def gather_rng_states(context: DistributedContext) -> dict[str, Tensor]:
+    """Collect every process's random-number-generator states, for a checkpoint.
+
+    Parameters
+    ----------
+    context : DistributedContext
+        Rank, world size and device.
+
+    Returns
+    -------
+    dict of str to torch.Tensor
+        ``rng.cpu.rank{r}`` for every rank, and ``rng.cuda.rank{r}`` where the device is a GPU.
+
+    Notes
+    -----
+    Each rank resumes its own dropout stream from its own state: a single saved state would give every rank
+    the same dropout masks after a resume. A collective call: every rank must make it.
+    """
+    states = {f"rng.cpu.rank{context.rank}": torch.get_rng_state()}
+    if context.device.type == "cuda":
+        states[f"rng.cuda.rank{context.rank}"] = torch.cuda.get_rng_state(context.device)
+    if not context.is_distributed:
+        return states
+    gathered: list[dict[str, Tensor] | None] = [None] * context.world_size
+    dist.all_gather_object(gathered, {key: value.cpu() for key, value in states.items()})
+    return {key: value for item in gathered if item for key, value in item.items()}

@@ -108,6 +108,31 @@ class GradientStep:
         self._update()
         return losses, global_tokens
 
+    def set_precision(self, precision: str) -> str:
+        """Compute in ``precision`` from the next step on, with a gradient scaler in fp16 only.
+
+        Parameters
+        ----------
+        precision : str
+            "fp32", "bf16" or "fp16".
+
+        Returns
+        -------
+        str
+            ``precision``, for the caller to keep.
+
+        Notes
+        -----
+        fp16 keeps an existing scaler (and so its loss scale); any other precision drops it, since bf16
+        and fp32 have fp32's exponent range and need no scaling.
+        """
+        self.precision = precision
+        if precision != "fp16":
+            self.grad_scaler = None
+        elif self.grad_scaler is None:
+            self.grad_scaler = torch.amp.GradScaler("cuda")
+        return precision
+
     def global_target_tokens(self, group: list[Batch]) -> int:
         """Count the step's target tokens over all processes.
 

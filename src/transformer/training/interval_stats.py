@@ -1,9 +1,12 @@
 """Loss, token and padding sums between two training log records, read back from the device lazily."""
 
 import time
+from typing import Any
 
 import torch
 from torch import Tensor
+
+from transformer.training.checkpoint import TrainerState
 
 
 class IntervalStats:
@@ -100,3 +103,37 @@ class IntervalStats:
         end. High values mean the token batcher wastes compute on padding.
         """
         return self._padding_sum / max(self.steps, 1)
+
+    def train_record(self, state: TrainerState, learning_rate: float) -> dict[str, Any]:
+        """Build the ``metrics.jsonl`` train record of the interval that ends at the state's step.
+
+        Parameters
+        ----------
+        state : TrainerState
+            Step, epoch, tokens seen and elapsed time of the run.
+        learning_rate : float
+            The rate of the step just taken.
+
+        Returns
+        -------
+        dict
+            ``kind`` "train", ``step``, ``epoch``, ``train_loss`` and ``train_nll`` per target token,
+            ``learning_rate``, ``tokens_per_second``, ``padding_ratio``, ``tokens_seen``, ``elapsed_seconds``.
+
+        Notes
+        -----
+        Call it after the pending losses were read back (the trainer's settle step), or the loss sums lag
+        behind the token count and the per-token losses come out low.
+        """
+        return {
+            "kind": "train",
+            "step": state.step,
+            "epoch": state.epoch,
+            "train_loss": self.loss_sum / max(self.tokens, 1),
+            "train_nll": self.nll_sum / max(self.tokens, 1),
+            "learning_rate": learning_rate,
+            "tokens_per_second": self.tokens / max(self.seconds(), 1e-9),
+            "padding_ratio": self.padding_ratio(),
+            "tokens_seen": state.tokens_seen,
+            "elapsed_seconds": state.elapsed_seconds,
+        }

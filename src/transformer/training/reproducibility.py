@@ -21,102 +21,11 @@ threshold, give bit-identical weights after 40 steps, in fp32 with 1 and 2 threa
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 
-from transformer.autotune.model_tuning import ModelTuning
-
 #: The cuBLAS workspace setting that PyTorch requires for deterministic matrix products on CUDA >= 10.2.
 CUBLAS_WORKSPACE_SETTING = ":4096:8"
-
-
-@dataclass(frozen=True)
-class AdoptedTuning:
-    """The automatic defaults a resumed run applies, and what it says about them.
-
-    Parameters
-    ----------
-    tuning : ModelTuning
-        The values to apply: the recorded ones where this run measured a different value.
-    notes : list of str
-        One line per value taken from the record instead of this run's measurement.
-
-    Notes
-    -----
-    Built by :func:`reconcile_tuning`; the trainer applies ``tuning`` before it loads the checkpoint's
-    weights and optimizer state, so the first resumed step already computes as the first segment did.
-    """
-
-    tuning: ModelTuning
-    notes: list[str]
-
-
-def tuning_record(tuning: ModelTuning) -> dict[str, Any]:
-    """Record the automatic defaults a run measured, for its checkpoints' training state.
-
-    Parameters
-    ----------
-    tuning : ModelTuning
-        What the run resolved (None for a value the configuration set explicitly).
-
-    Returns
-    -------
-    dict
-        ``{"precision": str | None, "threads": int | None, "explicit_max_length": int | None}``.
-
-    Notes
-    -----
-    Only measured values are recorded: a value the configuration gives is read from the configuration on
-    resume, so changing it there (say, more threads on a bigger machine) still takes effect.
-    """
-    return {
-        "precision": tuning.precision,
-        "threads": tuning.threads,
-        "explicit_max_length": tuning.explicit_max_length,
-    }
-
-
-def reconcile_tuning(recorded: dict[str, Any] | None, measured: ModelTuning) -> AdoptedTuning:
-    """Choose the automatic defaults of a resumed run: the values its first segment measured.
-
-    Parameters
-    ----------
-    recorded : dict or None
-        :func:`tuning_record` of the checkpoint; None for a checkpoint written before runs recorded it.
-    measured : ModelTuning
-        What this process measured (or read from the cache).
-
-    Returns
-    -------
-    AdoptedTuning
-        The values to apply, with a note for each recorded value that replaced a measured one.
-
-    Notes
-    -----
-    A measurement that flips (a busy machine, a deleted cache, another thread count) would otherwise change
-    the arithmetic halfway through a run, and a resumed run would no longer equal an uninterrupted one. A value
-    is taken from the record only where this run measured one too: a value now set in the configuration wins.
-    """
-    if not recorded:
-        return AdoptedTuning(measured, [])
-    adopted = ModelTuning(
-        precision=measured.precision,
-        explicit_max_length=measured.explicit_max_length,
-        threads=measured.threads,
-        notes=list(measured.notes),
-    )
-    notes = []
-    for name in ("precision", "threads", "explicit_max_length"):
-        now, before = getattr(measured, name), recorded.get(name)
-        if now is not None and before is not None and now != before:
-            setattr(adopted, name, before)
-            notes.append(
-                f"resume: {name}={before!r} as the run measured at its start (measured now: {now!r}), "
-                "so the resumed run computes as an uninterrupted one"
-            )
-    return AdoptedTuning(adopted, notes)
 
 
 @contextmanager

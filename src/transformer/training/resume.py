@@ -20,6 +20,52 @@ from transformer.training.checkpoint import (
 from transformer.training.reporting import Reporter
 
 
+def checkpoint_to_resume(
+    checkpoints: CheckpointManager, resume: bool, run_dir: Path, reporter: Reporter
+) -> TrainingCheckpoint | None:
+    """Decide what a run directory's checkpoints mean for a training that starts in it.
+
+    Parameters
+    ----------
+    checkpoints : CheckpointManager
+        The run's checkpoints.
+    resume : bool
+        ``--resume``.
+    run_dir : Path
+        The run directory, named when it is refused.
+    reporter : Reporter
+        Told when ``--resume`` finds nothing and the run starts from scratch.
+
+    Returns
+    -------
+    TrainingCheckpoint or None
+        The checkpoint to resume from; None to start from scratch.
+
+    Raises
+    ------
+    ValueError
+        When the directory holds checkpoints and ``resume`` is False: they are never overwritten.
+    CheckpointError
+        When none of its checkpoints loads.
+
+    Notes
+    -----
+    The command refuses ``--resume`` with nothing to resume before it creates anything; a run that reaches
+    here with ``resume`` and no checkpoint was started by the library, and starts from scratch with a note.
+    """
+    latest = checkpoints.latest()
+    if latest is None:
+        if resume:
+            reporter.message(f"no checkpoint in {checkpoints.checkpoint_dir}; starting from scratch")
+        return None
+    if not resume:
+        raise ValueError(
+            f"{run_dir} already holds checkpoints ({latest.name}); pass --resume to continue it "
+            "or choose another --output-dir"
+        )
+    return newest_readable_checkpoint(checkpoints, reporter)
+
+
 def newest_readable_checkpoint(checkpoints: CheckpointManager, reporter: Reporter) -> TrainingCheckpoint:
     """Load the newest checkpoint of a run that reads back whole.
 

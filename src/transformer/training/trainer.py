@@ -8,24 +8,18 @@ that sees all N shards' batches (tested).
 
 import math
 import os
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
-from torch import Tensor, nn
-from torch import distributed as dist
+from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.optim.lr_scheduler import LRScheduler
 
 from transformer.allocator import allocator_note
 from transformer.architectures import build_model, model_width
-from transformer.autotune.model_tuning import ModelTuning, tune_model
-from transformer.autotune.thread_probe import usable_cpus
 from transformer.config import ExperimentConfig
-from transformer.data.batching import BATCH_ORDER_VERSION, Batch, TokenBatchSampler, collate, shard
-from transformer.data.dataset import ParallelCorpus
+from transformer.data.batching import BATCH_ORDER_VERSION, Batch
 from transformer.data.prepare import TOKENIZER_FILE, TrainingData
 from transformer.evaluation.perplexity import sum_batch_losses
 from transformer.model.transformer import Transformer
@@ -36,20 +30,22 @@ from transformer.training.checkpoint import (
     optimizer_tensors,
     restore_optimizer,
 )
+from transformer.training.data_feed import TrainingFeed
 from transformer.training.distributed import (
     DistributedContext,
     all_reduce_sum,
     barrier,
-    broadcast_from_main,
+    gather_rng_states,
 )
 from transformer.training.gradient_step import GradientStep
 from transformer.training.interval_stats import IntervalStats
+from transformer.training.measured_defaults import reconcile_tuning, tune_training_defaults, tuning_record
 from transformer.training.metrics import MetricsLog
 from transformer.training.precision import autocast, check_precision
 from transformer.training.reporting import Reporter, SilentReporter
-from transformer.training.reproducibility import deterministic_algorithms, reconcile_tuning, tuning_record
-from transformer.training.result import TrainingDivergedError, TrainResult
-from transformer.training.resume import batch_order_warning, newest_readable_checkpoint, resumable_state
+from transformer.training.reproducibility import deterministic_algorithms
+from transformer.training.result import TrainingDivergedError, TrainResult, raise_if_diverged, time_limit_note
+from transformer.training.resume import batch_order_warning, checkpoint_to_resume, resumable_state
 from transformer.training.run_clock import RunClock
 from transformer.training.schedule import TimeBudget, build_scheduler, crossed_multiple, scale_for_peak
 
@@ -101,7 +97,7 @@ class Trainer:
         )
         self.device = self.context.device
         check_precision(self.recipe.precision, self.device)
-        self.tuning = self._tune_defaults()
+        self.tuning = tune_training_defaults(experiment.model, self.recipe, self.context)
         if data.tokenizer.vocab_size != experiment.model.vocab_size:
             raise ValueError(
                 f"model.vocab_size={experiment.model.vocab_size} but the tokenizer {data.tokenizer.model_path} "
@@ -126,13 +122,8 @@ class Trainer:
             experiment.model.pad_id,
             self.recipe.clip_norm,
         )
-        self._apply_precision(self.tuning.precision or self.recipe.precision)
-        self.sampler = TokenBatchSampler(
-            data.train.source_lengths,
-            data.train.target_lengths,
-            self.recipe.max_tokens,
-            seed=self.recipe.seed,
-        )
+        self.precision = self.gradient_step.set_precision(self.tuning.precision or self.recipe.precision)
+        self.feed = TrainingFeed(data, self.recipe, experiment.model, self.context)
         self.checkpoints = CheckpointManager(run_dir / "checkpoints", self.recipe.keep_checkpoints)
         self.state = TrainerState(
             experiment=experiment.to_dict(),
@@ -189,64 +180,6 @@ class Trainer:
         )
         return optimizer, scheduler
 
-    def _apply_precision(self, precision: str) -> None:
-        """Train in ``precision`` from now on, with a gradient scaler for fp16 only."""
-        self.gradient_step.precision = precision
-        if precision != "fp16":
-            self.gradient_step.grad_scaler = None
-        elif self.gradient_step.grad_scaler is None:
-            self.gradient_step.grad_scaler = torch.amp.GradScaler("cuda")
-
-    @property
-    def precision(self) -> str:
-        """The precision training runs in.
-
-        Returns
-        -------
-        str
-            "fp32", "bf16" or "fp16": ``train.precision``, or what ``auto`` resolved to.
-
-        Notes
-        -----
-        A resumed run may change it to the precision its first segment measured
-        (:func:`transformer.training.reproducibility.reconcile_tuning`).
-        """
-        return self.gradient_step.precision
-
-    @property
-    def grad_scaler(self) -> torch.amp.GradScaler | None:
-        """The fp16 gradient scaler.
-
-        Returns
-        -------
-        torch.amp.GradScaler or None
-            The scaler in fp16 training; None in the other precisions.
-
-        Notes
-        -----
-        Its state is saved with every checkpoint and restored on resume, so the loss scale continues.
-        """
-        return self.gradient_step.grad_scaler
-
-    def _tune_defaults(self) -> ModelTuning:
-        """Resolve the automatic defaults on rank 0 and give every rank the same answer."""
-        threads = self.recipe.threads
-        if threads is None and self.context.is_distributed and self.device.type == "cpu":
-            # Several processes share this machine's CPUs: split them instead of timing one process alone.
-            threads = max(1, usable_cpus() // self.context.world_size)
-        tuning = ModelTuning()
-        if self.context.is_main:
-            tuning = tune_model(
-                self.experiment.model,
-                self.device,
-                self.recipe.max_tokens,
-                self.recipe.precision,
-                threads,
-            )
-        tuning = broadcast_from_main(tuning, self.context)
-        torch.set_num_threads(threads or tuning.threads or torch.get_num_threads())
-        return tuning
-
     def train(self, resume: bool = False, reuse_finished: bool = False) -> TrainResult:
         """Run until ``max_steps``, ``max_epochs`` or ``max_minutes``.
 
@@ -299,7 +232,11 @@ class Trainer:
             self.reporter.close()
             if metrics is not None:
                 metrics.close()
-        schedule_note = self._schedule_note() if stop_reason == "max_minutes" else ""
+        schedule_note = ""
+        if stop_reason == "max_minutes":
+            schedule_note = time_limit_note(
+                self.state.step, self.recipe, float(self.scheduler.get_last_lr()[0])
+            )
         if schedule_note:
             self.reporter.message(schedule_note)
         return TrainResult(
@@ -314,34 +251,12 @@ class Trainer:
             schedule_note=schedule_note,
         )
 
-    def _schedule_note(self) -> str:
-        """Say how much of the schedule a run stopped by its time limit did, and whether it cooled down."""
-        share = self.state.step / self.recipe.max_steps
-        done = f"stopped by max_minutes={self.recipe.max_minutes} at step {self.state.step} of {self.recipe.max_steps} ({share:.0%} of the schedule)"
-        if self.recipe.cooldown_steps > 0:
-            return f"{done}; warm-up and cool-down followed the clock, annealing the learning rate to zero within the time limit"
-        return (
-            f"warning: {done} without a cool-down (train.cooldown_steps is 0), at learning rate "
-            f"{self.scheduler.get_last_lr()[0]:.2e}; --resume continues it"
-        )
-
     def _load_or_refuse_existing(self, resume: bool) -> None:
-        latest = self.checkpoints.latest()
-        if latest is None:
-            if resume:
-                self.reporter.message(
-                    f"no checkpoint in {self.checkpoints.checkpoint_dir}; starting from scratch"
-                )
-            return
-        if not resume:
-            raise ValueError(
-                f"{self.run_dir} already holds checkpoints ({latest.name}); pass --resume to continue it "
-                "or choose another --output-dir"
-            )
-        checkpoint = newest_readable_checkpoint(self.checkpoints, self.reporter)
-        self.restore(checkpoint)
-        self._last_checkpoint = (self.state.step, checkpoint.path)
-        self.reporter.message(f"resumed from {checkpoint.path} at step {self.state.step}")
+        checkpoint = checkpoint_to_resume(self.checkpoints, resume, self.run_dir, self.reporter)
+        if checkpoint is not None:
+            self.restore(checkpoint)
+            self._last_checkpoint = (self.state.step, checkpoint.path)
+            self.reporter.message(f"resumed from {checkpoint.path} at step {self.state.step}")
 
     def restore(self, checkpoint: TrainingCheckpoint) -> None:
         """Load weights, optimizer, schedule, data position and random state from a checkpoint.
@@ -376,8 +291,8 @@ class Trainer:
         )
         restore_optimizer(self.optimizer, checkpoint.optimizer_tensors, state.param_groups)
         self.scheduler.load_state_dict(state.scheduler)
-        if self.grad_scaler is not None and state.grad_scaler:
-            self.grad_scaler.load_state_dict(state.grad_scaler)
+        if self.gradient_step.grad_scaler is not None and state.grad_scaler:
+            self.gradient_step.grad_scaler.load_state_dict(state.grad_scaler)
         torch.set_rng_state(checkpoint.optimizer_tensors[f"rng.cpu.rank{self.context.rank}"])
         cuda_key = f"rng.cuda.rank{self.context.rank}"
         if self.device.type == "cuda" and cuda_key in checkpoint.optimizer_tensors:
@@ -395,7 +310,7 @@ class Trainer:
         self.tuning = adopted.tuning
         if self.device.type == "cpu" and self.tuning.threads is not None:
             torch.set_num_threads(self.tuning.threads)
-        self._apply_precision(self.tuning.precision or self.recipe.precision)
+        self.precision = self.gradient_step.set_precision(self.tuning.precision or self.recipe.precision)
         if isinstance(self.model, Transformer) and self.tuning.explicit_max_length is not None:
             self.model.set_explicit_attention_max_length(self.tuning.explicit_max_length)
         for note in adopted.notes:
@@ -410,8 +325,8 @@ class Trainer:
         self._segment_start_elapsed = self.state.elapsed_seconds
         self.clock.start_segment(self.state.step)
         try:
-            for group in self._batch_groups():
-                losses, tokens = self._accumulate_and_step(group)
+            for group in self.feed.batch_groups(self.state):
+                losses, tokens = self.gradient_step.run(group)
                 self.state.step += 1
                 self.clock.step_done()
                 self.state.tokens_seen += tokens
@@ -467,20 +382,6 @@ class Trainer:
             return "max_minutes"
         return ""
 
-    def _batch_groups(self) -> Iterator[list[Batch]]:
-        while self.recipe.max_epochs is None or self.state.epoch < self.recipe.max_epochs:
-            batches = shard(
-                self.sampler.batch_index_arrays(self.state.epoch), self.context.rank, self.context.world_size
-            )
-            position = self.state.batches_done_in_epoch
-            while position < len(batches):
-                indices = batches[position : position + self.recipe.accumulate]
-                position += len(indices)
-                self.state.batches_done_in_epoch = position
-                yield [self._collate(batch, self.data.train) for batch in indices]
-            self.state.epoch += 1
-            self.state.batches_done_in_epoch = 0
-
     def train_step(self, group: list[Batch]) -> tuple[float, float, int]:
         """Take one optimizer step over a group of batches whose gradients are accumulated.
 
@@ -504,14 +405,10 @@ class Trainer:
         never saved). Benchmarks call this to time exactly what training runs; the training loop itself
         leaves the losses on the device and reads them back only at log, validation and checkpoint steps.
         """
-        losses, tokens = self._accumulate_and_step(group)
+        losses, tokens = self.gradient_step.run(group)
         totals = all_reduce_sum(losses, self.context).cpu()
-        self._raise_if_diverged(totals[None, :], self.state.step + 1)
+        raise_if_diverged(totals[None, :], self.state.step + 1, self.checkpoints.latest())
         return float(totals[0]), float(totals[1]), tokens
-
-    def _accumulate_and_step(self, group: list[Batch]) -> tuple[Tensor, int]:
-        """Forward, backward and update; return this rank's (loss, nll) sums, shape (2,), still on the device."""
-        return self.gradient_step.run(group)
 
     def _settle_losses(self, interval: IntervalStats) -> None:
         """Read the interval's pending step losses back (one sync), summed over ranks, and check them."""
@@ -520,25 +417,9 @@ class Trainer:
             return
         per_step = all_reduce_sum(pending, self.context).cpu()  # (steps, 2): loss and nll sums
         first_step = self.state.step - per_step.size(0) + 1
-        self._raise_if_diverged(per_step, first_step)
+        raise_if_diverged(per_step, first_step, self.checkpoints.latest())
         interval.loss_sum += float(per_step[:, 0].sum())
         interval.nll_sum += float(per_step[:, 1].sum())
-
-    def _raise_if_diverged(self, per_step: Tensor, first_step: int) -> None:
-        """Raise :class:`TrainingDivergedError` naming the first step whose loss is not finite."""
-        finite = torch.isfinite(per_step[:, 0])
-        if bool(finite.all()):
-            return
-        bad = int((~finite).nonzero()[0, 0])
-        raise TrainingDivergedError(
-            f"loss became {float(per_step[bad, 0])} at step {first_step + bad}; the last good checkpoint is "
-            f"{self.checkpoints.latest() or 'none'} (try a lower learning rate or train.clip_norm)"
-        )
-
-    def _collate(self, indices: Sequence[int] | np.ndarray, corpus: ParallelCorpus) -> Batch:
-        """Pad one batch with the model's special ids (as decoding and perplexity do) and move it to the device."""
-        model = self.experiment.model
-        return collate(indices, corpus, model.pad_id, model.start_id, model.eos_id).to(self.device)
 
     def validate(self) -> tuple[float, float] | None:
         """Compute the validation loss per token and the perplexity.
@@ -554,18 +435,12 @@ class Trainer:
         Every rank evaluates its shard; the sums are added over ranks. Runs in eval mode (no dropout) and in
         the training precision.
         """
-        if self.data.valid is None:
+        batches = self.feed.validation_batches()
+        if batches is None:
             return None
-        sampler = TokenBatchSampler(
-            self.data.valid.source_lengths,
-            self.data.valid.target_lengths,
-            self.recipe.max_tokens,
-            shuffle=False,
-        )
-        shard = sampler.batches(0)[self.context.rank :: self.context.world_size]
         sums = sum_batch_losses(
             self.model,
-            (self._collate(indices, self.data.valid) for indices in shard),
+            batches,
             self.recipe.label_smoothing,
             self.experiment.model.pad_id,
             forward_context=lambda: autocast(self.precision, self.device),
@@ -588,18 +463,7 @@ class Trainer:
         return result
 
     def _log_train(self, interval: IntervalStats, metrics: MetricsLog | None) -> None:
-        record = {
-            "kind": "train",
-            "step": self.state.step,
-            "epoch": self.state.epoch,
-            "train_loss": interval.loss_sum / max(interval.tokens, 1),
-            "train_nll": interval.nll_sum / max(interval.tokens, 1),
-            "learning_rate": self.scheduler.get_last_lr()[0],
-            "tokens_per_second": interval.tokens / max(interval.seconds(), 1e-9),
-            "padding_ratio": interval.padding_ratio(),
-            "tokens_seen": self.state.tokens_seen,
-            "elapsed_seconds": self.state.elapsed_seconds,
-        }
+        record = interval.train_record(self.state, float(self.scheduler.get_last_lr()[0]))
         if metrics is not None:
             metrics.write(record)
         self.reporter.update(self.state.step, record)
@@ -612,8 +476,12 @@ class Trainer:
             self.state.best_valid_loss = valid_loss
         self.state.scheduler = self.scheduler.state_dict()
         self.state.param_groups = self.optimizer.state_dict()["param_groups"]
-        self.state.grad_scaler = self.grad_scaler.state_dict() if self.grad_scaler is not None else None
-        rng = self._gather_rng_states()
+        self.state.grad_scaler = (
+            self.gradient_step.grad_scaler.state_dict()
+            if self.gradient_step.grad_scaler is not None
+            else None
+        )
+        rng = gather_rng_states(self.context)
         path = None
         if self.context.is_main:
             tensors = {**optimizer_tensors(self.optimizer), **rng}
@@ -628,14 +496,3 @@ class Trainer:
         barrier(self.context)
         self._last_checkpoint = (self.state.step, path)
         return path
-
-    def _gather_rng_states(self) -> dict[str, Tensor]:
-        """Every rank's random state, so each rank resumes its own dropout stream."""
-        states = {f"rng.cpu.rank{self.context.rank}": torch.get_rng_state()}
-        if self.device.type == "cuda":
-            states[f"rng.cuda.rank{self.context.rank}"] = torch.cuda.get_rng_state(self.device)
-        if not self.context.is_distributed:
-            return states
-        gathered: list[dict[str, Tensor] | None] = [None] * self.context.world_size
-        dist.all_gather_object(gathered, {key: value.cpu() for key, value in states.items()})
-        return {key: value for item in gathered if item for key, value in item.items()}

@@ -43,6 +43,8 @@ from transformer.data.synthetic import (
     parse_lexicon,
     write_corpus,
 )
+from transformer.data.synthetic import generation as synthetic_generation
+from transformer.data.synthetic import lexicon as synthetic_lexicon
 
 LEXICON = load_lexicon()
 NOUNS, PROPER_NAMES, VERBS, MODALS = LEXICON.nouns, LEXICON.proper_names, LEXICON.verbs, LEXICON.modals
@@ -197,9 +199,9 @@ def test_gives_up_when_the_grammar_runs_out_of_distinct_pairs() -> None:
         number = rng.randrange(3)
         return f"English {number}.", f"Deutsch {number}."
 
-    assert len(synthetic._distinct_pairs(3, random.Random(0), draw_from_three, 1000)) == 3
+    assert len(synthetic_generation._distinct_pairs(3, random.Random(0), draw_from_three, 1000)) == 3
     with pytest.raises(ValueError, match=r"num_pairs=4 .* 1000 attempts"):
-        synthetic._distinct_pairs(4, random.Random(0), draw_from_three, 1000)
+        synthetic_generation._distinct_pairs(4, random.Random(0), draw_from_three, 1000)
 
 
 # --------------------------------------------------------------------------- lexicon file
@@ -222,7 +224,7 @@ def test_lexicon_loads_once_and_matches_the_documented_sizes() -> None:
 def test_lexicon_is_declared_as_package_data() -> None:
     tomllib = pytest.importorskip("tomllib")
     pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
-    assert LEXICON_FILE in pyproject["tool"]["setuptools"]["package-data"]["transformer.data"]
+    assert LEXICON_FILE in pyproject["tool"]["setuptools"]["package-data"]["transformer.data.synthetic"]
 
 
 def edited(edit: str) -> dict[str, Any]:
@@ -272,10 +274,10 @@ def test_lexicon_errors_name_the_file_and_the_key(edit: str, message: str) -> No
 
 
 def test_a_missing_lexicon_file_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(synthetic, "LEXICON_FILE", "absent.json")
+    monkeypatch.setattr(synthetic_lexicon, "LEXICON_FILE", "absent.json")
     load_lexicon.cache_clear()
     try:
-        with pytest.raises(LexiconError, match=r"data/absent\.json: lexicon file missing"):
+        with pytest.raises(LexiconError, match=r"data/synthetic/absent\.json: lexicon file missing"):
             load_lexicon()
     finally:
         load_lexicon.cache_clear()  # the next call reads the real file again

@@ -38,7 +38,7 @@ ALLOWED: dict[str, set[str]] = {
         "safetensors_files",
     },
     "averaging": {"checkpoint", "atomic_files"},
-    "decoding": {"model", "architectures", "config", "data", "checkpoint", "device"},
+    "decoding": {"model", "baselines", "architectures", "config", "data", "checkpoint", "device"},
     "evaluation": {"model", "architectures", "data", "loss"},
     "visualization": {"model", "data", "atomic_files"},
     "autotune": {"model", "baselines", "device", "atomic_files"},
@@ -180,3 +180,36 @@ def test_the_checker_sees_lazy_imports(tmp_path: Path) -> None:
         (4, "transformer.training.trainer"),
         (5, "transformer.model.masks"),
     ]
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Every module of the package and the package modules it imports (at any depth of its code)."""
+    modules = {module_name(path): path for path in SOURCES}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        imported = set()
+        for _, target in imported_modules(path):
+            # ``from transformer import x`` names the module x; a name that is not a module is its package's.
+            module = target if target in modules else target.rsplit(".", 1)[0]
+            if module in modules:
+                imported.add(module)
+        graph[name] = imported - {name}
+    return graph
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    """Zero import circles between modules, deferred imports inside functions included (#30 item 4)."""
+    graph = module_graph()
+    assert graph["transformer.decoding.step_model"] >= {"transformer.baselines.rnn_step_model"}
+    finished: set[str] = set()
+
+    def visit(module: str, chain: list[str]) -> None:
+        assert module not in chain, f"import circle: {' -> '.join([*chain[chain.index(module) :], module])}"
+        if module in finished:
+            return
+        for target in sorted(graph[module]):
+            visit(target, [*chain, module])
+        finished.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])

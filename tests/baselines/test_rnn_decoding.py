@@ -103,7 +103,7 @@ def test_reorder_follows_rows_in_both_modes(model) -> None:
     tokens = torch.tensor([1, 1, 1])
     results = []
     for use_cache in (True, False):
-        step_model = model.make_step_model(use_cache)
+        step_model = RNNStepModel(model, use_cache)
         with torch.no_grad():
             state = step_model.start(src_tokens)
             step_model.log_probs(state, torch.tensor([1, 1]))

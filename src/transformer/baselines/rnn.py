@@ -4,12 +4,11 @@ A bidirectional LSTM reads the source; a linear bridge turns its final states in
 states; an LSTM decoder with global attention (:class:`~transformer.baselines.rnn_attention.GlobalAttention`)
 and input feeding (Luong et al., 2015) predicts the target. The model has the Transformer's interface where
 the package relies on it: ``forward(src_tokens, tgt_input)`` returns logits, ``config`` carries the vocabulary
-and special ids, ``num_parameters()`` counts, and :meth:`RNNEncoderDecoder.make_step_model` gives the searches
-their step model.
+and special ids, and ``num_parameters()`` counts. The searches drive it through
+:class:`~transformer.baselines.rnn_step_model.RNNStepModel`, which imports this module (never the reverse).
 """
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
@@ -18,9 +17,6 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from transformer.baselines.rnn_attention import GlobalAttention
 from transformer.baselines.rnn_config import RNNConfig
-
-if TYPE_CHECKING:
-    from transformer.baselines.rnn_step_model import RNNStepModel
 
 #: Every parameter starts uniform in [-0.1, 0.1], as in Luong et al. (2015), section 4.1.
 INIT_RANGE = 0.1
@@ -385,26 +381,3 @@ class RNNEncoderDecoder(nn.Module):
         encoding, state = self.encode(src_tokens)
         logits, weights, _ = self.decode(tgt_tokens, encoding, state)
         return logits, weights
-
-    def make_step_model(self, use_cache: bool = True) -> "RNNStepModel":
-        """Adapt the model to the searches' step-model protocol.
-
-        Parameters
-        ----------
-        use_cache : bool
-            Carry the LSTM states and h~ between steps (True), or re-run the decoder over the whole prefix
-            at every step (False: the same tokens, quadratic cost; for checking).
-
-        Returns
-        -------
-        RNNStepModel
-            What ``transformer.decoding.step_model.as_step_model`` hands to greedy and beam search.
-
-        Notes
-        -----
-        The decoding package calls this method when it meets a model that is not a Transformer, so it needs
-        no import of this package: the model brings its own adapter.
-        """
-        from transformer.baselines.rnn_step_model import RNNStepModel
-
-        return RNNStepModel(self, use_cache)

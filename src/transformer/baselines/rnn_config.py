@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from transformer.model.special_tokens import SpecialTokens
 from transformer.typed_fields import build_dataclass, check_field_types
 
 #: The scoring functions of the decoder's attention: Luong's "dot" and "general", Bahdanau's "additive".
@@ -19,7 +20,7 @@ RNN_ATTENTIONS = ("dot", "general", "additive")
 
 
 @dataclass(frozen=True)
-class RNNConfig:
+class RNNConfig(SpecialTokens):
     """Hyper-parameters of the attentional LSTM encoder-decoder.
 
     Parameters
@@ -112,77 +113,7 @@ class RNNConfig:
                 "RNNConfig.tie_output_projection needs embedding_dim == hidden_size, got "
                 f"{self.embedding_dim} and {self.hidden_size}"
             )
-        self._check_vocabulary()
-
-    def _check_vocabulary(self) -> None:
-        special = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id, "unk_id": self.unk_id}
-        if self.decoder_start_id is not None:
-            special["decoder_start_id"] = self.decoder_start_id
-        smallest = min(self.vocab_size, self.tgt_vocab_size)
-        for name, value in special.items():
-            if not 0 <= value < smallest:
-                raise ValueError(f"RNNConfig.{name}={value} is outside the vocabulary [0, {smallest})")
-        for first, second in (
-            ("pad_id", "eos_id"),
-            ("pad_id", "unk_id"),
-            ("eos_id", "unk_id"),
-            ("pad_id", "bos_id"),
-        ):
-            if special[first] == special[second]:
-                raise ValueError(f"RNNConfig.{first} and {second} must differ, both are {special[first]}")
-        if self.share_embeddings and self.tgt_vocab_size != self.vocab_size:
-            raise ValueError(
-                f"RNNConfig.share_embeddings needs equal vocabularies, got vocab_size={self.vocab_size} "
-                f"and target_vocab_size={self.target_vocab_size}"
-            )
-
-    @property
-    def start_id(self) -> int:
-        """The first decoder input token: ``decoder_start_id``, else ``bos_id``.
-
-        Returns
-        -------
-        int
-            The id every target's decoder input, and every search, starts with.
-
-        Notes
-        -----
-        The same rule as ``TransformerConfig.start_id``: token batches and the searches read this property
-        and never ``bos_id`` directly, so both architectures are trained and decoded from the same token.
-        """
-        return self.decoder_start_id if self.decoder_start_id is not None else self.bos_id
-
-    @property
-    def src_vocab_size(self) -> int:
-        """Source vocabulary size.
-
-        Returns
-        -------
-        int
-            ``vocab_size``: the source embedding's rows.
-
-        Notes
-        -----
-        An alias that reads symmetrically with :attr:`tgt_vocab_size`, as on ``TransformerConfig``; the
-        joint BPE vocabulary of a training run has ``vocab_size`` pieces.
-        """
-        return self.vocab_size
-
-    @property
-    def tgt_vocab_size(self) -> int:
-        """Target vocabulary size (``target_vocab_size`` or else ``vocab_size``).
-
-        Returns
-        -------
-        int
-            The target embedding's rows and the width of the output logits.
-
-        Notes
-        -----
-        Read this, never ``target_vocab_size`` directly, which is None for a shared vocabulary; the
-        translator checks it against the tokenizer.
-        """
-        return self.target_vocab_size if self.target_vocab_size is not None else self.vocab_size
+        self.check_special_tokens()
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "RNNConfig":

@@ -13,6 +13,7 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from transformer.baselines.rnn import RNNDecoderState, RNNEncoderDecoder, RNNEncoding
+from transformer.model.special_tokens import SpecialTokenIds
 
 
 @dataclass
@@ -42,7 +43,7 @@ class RNNSearchState:
     tgt_prefix: Tensor
 
 
-class RNNStepModel:
+class RNNStepModel(SpecialTokenIds):
     """Adapt an :class:`~transformer.baselines.rnn.RNNEncoderDecoder` to the step-model protocol.
 
     Parameters
@@ -60,57 +61,11 @@ class RNNStepModel:
     whatever the model's dtype, as for the Transformer.
     """
 
+    model: RNNEncoderDecoder
+
     def __init__(self, model: RNNEncoderDecoder, use_cache: bool = True) -> None:
         self.model = model
         self.use_cache = use_cache
-
-    @property
-    def pad_id(self) -> int:
-        """Id of the padding token (``model.config.pad_id``).
-
-        Returns
-        -------
-        int
-            ``model.config.pad_id``.
-
-        Notes
-        -----
-        The encoder packs sources by their count of non-``pad_id`` tokens, the same count the search's
-        length limits use, so both agree on what padding is.
-        """
-        return self.model.config.pad_id
-
-    @property
-    def bos_id(self) -> int:
-        """Id of the first decoder input (``model.config.start_id``).
-
-        Returns
-        -------
-        int
-            ``model.config.start_id``: ``decoder_start_id``, else ``bos_id``.
-
-        Notes
-        -----
-        Token batches start every decoder input with ``start_id`` in training, so the search must start
-        from the same token or the first step sees an input it never learned from.
-        """
-        return self.model.config.start_id
-
-    @property
-    def eos_id(self) -> int:
-        """Id of the end-of-sentence token (``model.config.eos_id``).
-
-        Returns
-        -------
-        int
-            ``model.config.eos_id``.
-
-        Notes
-        -----
-        Targets end with it in training; a search stopping on another id would run every sentence to the
-        length limit.
-        """
-        return self.model.config.eos_id
 
     @property
     def max_output_length(self) -> int | None:

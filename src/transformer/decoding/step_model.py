@@ -16,9 +16,12 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from transformer.baselines.rnn import RNNEncoderDecoder
+from transformer.baselines.rnn_step_model import RNNStepModel
 from transformer.decoding.cache_rows import reorder_decoder_cache
 from transformer.model.decoder import DecoderCache
 from transformer.model.masks import build_padding_mask
+from transformer.model.special_tokens import SpecialTokenIds
 from transformer.model.transformer import Transformer
 
 StateT = TypeVar("StateT")
@@ -175,7 +178,7 @@ class TransformerSearchState:
     tgt_prefix: Tensor
 
 
-class TransformerStepModel:
+class TransformerStepModel(SpecialTokenIds):
     """Adapt a :class:`~transformer.model.transformer.Transformer` to the :class:`StepModel` protocol.
 
     Parameters
@@ -193,41 +196,11 @@ class TransformerStepModel:
     logits, whatever the model's dtype.
     """
 
+    model: Transformer
+
     def __init__(self, model: Transformer, use_cache: bool = True) -> None:
         self.model = model
         self.use_cache = use_cache
-
-    @property
-    def pad_id(self) -> int:
-        """Id of the padding token (``model.config.pad_id``).
-
-        Returns
-        -------
-        int
-            ``model.config.pad_id``.
-
-        Notes
-        -----
-        The same id marks source padding for :func:`~transformer.model.masks.build_padding_mask` in
-        :meth:`start`, so the search's length limits and the model's attention mask agree on what padding is.
-        """
-        return self.model.config.pad_id
-
-    @property
-    def bos_id(self) -> int:
-        """Id of the first decoder input (``model.config.start_id``: ``decoder_start_id``, else ``bos_id``).
-
-        Returns
-        -------
-        int
-            ``model.config.start_id``.
-
-        Notes
-        -----
-        Not necessarily the tokenizer's BOS: an imported HuggingFace Marian model starts decoding from its
-        pad token (``decoder_start_id``), and the search must feed what the model was trained on.
-        """
-        return self.model.config.start_id
 
     @property
     def max_output_length(self) -> int | None:
@@ -246,22 +219,6 @@ class TransformerStepModel:
         """
         config = self.model.config
         return config.max_positions if config.positional_encoding == "learned" else None
-
-    @property
-    def eos_id(self) -> int:
-        """Id of the end-of-sentence token (``model.config.eos_id``).
-
-        Returns
-        -------
-        int
-            ``model.config.eos_id``.
-
-        Notes
-        -----
-        The id the model was trained to end targets with; a search that stopped on another id would run to
-        the length limit on every sentence.
-        """
-        return self.model.config.eos_id
 
     def start(self, src_tokens: Tensor) -> TransformerSearchState:
         """Encode the source and prepare an empty decoder state.
@@ -375,8 +332,8 @@ class MakesStepModel(Protocol):
         ...
 
 
-#: What every search entry point accepts: a Transformer, a model with ``make_step_model``, or a step model.
-Decodable = Transformer | MakesStepModel | StepModel[Any]
+#: What every search entry point accepts: either architecture, a model with ``make_step_model``, or a step model.
+Decodable = Transformer | RNNEncoderDecoder | MakesStepModel | StepModel[Any]
 
 
 def as_step_model(model_or_step_model: Decodable, use_cache: bool) -> StepModel[Any]:
@@ -401,6 +358,8 @@ def as_step_model(model_or_step_model: Decodable, use_cache: bool) -> StepModel[
     """
     if isinstance(model_or_step_model, Transformer):
         return TransformerStepModel(model_or_step_model, use_cache)
+    if isinstance(model_or_step_model, RNNEncoderDecoder):
+        return RNNStepModel(model_or_step_model, use_cache)
     if isinstance(model_or_step_model, MakesStepModel):
         return model_or_step_model.make_step_model(use_cache)
     return model_or_step_model

@@ -14,6 +14,7 @@ from transformer.model.feed_forward import ACTIVATIONS
 from transformer.model.multihead_attention import ATTENTION_SCORINGS
 from transformer.model.presets import BASE_SETTINGS, BIG_SETTINGS, find_table2_variant, varied_settings
 from transformer.model.scaled_dot_product_attention import ATTENTION_IMPLEMENTATIONS
+from transformer.model.special_tokens import SpecialTokens
 from transformer.typed_fields import build_dataclass, check_field_types
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned", "none")
@@ -23,7 +24,7 @@ SINUSOIDAL_LAYOUTS = ("interleaved", "concatenated")
 
 
 @dataclass(frozen=True)
-class TransformerConfig:
+class TransformerConfig(SpecialTokens):
     """Hyper-parameters of the encoder-decoder Transformer; defaults are the paper's base model.
 
     Parameters
@@ -145,7 +146,7 @@ class TransformerConfig:
                 "set d_k and d_v explicitly"
             )
         self._check_choices()
-        self._check_vocabulary()
+        self.check_special_tokens()
 
     def _check_choices(self) -> None:
         for name, value, choices in (
@@ -170,82 +171,6 @@ class TransformerConfig:
                 f"TransformerConfig.attention_scaling={self.attention_scaling!r} applies to dot-product scores; "
                 "additive scoring has no scale factor (leave attention_scaling at 'sqrt')"
             )
-
-    def _check_vocabulary(self) -> None:
-        special = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id, "unk_id": self.unk_id}
-        if self.decoder_start_id is not None:
-            special["decoder_start_id"] = self.decoder_start_id
-        smallest = min(self.vocab_size, self.tgt_vocab_size)
-        for name, value in special.items():
-            if not 0 <= value < smallest:
-                raise ValueError(
-                    f"TransformerConfig.{name}={value} is outside the vocabulary [0, {smallest})"
-                )
-        # BOS may equal EOS and the decoder may start from PAD (Marian does both); the rest must differ.
-        for first, second in (
-            ("pad_id", "eos_id"),
-            ("pad_id", "unk_id"),
-            ("eos_id", "unk_id"),
-            ("pad_id", "bos_id"),
-        ):
-            if special[first] == special[second]:
-                raise ValueError(
-                    f"TransformerConfig.{first} and {second} must differ, both are {special[first]}"
-                )
-        if self.share_embeddings and self.tgt_vocab_size != self.vocab_size:
-            raise ValueError(
-                f"TransformerConfig.share_embeddings needs equal vocabularies, got vocab_size={self.vocab_size} "
-                f"and target_vocab_size={self.target_vocab_size}"
-            )
-
-    @property
-    def start_id(self) -> int:
-        """The first decoder input token: ``decoder_start_id``, else ``bos_id``.
-
-        Returns
-        -------
-        int
-            The id every target's decoder input, and every search, starts with.
-
-        Notes
-        -----
-        Search and perplexity evaluation start from this id. A model must be decoded from the id it was
-        trained with: a model converted from HuggingFace Marian was trained starting from its pad token,
-        and decoding it from BOS would give poor output without any error.
-        """
-        return self.decoder_start_id if self.decoder_start_id is not None else self.bos_id
-
-    @property
-    def src_vocab_size(self) -> int:
-        """Source vocabulary size.
-
-        Returns
-        -------
-        int
-            ``vocab_size``: the encoder embedding's rows.
-
-        Notes
-        -----
-        An alias that reads symmetrically with :attr:`tgt_vocab_size`; ``vocab_size`` stays the stored field
-        so that configs with one shared vocabulary, the paper's case, need only one number.
-        """
-        return self.vocab_size
-
-    @property
-    def tgt_vocab_size(self) -> int:
-        """Target vocabulary size (``target_vocab_size`` or else ``vocab_size``).
-
-        Returns
-        -------
-        int
-            The decoder embedding's rows and the width of the output logits.
-
-        Notes
-        -----
-        Read this, never ``target_vocab_size`` directly, which is None for a shared vocabulary. The special
-        ids must lie below both vocabulary sizes (checked at construction).
-        """
-        return self.target_vocab_size if self.target_vocab_size is not None else self.vocab_size
 
     @property
     def head_dims(self) -> tuple[int, int]:

@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "data": {"config", "atomic_files"},
     "checkpoint": {"model", "architectures", "config", "data", "typed_fields", "atomic_files"},
     "averaging": {"checkpoint", "atomic_files"},
-    "decoding": {"model", "architectures", "config", "data", "checkpoint", "device"},
+    "decoding": {"model", "architectures", "config", "data", "checkpoint", "device", "evaluation"},
     "evaluation": {"model", "architectures", "data", "loss"},
     "visualization": {"model", "data", "atomic_files"},
     "autotune": {"model", "baselines", "device", "atomic_files"},

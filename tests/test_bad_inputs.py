@@ -323,6 +323,37 @@ BAD_INPUTS = [
         "convert --to onnx run exported",
         "export with: convert --to hf-marian|ctranslate2 CHECKPOINT OUTPUT_DIR",
     ),
+    # --- backtranslate (#28 item 6) ---
+    bad(
+        "backtranslate --checkpoint run --input ref.de --output run",
+        "--output run: holds --checkpoint",
+    ),
+    bad(
+        "backtranslate --checkpoint run --input ref.de --output marian",
+        "--output marian: exists and does not hold an earlier back-translation (backtranslation.json)",
+    ),
+    bad("backtranslate --checkpoint run --input ref.de --output src.en", "--output src.en: is a file"),
+    bad(
+        "backtranslate --checkpoint run --input ref.de --output bt --source-lang 'e n'",
+        "--source-lang 'e n': expected a file suffix such as en",
+    ),
+    bad(
+        "backtranslate --checkpoint run --input ref.de --output bt --source-lang de",
+        "--source-lang and --target-lang are both 'de'",
+    ),
+    bad(
+        "backtranslate --checkpoint run --input ref.de --output bt --beam 2 --sampling",
+        "--beam and --sampling: back-translation samples unless --beam asks for beam search",
+    ),
+    bad(
+        "backtranslate --checkpoint run --output bt",
+        "standard input line 1: control character U+001B",
+        b"\x1b[2J\n",
+    ),
+    bad(
+        "backtranslate --checkpoint run --input ref.de --output bt --temperature 0",
+        "argument --temperature: expected a finite number from 0.01 to 100, got '0'",
+    ),
     # --- attention ---
     bad(
         "attention --checkpoint '{best}' --text 'A dog.' --output-dir '{best}'",

@@ -38,9 +38,11 @@ from transformer.config import (
     ExperimentConfig,
     load_config,
 )
+from transformer.data.backtranslated_corpus import check_backtranslation_output
 from transformer.data.dataset import CorpusError, read_lines, read_parallel_files
 from transformer.data.prepare import prepare_data
 from transformer.decoding.alignment import check_alignment_layer
+from transformer.decoding.backtranslation import backtranslate, backtranslation_settings
 from transformer.decoding.ensemble import ENSEMBLE_MODES
 from transformer.decoding.translation_lines import format_translations
 from transformer.decoding.translator import DEFAULT_MAX_INPUT_TOKENS, TRANSLATION_PRECISIONS, Translator
@@ -1070,6 +1072,52 @@ def run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_backtranslate(args: argparse.Namespace) -> int:
+    """Translate target-language text with a target-to-source checkpoint into a synthetic corpus folder.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``--checkpoint`` (one, or several for an ensemble), ``--input`` (standard input by default),
+        ``--output`` (the folder), ``--source-lang``/``--target-lang`` and the search flags.
+
+    Returns
+    -------
+    int
+        The exit status: 0 (errors raise and :func:`main` turns them into status 2 with a one-line message).
+
+    Notes
+    -----
+    Samples by default (``--sampling`` settings apply); ``--beam N`` searches instead. The folder is what
+    ``data.backtranslated_dir`` reads (:mod:`transformer.data.backtranslated_corpus`); it may only be new,
+    empty or an earlier back-translation, checked before the model is loaded.
+    """
+    output_dir = Path(args.output)
+    refuse_outputs_among_inputs(
+        [*named_file("--input", args.input), *checkpoint_directories(args)],
+        replaced_directories=[("--output", output_dir)],
+    )
+    check_backtranslation_output(output_dir)
+    for option, language in (("--source-lang", args.source_lang), ("--target-lang", args.target_lang)):
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", language):
+            raise ValueError(
+                f"{option} {language!r}: expected a file suffix such as en (letters, digits, - or _)"
+            )
+    if args.source_lang == args.target_lang:
+        raise ValueError(f"--source-lang and --target-lang are both {args.source_lang!r}")
+    if args.beam is not None and args.sampling:
+        raise ValueError("--beam and --sampling: back-translation samples unless --beam asks for beam search")
+    translator = translator_from_args(args)
+    translator.decode_config = backtranslation_settings(translator.decode_config, args.beam)
+    targets = read_input_lines(args.input)
+    provenance = {"checkpoint": " ".join(args.checkpoint), "input": args.input or "standard input"}
+    languages = (args.source_lang, args.target_lang)
+    with translation_progress(len(targets)) as progress:
+        written = backtranslate(translator, targets, output_dir, languages, provenance, progress)
+    print(f"wrote {written} synthetic pairs ({len(targets) - written} dropped: empty) to {output_dir}")
+    return 0
+
+
 def run_average(args: argparse.Namespace) -> int:
     """Average the weights of several checkpoints into a new one (section 6.1).
 
@@ -1601,6 +1649,36 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
     add_decode_arguments(evaluate)
     evaluate.set_defaults(handler=run_evaluate)
+
+    backtranslate_command = commands.add_parser(
+        "backtranslate",
+        help="turn target-language text into a synthetic parallel corpus with a target-to-source model",
+        description="Back-translate: translate monolingual target-language lines with a target-to-source "
+        "checkpoint into OUTPUT/train.SRC (synthetic sources) and OUTPUT/train.TGT (the lines), which train "
+        "reads with data.backtranslated_dir (optionally data.backtranslation_tag and data.real_upsample). "
+        "Samples by default; --beam N uses beam search.",
+    )
+    backtranslate_command.add_argument(
+        "--checkpoint",
+        required=True,
+        action="extend",
+        nargs="+",
+        help="the target-to-source checkpoint or run directory; several decode as an ensemble",
+    )
+    backtranslate_command.add_argument(
+        "--input", help="target-language text (plain or .gz); default standard input"
+    )
+    backtranslate_command.add_argument(
+        "--output", required=True, help="corpus folder to write: new, empty or an earlier back-translation"
+    )
+    backtranslate_command.add_argument(
+        "--source-lang", default="en", help="suffix of the synthetic sources' file (default en)"
+    )
+    backtranslate_command.add_argument(
+        "--target-lang", default="de", help="suffix of the input lines' file (default de)"
+    )
+    add_decode_arguments(backtranslate_command)
+    backtranslate_command.set_defaults(handler=run_backtranslate)
 
     average = commands.add_parser(
         "average-checkpoints", help="average checkpoints' weights (paper section 6.1)"

@@ -7,6 +7,7 @@ import pytest
 
 from tests.conftest import write_tiny_config
 from transformer.cli import main
+from transformer.config import DecodeConfig
 from transformer.data.dataset import read_lines
 from transformer.decoding.translator import Translator
 
@@ -176,3 +177,16 @@ def test_translator_api_takes_prefixes_and_ensembles(trained_run, other_vocabula
             translator.tokenizer,
             ensemble=[Translator.from_checkpoint(other_vocabulary_run).model],
         )
+
+
+def test_sampling_and_mbr_batches_hold_about_beam_fours_rows(trained_run) -> None:
+    translator = Translator.from_checkpoint(trained_run)
+    translator.max_tokens = 4096
+    for config, budget in [
+        (DecodeConfig(beam_size=8), 4096),
+        (DecodeConfig(sampling=True, nbest=2), 4096),
+        (DecodeConfig(sampling=True, nbest=32), 512),
+        (DecodeConfig(mbr=16), 1024),
+    ]:
+        translator.decode_config = config
+        assert translator.batch_budget() == budget

@@ -192,7 +192,7 @@ def constrain_step(
     step: int,
     config: DecodeConfig,
     special_ids: Tensor,
-    history: Tensor,
+    history: Tensor | None,
     prefixes: TargetPrefixes | None,
 ) -> Tensor:
     """Apply every constraint to one step's log-probabilities.
@@ -207,8 +207,9 @@ def constrain_step(
         Supplies ``min_length`` and ``no_repeat_ngram``.
     special_ids : torch.Tensor, shape (3,), int64
         ``pad_id``, ``bos_id`` and ``eos_id``.
-    history : torch.Tensor, shape (rows, step), int64
-        Tokens generated so far per row (read only with ``no_repeat_ngram``).
+    history : torch.Tensor of shape (rows, step), int64, or None
+        Tokens generated so far per row; read only with ``no_repeat_ngram``, so a search may pass None
+        without it (gathering the history every step would cost a copy for nothing).
     prefixes : TargetPrefixes or None
         One prefix per row, or None.
 
@@ -223,6 +224,8 @@ def constrain_step(
     """
     step_log_probs = forbid_tokens(model_log_probs, step, config, special_ids)
     if config.no_repeat_ngram:
+        if history is None:
+            raise ValueError("no_repeat_ngram needs the rows' token history")
         step_log_probs = forbid_repeated_ngrams(step_log_probs, history, config.no_repeat_ngram)
     if prefixes is not None:
         step_log_probs = force_prefix(step_log_probs, model_log_probs, prefixes, step)

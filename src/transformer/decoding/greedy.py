@@ -140,7 +140,7 @@ def run_token_loop(
         model_log_probs = step_model.log_probs(state, last_tokens)  # (active, vocab)
         nan_seen = note_nan_scores(nan_seen, model_log_probs)
         row_prefixes = prefixes.select(active_ids) if prefixes is not None else None
-        history = tokens[active_ids, :step]  # (active, step)
+        history = tokens[active_ids, :step] if config.no_repeat_ngram else None  # (active, step)
         step_log_probs = constrain_step(model_log_probs, step, config, special_ids, history, row_prefixes)
         # Rank running sums, not step log-probs, so beam search of size 1 does the same arithmetic.
         totals = log_probs[active_ids, None] + step_log_probs  # (active, vocab)

@@ -7,8 +7,12 @@ cached path, in int8, with target prefixes and every other constraint.
 
 The random numbers are not drawn from a global generator: each one is a hash of the seed, the sentence's
 source tokens, the sample's index and the step (a counter-based generator, like Philox's use in JAX). A
-sentence's samples are therefore the same whatever else it is batched with, in whatever order, on
-whatever device; the price is that identical source lines get identical samples.
+sentence's random numbers are therefore the same whatever else it is batched with, in whatever order, on
+whatever device; the price is that identical source lines get identical samples. The samples themselves are
+then identical for any step model whose scores do not depend on the batch (tested with oracles and with the
+CLI); a real model's float32 scores may differ in their last bits between batch shapes (see
+:func:`~transformer.decoding.search.completion_check_interval`), which changes a draw only when its uniform
+falls within that difference of a boundary between two tokens.
 """
 
 from collections.abc import Sequence

@@ -278,6 +278,25 @@ class Translator:
             prepared = quantize_for_inference(prepared)
         return prepared
 
+    def batch_budget(self) -> int:
+        """Source tokens per batch: ``max_tokens``, cut for searches with many rows per sentence.
+
+        Returns
+        -------
+        int
+            ``max_tokens`` for greedy and beam search; for sampling and MBR, scaled down so a batch decodes
+            about as many rows as beam search of size 4 would.
+
+        Notes
+        -----
+        Sampling decodes ``nbest`` rows per sentence and MBR ``mbr``; at N = 32 an unscaled batch would hold
+        eight times beam 4's rows, each with its own self-attention cache (gigabytes for a 4,096-token batch
+        of a 4-layer model). Beam search keeps the budget it always had.
+        """
+        config = self.decode_config
+        rows = config.mbr or (config.nbest if config.sampling else 0)
+        return max(1, self.max_tokens * 4 // rows) if rows > 4 else self.max_tokens
+
     def step_model(self) -> StepModel[Any]:
         """Return what the searches decode: the model's step model, or the ensemble of every model's.
 
@@ -379,7 +398,7 @@ class Translator:
         ]
         results: list[list[Candidate]] = [[] for _ in sentences]
         lengths = [len(ids) for ids in encoded]
-        batches = inference_batches(lengths, self.max_tokens)
+        batches = inference_batches(lengths, self.batch_budget())
         if progress is not None:
             progress(len(sentences) - sum(len(batch) for batch in batches))  # empty lines: nothing to search
         for batch_indices in batches:

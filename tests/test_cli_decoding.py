@@ -69,6 +69,25 @@ def test_scores_and_alignments_columns(trained_run, sources, capsys) -> None:
         assert all(0 <= source_word < len(source.split()) for source_word, _ in pairs)
 
 
+def test_nbest_lines_carry_rank_log_prob_text_and_alignment(trained_run, sources, capsys) -> None:
+    lines = translate(capsys, "--checkpoint", str(trained_run), "--input", str(sources), "--beam", "3",
+                      "--nbest", "3", "--scores", "--alignments")  # fmt: skip
+    translator = Translator.from_checkpoint(trained_run)
+    translator.decode_config = DecodeConfig(beam_size=3, nbest=3, **{
+        name: getattr(translator.decode_config, name)
+        for name in ("length_penalty", "length_penalty_form", "max_length_offset")
+    })  # fmt: skip
+    expected = translator.translate_nbest(
+        sources.read_text(encoding="utf-8").splitlines(), alignment_layer=-1
+    )
+    rows = [
+        f"{index}\t{c.score:.4f}\t{c.log_prob:.4f}\t{c.text}\t{' '.join(f'{i}-{j}' for i, j in c.alignment or [])}"
+        for index, found in enumerate(expected)
+        for c in found
+    ]
+    assert lines == rows and len(rows) == 15
+
+
 def test_prefix_file_forces_the_start_of_each_translation(trained_run, sources, tmp_path, capsys) -> None:
     greedy = translate(capsys, "--checkpoint", str(trained_run), "--input", str(sources), "--beam", "1")
     prefixes = tmp_path / "prefixes.de"

@@ -1375,7 +1375,8 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
         "--nbest",
         type=integer_in_range(1, MAX_BEAM),
         default=None,
-        help="candidates per sentence, at most the beam size, tab-separated (default: the run's, else 1)",
+        help="candidates per sentence, tab-separated: at most the beam size; with --sampling, samples (any "
+        "number); with --mbr, the best by expected utility, at most N (default: the run's, else 1)",
     )
     add_constraint_arguments(parser)
     add_sampling_arguments(parser)
@@ -1519,7 +1520,8 @@ def add_mbr_arguments(parser: argparse.ArgumentParser) -> None:
         type=integer_in_range(2, MAX_MBR),
         default=None,
         help=f"minimum Bayes risk decoding: draw N candidates (2 to {MAX_MBR}) and return the one that agrees "
-        "most with the others; more is better and slower (N^2 comparisons)",
+        "most with the others; more candidates estimate the agreement better and cost more (N^2 "
+        "comparisons per sentence)",
     )
     parser.add_argument(
         "--mbr-candidates",

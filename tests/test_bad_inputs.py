@@ -274,6 +274,18 @@ BAD_INPUTS = [
         "--output hardlink.en: is --source src.en",
     ),
     bad("evaluate --hypotheses ref.de --reference escape.de", "escape.de line 2: control character U+001B"),
+    bad(  # #28: decoding options are checked for evaluate as for translate
+        "evaluate --checkpoint run --source src.en --reference ref.de --sampling --top-p 0",
+        "argument --top-p: expected a finite number from 0.01 to 1, got '0'",
+    ),
+    bad(
+        "evaluate --checkpoint run nowhere --source src.en --reference ref.de",
+        "nowhere: no checkpoint here",
+    ),
+    bad(
+        "evaluate --checkpoint run '{best}' --source src.en --reference ref.de --output '{best}/model.safetensors'",
+        "--output {best}/model.safetensors: is --checkpoint",
+    ),
     bad(
         "evaluate --hypotheses - --reference ref.de",
         "standard input line 1: control character U+0000",

@@ -220,6 +220,11 @@ BAD_INPUTS = [
         b"A dog.\n",
     ),
     bad(
+        "translate --checkpoint run --prefix-file -",
+        "--prefix-file -: standard input holds the text to translate; give a file of prefixes",
+        b"A dog.\n",
+    ),
+    bad(
         "translate --checkpoint run --input src.en --prefix-file missing.de",
         "cannot read missing.de: No such file or directory",
     ),

@@ -768,6 +768,10 @@ def read_prefixes(args: argparse.Namespace, num_sentences: int) -> list[str] | N
     """
     if args.prefix_file is None:
         return None
+    if args.prefix_file == "-":
+        raise ValueError(
+            "--prefix-file -: standard input holds the text to translate; give a file of prefixes"
+        )
     prefixes = read_input_lines(args.prefix_file)
     if len(prefixes) != num_sentences:
         source = args.input if args.input not in (None, "-") else "standard input"

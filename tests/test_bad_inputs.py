@@ -36,6 +36,7 @@ def workspace(trained_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     (root / "src.en").write_text("".join(f"{line}\n" for line in sources), encoding="utf-8")
     (root / "ref.de").write_text("".join(f"{line}\n" for line in references), encoding="utf-8")
     (root / "short.de").write_text(f"{references[0]}\n", encoding="utf-8")
+    (root / "prefix.de").write_text(f"{references[0][:5]}\n\n", encoding="utf-8")  # 2 lines for 3 sources
     (root / "nul.en").write_bytes(b"\x00" * 3000 + b"\n")
     (root / "escape.de").write_text(f"{references[0]}\n\x1b[31m{references[1]}\n", encoding="utf-8")
     (root / "latin1.en").write_bytes(b"fine\ncaf\xe9\n")
@@ -160,6 +161,94 @@ BAD_INPUTS = [
         "--device gpu: expected auto, cpu, cuda or cuda:N",
     ),
     bad("translate --checkpoint run --beams 2", "unrecognized arguments: --beams 2"),
+    # --- translate: decoding options (#28) ---
+    bad(
+        "translate --checkpoint run --input src.en --sampling --temperature 0",
+        "argument --temperature: expected a finite number from 0.01 to 100, got '0'",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --sampling --temperature nan",
+        "argument --temperature: expected a finite number from 0.01 to 100, got 'nan'",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --sampling --top-p 1.5",
+        "argument --top-p: expected a finite number from 0.01 to 1, got '1.5'",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --sampling --top-k=-1",
+        "argument --top-k: expected an integer from 0 to 1000000, got '-1'",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --sampling --epsilon 0.7",
+        "argument --epsilon: expected a finite number from 0 to 0.5, got '0.7'",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --sampling --seed=-3",
+        "argument --seed: expected an integer from 0 to 9223372036854775807, got '-3'",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --mbr 1",
+        "argument --mbr: expected an integer from 2 to 256, got '1'",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --mbr 4 --nbest 5",
+        "--nbest 5: must be between 1 and the MBR candidates, 4 (--mbr)",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --mbr 4 --mbr-utility ter",
+        "argument --mbr-utility: invalid choice: 'ter'",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --no-repeat-ngram 99",
+        "argument --no-repeat-ngram: expected an integer from 0 to 32, got '99'",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --min-length 5 --max-length 3",
+        "--max-length 3: must be at least max(1, min_length=5)",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --max-length 0",
+        "argument --max-length: expected an integer from 1 to 1024, got '0'",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --prefix-file prefix.de",
+        "--prefix-file prefix.de has 2 lines but src.en has 3",
+    ),
+    bad(
+        "translate --checkpoint run --prefix-file prefix.de",
+        "--prefix-file prefix.de has 2 lines but standard input has 1",
+        b"A dog.\n",
+    ),
+    bad(
+        "translate --checkpoint run --prefix-file -",
+        "--prefix-file -: standard input holds the text to translate; give a file of prefixes",
+        b"A dog.\n",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --prefix-file missing.de",
+        "cannot read missing.de: No such file or directory",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --prefix-file prefix.de --output prefix.de",
+        "--output prefix.de: is --prefix-file prefix.de; writing it would destroy it",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --alignments --alignment-layer 3",
+        "--alignment-layer 3: alignment layer 3 is out of range: the decoder has 1 attention layer(s)",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --alignment-layer 0",
+        "--alignment-layer 0: only used with --alignments",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --ensemble-mode mean",
+        "argument --ensemble-mode: invalid choice: 'mean'",
+    ),
+    bad("translate --checkpoint run nowhere --input src.en", "nowhere: no checkpoint here"),
+    bad(
+        "translate --checkpoint run '{best}' --input src.en --output '{best}/model.safetensors'",
+        "--output {best}/model.safetensors: is --checkpoint",
+    ),
     bad("translate --input src.en", "the following arguments are required: --checkpoint"),
     # --- translate: checkpoints (#26 items 3, 8, 9) ---
     bad(
@@ -190,6 +279,18 @@ BAD_INPUTS = [
         "--output hardlink.en: is --source src.en",
     ),
     bad("evaluate --hypotheses ref.de --reference escape.de", "escape.de line 2: control character U+001B"),
+    bad(  # #28: decoding options are checked for evaluate as for translate
+        "evaluate --checkpoint run --source src.en --reference ref.de --sampling --top-p 0",
+        "argument --top-p: expected a finite number from 0.01 to 1, got '0'",
+    ),
+    bad(
+        "evaluate --checkpoint run nowhere --source src.en --reference ref.de",
+        "nowhere: no checkpoint here",
+    ),
+    bad(
+        "evaluate --checkpoint run '{best}' --source src.en --reference ref.de --output '{best}/model.safetensors'",
+        "--output {best}/model.safetensors: is --checkpoint",
+    ),
     bad(
         "evaluate --hypotheses - --reference ref.de",
         "standard input line 1: control character U+0000",
@@ -238,6 +339,37 @@ BAD_INPUTS = [
     bad(
         "convert --to onnx run exported",
         "export with: convert --to hf-marian|ctranslate2 CHECKPOINT OUTPUT_DIR",
+    ),
+    # --- backtranslate (#28 item 6) ---
+    bad(
+        "backtranslate --checkpoint run --input ref.de --output run",
+        "--output run: holds --checkpoint",
+    ),
+    bad(
+        "backtranslate --checkpoint run --input ref.de --output marian",
+        "--output marian: exists and does not hold an earlier back-translation (backtranslation.json)",
+    ),
+    bad("backtranslate --checkpoint run --input ref.de --output src.en", "--output src.en: is a file"),
+    bad(
+        "backtranslate --checkpoint run --input ref.de --output bt --source-lang 'e n'",
+        "--source-lang 'e n': expected a file suffix such as en",
+    ),
+    bad(
+        "backtranslate --checkpoint run --input ref.de --output bt --source-lang de",
+        "--source-lang and --target-lang are both 'de'",
+    ),
+    bad(
+        "backtranslate --checkpoint run --input ref.de --output bt --beam 2 --sampling",
+        "--beam and --sampling: back-translation samples unless --beam asks for beam search",
+    ),
+    bad(
+        "backtranslate --checkpoint run --output bt",
+        "standard input line 1: control character U+001B",
+        b"\x1b[2J\n",
+    ),
+    bad(
+        "backtranslate --checkpoint run --input ref.de --output bt --temperature 0",
+        "argument --temperature: expected a finite number from 0.01 to 100, got '0'",
     ),
     # --- attention ---
     bad(
@@ -369,7 +501,8 @@ def test_every_number_option_of_every_command_is_range_checked() -> None:
         for action in parser._actions
         if action.option_strings and action.type in (int, float)
     }
-    assert numeric == {"attention --layer": int}  # any layer index; a wrong one is named by the model
+    # Any layer index; a wrong one is named by the model.
+    assert numeric == {"attention --layer": int, "translate --alignment-layer": int}
 
 
 def test_a_weights_file_as_checkpoint_translates_as_its_directory(in_workspace: Path, capsys) -> None:

@@ -31,9 +31,20 @@ from transformer.command_checks import (
     refuse_control_characters,
     refuse_outputs_among_inputs,
 )
-from transformer.config import DecodeConfig, ExperimentConfig, load_config
+from transformer.config import (
+    MBR_CANDIDATE_SOURCES,
+    MBR_UTILITIES,
+    DecodeConfig,
+    ExperimentConfig,
+    load_config,
+)
+from transformer.data.backtranslated_corpus import check_backtranslation_output
 from transformer.data.dataset import CorpusError, read_lines, read_parallel_files
 from transformer.data.prepare import prepare_data
+from transformer.decoding.alignment import check_alignment_layer
+from transformer.decoding.backtranslation import backtranslate, backtranslation_settings
+from transformer.decoding.ensemble import ENSEMBLE_MODES
+from transformer.decoding.translation_lines import format_translations
 from transformer.decoding.translator import DEFAULT_MAX_INPUT_TOKENS, TRANSLATION_PRECISIONS, Translator
 from transformer.evaluation.bleu import score_translations
 from transformer.evaluation.perplexity import corpus_perplexity
@@ -61,6 +72,20 @@ MAX_LENGTH_OFFSET = DEFAULT_MAX_INPUT_TOKENS
 #: Largest ``--alpha``: an exponent of the output length; at 10 the penalty already outweighs any
 #: log-probability, and beyond about 12 |Y|^alpha overflows float32 for the longest outputs allowed.
 MAX_ALPHA = 10.0
+#: Largest ``--temperature``: at 100 the distribution is already flat to within 1% for any sane model.
+MAX_TEMPERATURE = 100.0
+#: Smallest ``--temperature`` and ``--top-p``: below, sampling is greedy search under another name.
+MIN_TEMPERATURE = MIN_TOP_P = 0.01
+#: Largest ``--epsilon``: a token of probability above 0.5 is the only one above it, so more is greedy.
+MAX_EPSILON = 0.5
+#: Largest ``--top-k``: beyond any vocabulary this project trains.
+MAX_TOP_K = 1_000_000
+#: Largest ``--mbr``: the utilities cost N(N - 1) comparisons per sentence; 256 is already 65,280.
+MAX_MBR = 256
+#: Largest ``--no-repeat-ngram``: longer n-grams hardly ever repeat inside one sentence.
+MAX_NGRAM = 32
+#: Largest ``--seed``: a signed 64-bit integer.
+MAX_SEED = 2**63 - 1
 #: Seconds a translation runs before its progress bar appears (quicker ones print nothing extra).
 PROGRESS_DELAY_SECONDS = 3.0
 
@@ -399,6 +424,19 @@ DECODE_FLAGS = {
     "alpha": "length_penalty",
     "length_penalty_form": "length_penalty_form",
     "max_length_offset": "max_length_offset",
+    "min_length": "min_length",
+    "max_length": "max_length",
+    "no_repeat_ngram": "no_repeat_ngram",
+    # Before --nbest: they decide how many candidates --nbest may ask for.
+    "sampling": "sampling",
+    "temperature": "temperature",
+    "top_k": "top_k",
+    "top_p": "top_p",
+    "epsilon": "epsilon",
+    "seed": "seed",
+    "mbr": "mbr",
+    "mbr_candidates": "mbr_candidates",
+    "mbr_utility": "mbr_utility",
     "nbest": "nbest",
 }
 
@@ -436,9 +474,11 @@ def decode_config_from_args(args: argparse.Namespace, base: DecodeConfig | None 
         except ValueError as error:
             option = "--" + flag.replace("_", "-")
             reason = str(error).removeprefix(f"DecodeConfig.{field_name}={value} ")
-            if field_name == "nbest":
+            if field_name == "nbest" and not settings.mbr and not settings.sampling:
                 beam_source = "--beam" if args.beam is not None else "the checkpoint's; raise it with --beam"
                 reason = f"must be between 1 and the beam size, {settings.beam_size} ({beam_source})"
+            elif field_name == "nbest" and settings.mbr:
+                reason = f"must be between 1 and the MBR candidates, {settings.mbr} (--mbr)"
             raise ValueError(f"{option} {value}: {reason}") from None
     return dataclasses.replace(settings, use_cache=False) if args.no_cache else settings
 
@@ -459,11 +499,14 @@ def translator_from_args(args: argparse.Namespace) -> Translator:
 
     Notes
     -----
-    :meth:`Translator.from_checkpoint` already takes the checkpoint's settings (else the paper's); see
-    :func:`decode_config_from_args` for how flags combine with them.
+    :meth:`Translator.from_checkpoints` already takes the (first) checkpoint's settings (else the paper's);
+    see :func:`decode_config_from_args` for how flags combine with them. Several ``--checkpoint`` paths
+    decode as an ensemble (``--ensemble-mode``); a vocabulary mismatch is refused naming the checkpoint.
     """
     check_device_flag(args.device)
-    translator = Translator.from_checkpoint(args.checkpoint, None, args.device, args.precision)
+    translator = Translator.from_checkpoints(
+        args.checkpoint, None, args.device, args.precision, args.ensemble_mode
+    )
     translator.decode_config = decode_config_from_args(args, translator.decode_config)
     return translator
 
@@ -682,6 +725,94 @@ def checkpoint_directory(args: argparse.Namespace) -> Path:
     return resolve_checkpoint(Path(args.checkpoint))
 
 
+def checkpoint_directories(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """Find the checkpoint directories of every ``--checkpoint`` (an ensemble has several).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed ``translate`` or ``evaluate`` arguments; ``checkpoint`` is a list of paths.
+
+    Returns
+    -------
+    list of (str, Path)
+        ``("--checkpoint", directory)`` per path, for :func:`~transformer.command_checks.refuse_outputs_among_inputs`.
+
+    Notes
+    -----
+    Resolved before anything is loaded, so an output that is one of the checkpoints' files is refused
+    before the models are read.
+    """
+    return [("--checkpoint", resolve_checkpoint(Path(path))) for path in args.checkpoint or []]
+
+
+def read_prefixes(args: argparse.Namespace, num_sentences: int) -> list[str] | None:
+    """Read ``--prefix-file``: one target prefix per input line, or None without the option.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed ``translate`` arguments.
+    num_sentences : int
+        Lines of the input, which the prefixes must match.
+
+    Returns
+    -------
+    list of str or None
+        The prefixes (an empty line means no prefix for that sentence).
+
+    Notes
+    -----
+    Raises ValueError naming both files when the line counts differ: a prefix paired with the wrong
+    sentence would be forced on it silently.
+    """
+    if args.prefix_file is None:
+        return None
+    if args.prefix_file == "-":
+        raise ValueError(
+            "--prefix-file -: standard input holds the text to translate; give a file of prefixes"
+        )
+    prefixes = read_input_lines(args.prefix_file)
+    if len(prefixes) != num_sentences:
+        source = args.input if args.input not in (None, "-") else "standard input"
+        raise ValueError(
+            f"--prefix-file {args.prefix_file} has {len(prefixes)} lines but {source} has {num_sentences}"
+        )
+    return prefixes
+
+
+def alignment_layer_from_args(args: argparse.Namespace, translator: Translator) -> int | None:
+    """Check ``--alignments`` and ``--alignment-layer`` against the loaded model.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed ``translate`` arguments.
+    translator : Translator
+        The loaded translator (its first model gives the attention).
+
+    Returns
+    -------
+    int or None
+        The layer to align with, or None without ``--alignments``.
+
+    Notes
+    -----
+    Checked after loading, before standard input is read: a layer the decoder lacks fails at once, with
+    one line naming the option and the valid range.
+    """
+    if args.alignment_layer is not None and not args.alignments:
+        raise ValueError(f"--alignment-layer {args.alignment_layer}: only used with --alignments")
+    if not args.alignments:
+        return None
+    layer = args.alignment_layer if args.alignment_layer is not None else -1
+    try:
+        check_alignment_layer(translator.model, layer)
+    except ValueError as error:
+        raise ValueError(f"--alignment-layer {layer}: {error}") from None
+    return layer
+
+
 def run_translate(args: argparse.Namespace) -> int:
     """Translate lines of text with a checkpoint (PyTorch) or a CTranslate2 export.
 
@@ -699,12 +830,16 @@ def run_translate(args: argparse.Namespace) -> int:
     Notes
     -----
     The model is loaded before standard input is read, so a wrong ``--checkpoint`` fails at once instead of
-    after the user has typed. With ``--nbest N`` each line is ``index<TAB>score<TAB>text``. An ``--output``
-    that is the input file or a file of the checkpoint is refused before anything is read.
+    after the user has typed. The columns of a line (n-best index and rank score, ``--scores``,
+    ``--alignments``) are those of :mod:`~transformer.decoding.translation_lines`. An ``--output`` that is
+    the input file, the prefix file or a file of a checkpoint is refused before anything is read.
     """
-    model_dir = Path(args.checkpoint) if args.engine == "ctranslate2" else checkpoint_directory(args)
+    if args.engine == "ctranslate2":
+        model_dirs = [("--checkpoint", Path(path)) for path in args.checkpoint]
+    else:
+        model_dirs = checkpoint_directories(args)
     refuse_outputs_among_inputs(
-        [*named_file("--input", args.input), ("--checkpoint", model_dir)],
+        [*named_file("--input", args.input), *named_file("--prefix-file", args.prefix_file), *model_dirs],
         output_files=named_file("--output", args.output),
     )
     if args.engine == "ctranslate2":
@@ -712,18 +847,13 @@ def run_translate(args: argparse.Namespace) -> int:
         return 0
     # Load the model before reading standard input, so a wrong --checkpoint fails at once.
     translator = translator_from_args(args)
+    alignment_layer = alignment_layer_from_args(args, translator)
     sentences = read_input_lines(args.input)
-    if translator.decode_config.nbest > 1:
-        with translation_progress(len(sentences)) as progress:
-            nbest = translator.translate_nbest(sentences, progress)
-        lines = [
-            f"{index}\t{candidate.score:.4f}\t{candidate.text}"
-            for index, candidates in enumerate(nbest)
-            for candidate in candidates
-        ]
-    else:
-        with translation_progress(len(sentences)) as progress:
-            lines = translator.translate(sentences, progress)
+    prefixes = read_prefixes(args, len(sentences))
+    with translation_progress(len(sentences)) as progress:
+        results = translator.translate_nbest(sentences, progress, prefixes, alignment_layer)
+    nbest = translator.decode_config.nbest > 1
+    lines = format_translations(results, nbest, args.scores, alignment_layer is not None)
     write_output_lines(lines, args.output)
     if translator.truncated_count:
         print(
@@ -778,10 +908,13 @@ def translate_with_ctranslate2(args: argparse.Namespace) -> list[str]:
     command that exports it.
     """
     check_device_flag(args.device)
-    if is_pytorch_checkpoint(Path(args.checkpoint)):
+    if len(args.checkpoint) > 1:
+        raise ValueError("--engine ctranslate2 decodes one model: give one --checkpoint (no ensemble)")
+    [model_dir] = args.checkpoint
+    if is_pytorch_checkpoint(Path(model_dir)):
         raise ValueError(
-            f"--checkpoint {args.checkpoint}: a PyTorch checkpoint, not a CTranslate2 model; export it with "
-            f"'transformer convert --to ctranslate2 {args.checkpoint} OUTPUT_DIR' and pass OUTPUT_DIR, or drop "
+            f"--checkpoint {model_dir}: a PyTorch checkpoint, not a CTranslate2 model; export it with "
+            f"'transformer convert --to ctranslate2 {model_dir} OUTPUT_DIR' and pass OUTPUT_DIR, or drop "
             "--engine ctranslate2"
         )
     settings = decode_config_from_args(args)  # an export keeps no run config: the paper's, then the flags
@@ -794,8 +927,13 @@ def translate_with_ctranslate2(args: argparse.Namespace) -> list[str]:
         raise ValueError(
             "--engine ctranslate2 does not take --nbest, --no-cache or --precision (use --compute-type)"
         )
+    pytorch_only = [flag for flag, given in pytorch_only_flags(args, settings).items() if given]
+    if pytorch_only:
+        raise ValueError(
+            f"--engine ctranslate2 does not take {', '.join(pytorch_only)} (use --engine pytorch)"
+        )
     translator = CTranslate2Translator.from_directory(
-        Path(args.checkpoint), "cuda" if args.device.startswith("cuda") else "cpu", args.compute_type
+        Path(model_dir), "cuda" if args.device.startswith("cuda") else "cpu", args.compute_type
     )
     sentences = read_input_lines(args.input)
     return translator.translate(
@@ -804,6 +942,39 @@ def translate_with_ctranslate2(args: argparse.Namespace) -> list[str]:
         length_penalty=settings.length_penalty,
         max_length_offset=settings.max_length_offset,
     )
+
+
+def pytorch_only_flags(args: argparse.Namespace, settings: DecodeConfig) -> dict[str, bool]:
+    """Which decoding options of this project's searches a command line uses.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed ``translate`` arguments.
+    settings : DecodeConfig
+        The settings the flags made.
+
+    Returns
+    -------
+    dict of str to bool
+        Per flag, whether it was used.
+
+    Notes
+    -----
+    ``--engine ctranslate2`` runs CTranslate2's own search, which this project does not drive: these options
+    would be ignored there, so they are refused instead.
+    """
+    defaults = DecodeConfig()
+    return {
+        "--sampling": settings.sampling,
+        "--mbr": settings.mbr != defaults.mbr,
+        "--no-repeat-ngram": settings.no_repeat_ngram != defaults.no_repeat_ngram,
+        "--min-length": settings.min_length != defaults.min_length,
+        "--max-length": settings.max_length != defaults.max_length,
+        "--prefix-file": args.prefix_file is not None,
+        "--alignments": args.alignments,
+        "--scores": args.scores,
+    }
 
 
 def run_convert(args: argparse.Namespace) -> int:
@@ -875,7 +1046,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         *named_file("--source", args.source),
     ]
     if args.checkpoint and not args.hypotheses:
-        inputs.append(("--checkpoint", checkpoint_directory(args)))
+        inputs.extend(checkpoint_directories(args))
     refuse_outputs_among_inputs(inputs, output_files=named_file("--output", args.output))
     if args.hypotheses and args.output:
         raise ValueError(
@@ -901,11 +1072,58 @@ def run_evaluate(args: argparse.Namespace) -> int:
         perplexity = corpus_perplexity(
             translator.model, translator.tokenizer, list(zip(sources, references, strict=True))
         )
+        whose = " of the first --checkpoint" if len(translator.models) > 1 else ""
         print(
-            f"perplexity {perplexity.perplexity:.3f} (NLL {perplexity.nll_per_token:.4f} nats/token over "
-            f"{perplexity.num_tokens} reference tokens)"
+            f"perplexity{whose} {perplexity.perplexity:.3f} (NLL {perplexity.nll_per_token:.4f} nats/token "
+            f"over {perplexity.num_tokens} reference tokens)"
         )
     print(score_translations(hypotheses, references, lowercase=args.lowercase).describe())
+    return 0
+
+
+def run_backtranslate(args: argparse.Namespace) -> int:
+    """Translate target-language text with a target-to-source checkpoint into a synthetic corpus folder.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``--checkpoint`` (one, or several for an ensemble), ``--input`` (standard input by default),
+        ``--output`` (the folder), ``--source-lang``/``--target-lang`` and the search flags.
+
+    Returns
+    -------
+    int
+        The exit status: 0 (errors raise and :func:`main` turns them into status 2 with a one-line message).
+
+    Notes
+    -----
+    Samples by default (``--sampling`` settings apply); ``--beam N`` searches instead. The folder is what
+    ``data.backtranslated_dir`` reads (:mod:`transformer.data.backtranslated_corpus`); it may only be new,
+    empty or an earlier back-translation, checked before the model is loaded.
+    """
+    output_dir = Path(args.output)
+    refuse_outputs_among_inputs(
+        [*named_file("--input", args.input), *checkpoint_directories(args)],
+        replaced_directories=[("--output", output_dir)],
+    )
+    check_backtranslation_output(output_dir)
+    for option, language in (("--source-lang", args.source_lang), ("--target-lang", args.target_lang)):
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", language):
+            raise ValueError(
+                f"{option} {language!r}: expected a file suffix such as en (letters, digits, - or _)"
+            )
+    if args.source_lang == args.target_lang:
+        raise ValueError(f"--source-lang and --target-lang are both {args.source_lang!r}")
+    if args.beam is not None and args.sampling:
+        raise ValueError("--beam and --sampling: back-translation samples unless --beam asks for beam search")
+    translator = translator_from_args(args)
+    translator.decode_config = backtranslation_settings(translator.decode_config, args.beam)
+    targets = read_input_lines(args.input)
+    provenance = {"checkpoint": " ".join(args.checkpoint), "input": args.input or "standard input"}
+    languages = (args.source_lang, args.target_lang)
+    with translation_progress(len(targets)) as progress:
+        written = backtranslate(translator, targets, output_dir, languages, provenance, progress)
+    print(f"wrote {written} synthetic pairs ({len(targets) - written} dropped: empty) to {output_dir}")
     return 0
 
 
@@ -1174,7 +1392,18 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
         "--nbest",
         type=integer_in_range(1, MAX_BEAM),
         default=None,
-        help="candidates per sentence, at most the beam size, tab-separated (default: the run's, else 1)",
+        help="candidates per sentence, tab-separated: at most the beam size; with --sampling, samples (any "
+        "number); with --mbr, the best by expected utility, at most N (default: the run's, else 1)",
+    )
+    add_constraint_arguments(parser)
+    add_sampling_arguments(parser)
+    add_mbr_arguments(parser)
+    parser.add_argument(
+        "--ensemble-mode",
+        choices=ENSEMBLE_MODES,
+        default="prob",
+        help="with several --checkpoint: prob averages the models' probabilities (default), logprob their "
+        "log-probabilities (renormalised; one model ruling a token out vetoes it)",
     )
     parser.add_argument("--no-cache", action="store_true", help="recompute the prefix every step (slow)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
@@ -1185,6 +1414,182 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
         help="precision of translation: fp32 (default); bf16, weights and activations in bfloat16 (faster on "
         "GPUs and on CPUs with AMX); or int8, linear layers with int8 weights and dynamic int8 activations "
         "(CPU only; scores may move slightly)",
+    )
+
+
+def add_constraint_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the length limits and ``--no-repeat-ngram`` of ``translate`` and ``evaluate``.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The subcommand's parser.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    They apply to greedy search, beam search and sampling alike. Defaults are None, as for every search
+    flag, so the run's settings hold unless a flag is given.
+    """
+    parser.add_argument(
+        "--min-length",
+        type=integer_in_range(0, MAX_LENGTH_OFFSET),
+        default=None,
+        help="no end of sentence before this many output tokens (default: the run's, else 0)",
+    )
+    parser.add_argument(
+        "--max-length",
+        type=integer_in_range(1, MAX_LENGTH_OFFSET),
+        default=None,
+        help="at most this many output tokens, whatever the input length (default: the run's, else no cap "
+        "beyond --max-length-offset); a --prefix-file prefix may pass it",
+    )
+    parser.add_argument(
+        "--no-repeat-ngram",
+        type=integer_in_range(0, MAX_NGRAM),
+        default=None,
+        help="never repeat an n-gram of this many tokens inside an output; lower blocks more (0: off, the "
+        "default)",
+    )
+
+
+def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--sampling`` and its settings (temperature, top-k, top-p, epsilon, seed).
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The subcommand's parser.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    The settings also shape MBR's sampled candidates. Each help text says which way the option moves the
+    output, as fairseq documents its search options.
+    """
+    parser.add_argument(
+        "--sampling",
+        action="store_true",
+        default=None,
+        help="draw each token at random instead of searching (--beam ignored); --nbest N draws N samples "
+        "per sentence, listed best score first",
+    )
+    parser.add_argument(
+        "--temperature",
+        type=number_in_range(MIN_TEMPERATURE, MAX_TEMPERATURE),
+        default=None,
+        help=f"sampling: from {MIN_TEMPERATURE:g} to {MAX_TEMPERATURE:g}; lower is more conservative, higher "
+        "more diverse (default 1)",
+    )
+    parser.add_argument(
+        "--top-k",
+        type=integer_in_range(0, MAX_TOP_K),
+        default=None,
+        help="sampling: only the k most probable tokens; lower is more conservative, 1 is greedy (default 0: all)",
+    )
+    parser.add_argument(
+        "--top-p",
+        type=number_in_range(MIN_TOP_P, 1.0),
+        default=None,
+        help=f"sampling: nucleus, the most probable tokens up to this probability mass, from {MIN_TOP_P:g} to "
+        "1; lower is more conservative (default 1: all)",
+    )
+    parser.add_argument(
+        "--epsilon",
+        type=number_in_range(0.0, MAX_EPSILON),
+        default=None,
+        help=f"sampling: drop tokens less probable than this, from 0 to {MAX_EPSILON:g}; higher is more "
+        "conservative, 0.02 is Freitag et al.'s choice for MBR (default 0: none)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=integer_in_range(0, MAX_SEED),
+        default=None,
+        help="sampling: the same seed gives each sentence the same samples, however the input is batched "
+        "(identical lines get identical samples; default 0)",
+    )
+
+
+def add_mbr_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--mbr`` and its candidate source and utility.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The subcommand's parser.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    See :mod:`transformer.decoding.mbr`; ``--nbest`` then counts the MBR-ranked candidates returned.
+    """
+    parser.add_argument(
+        "--mbr",
+        type=integer_in_range(2, MAX_MBR),
+        default=None,
+        help=f"minimum Bayes risk decoding: draw N candidates (2 to {MAX_MBR}) and return the one that agrees "
+        "most with the others; more candidates estimate the agreement better and cost more (N^2 "
+        "comparisons per sentence)",
+    )
+    parser.add_argument(
+        "--mbr-candidates",
+        choices=MBR_CANDIDATE_SOURCES,
+        default=None,
+        help="where MBR's candidates come from: sampling (with the sampling options; default) or beam "
+        "(beam search's N best)",
+    )
+    parser.add_argument(
+        "--mbr-utility",
+        choices=MBR_UTILITIES,
+        default=None,
+        help="what MBR maximises: chrf (sacreBLEU chrF2, default) or bleu (sentence BLEU)",
+    )
+
+
+def add_translation_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``translate``'s ``--prefix-file``, ``--scores``, ``--alignments`` and ``--alignment-layer``.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The ``translate`` parser.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Output columns are described in :mod:`transformer.decoding.translation_lines`.
+    """
+    parser.add_argument(
+        "--prefix-file",
+        help="target prefixes, one per input line (empty: none): each translation starts with its prefix "
+        "and the search goes on from there",
+    )
+    parser.add_argument(
+        "--scores", action="store_true", help="print each translation's log-probability first, then a tab"
+    )
+    parser.add_argument(
+        "--alignments",
+        action="store_true",
+        help="print word alignments after each translation and a tab, in Pharaoh format (i-j: source word i, "
+        "target word j, from 0), from the cross-attention of --alignment-layer averaged over heads",
+    )
+    parser.add_argument(
+        "--alignment-layer",
+        type=int,
+        default=None,
+        help="decoder layer for --alignments; negative counts from the end (default -1, the last)",
     )
 
 
@@ -1222,11 +1627,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     quickstart.set_defaults(handler=run_quickstart)
 
-    translate = commands.add_parser("translate", help="translate text with a checkpoint")
+    translate = commands.add_parser(
+        "translate",
+        help="translate text with a checkpoint",
+        description="Translate lines of text. Each line of the output is [INDEX<TAB>RANK_SCORE<TAB>] (--nbest) "
+        "[LOG_PROB<TAB>] (--scores) TRANSLATION [<TAB>ALIGNMENT] (--alignments).",
+    )
     translate.add_argument(
         "--checkpoint",
         required=True,
-        help="checkpoint or run directory (or the checkpoint's model.safetensors)",
+        action="extend",
+        nargs="+",
+        help="checkpoint or run directory (or the checkpoint's model.safetensors); several (repeat the option "
+        "or list them) decode as an ensemble and must share one vocabulary",
     )
     translate.add_argument("--input", help="input file (plain or .gz); default standard input")
     translate.add_argument("--output", help="output file; default standard output")
@@ -1237,18 +1650,54 @@ def build_parser() -> argparse.ArgumentParser:
         help="ctranslate2: --checkpoint is a directory from 'convert --to ctranslate2' (power length penalty only)",
     )
     translate.add_argument("--compute-type", default="default", help="CTranslate2 compute type, e.g. int8")
+    add_translation_output_arguments(translate)
     add_decode_arguments(translate)
     translate.set_defaults(handler=run_translate)
 
     evaluate = commands.add_parser("evaluate", help="BLEU/chrF with sacreBLEU, and perplexity")
     evaluate.add_argument("--reference", required=True, help="reference translations, one per line")
     evaluate.add_argument("--hypotheses", help="score these translations instead of translating")
-    evaluate.add_argument("--checkpoint", help="checkpoint or run directory to translate with")
+    evaluate.add_argument(
+        "--checkpoint",
+        action="extend",
+        nargs="+",
+        help="checkpoint or run directory to translate with; several decode as an ensemble",
+    )
     evaluate.add_argument("--source", help="source sentences to translate")
     evaluate.add_argument("--output", help="also write the translations here")
     evaluate.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
     add_decode_arguments(evaluate)
     evaluate.set_defaults(handler=run_evaluate)
+
+    backtranslate_command = commands.add_parser(
+        "backtranslate",
+        help="turn target-language text into a synthetic parallel corpus with a target-to-source model",
+        description="Back-translate: translate monolingual target-language lines with a target-to-source "
+        "checkpoint into OUTPUT/train.SRC (synthetic sources) and OUTPUT/train.TGT (the lines), which train "
+        "reads with data.backtranslated_dir (optionally data.backtranslation_tag and data.real_upsample). "
+        "Samples by default; --beam N uses beam search.",
+    )
+    backtranslate_command.add_argument(
+        "--checkpoint",
+        required=True,
+        action="extend",
+        nargs="+",
+        help="the target-to-source checkpoint or run directory; several decode as an ensemble",
+    )
+    backtranslate_command.add_argument(
+        "--input", help="target-language text (plain or .gz); default standard input"
+    )
+    backtranslate_command.add_argument(
+        "--output", required=True, help="corpus folder to write: new, empty or an earlier back-translation"
+    )
+    backtranslate_command.add_argument(
+        "--source-lang", default="en", help="suffix of the synthetic sources' file (default en)"
+    )
+    backtranslate_command.add_argument(
+        "--target-lang", default="de", help="suffix of the input lines' file (default de)"
+    )
+    add_decode_arguments(backtranslate_command)
+    backtranslate_command.set_defaults(handler=run_backtranslate)
 
     average = commands.add_parser(
         "average-checkpoints", help="average checkpoints' weights (paper section 6.1)"

@@ -21,6 +21,8 @@ from transformer.model.config import TransformerConfig as TransformerConfig
 from transformer.typed_fields import build_dataclass, check_field_types
 
 LENGTH_PENALTY_FORMS = ("gnmt", "power")
+MBR_CANDIDATE_SOURCES = ("sampling", "beam")
+MBR_UTILITIES = ("chrf", "bleu")
 
 
 @dataclass(frozen=True)
@@ -47,11 +49,37 @@ class DecodeConfig:
     use_cache : bool
         Reuse self-attention keys/values and the projected encoder output between steps (incremental
         decoding); False recomputes the whole prefix every step (same tokens, slower).
+    sampling : bool
+        Draw each token at random from the model's distribution (ancestral sampling) instead of searching;
+        ``nbest`` samples per sentence, ``beam_size`` ignored. Used for back-translation and MBR candidates.
+    temperature : float
+        Sampling only: divides the log-probabilities before truncation; below 1 sharpens, above 1 flattens.
+    top_k : int
+        Sampling only: keep the ``top_k`` most probable tokens (0 keeps all); 1 is greedy search.
+    top_p : float
+        Sampling only: keep the smallest set of most probable tokens whose probability reaches ``top_p``
+        (nucleus sampling, Holtzman et al. 2020); 1 keeps all.
+    epsilon : float
+        Sampling only: drop tokens whose probability is below ``epsilon`` (epsilon sampling, Hewitt et al.
+        2022); 0 keeps all.
+    seed : int
+        Sampling only: with the same seed a sentence gets the same samples, whatever it is batched with.
+    no_repeat_ngram : int
+        Forbid a token that would repeat an n-gram of this size already in the hypothesis (0: off).
+    mbr : int
+        Minimum Bayes risk decoding (0: off): draw this many candidates and return the one with the highest
+        average utility against the others.
+    mbr_candidates : str
+        "sampling" (``mbr`` samples with the sampling settings above) or "beam" (beam search's ``mbr``-best).
+    mbr_utility : str
+        "chrf" or "bleu" (sacreBLEU's sentence-level chrF2 or BLEU).
 
     Notes
     -----
-    Raises ValueError at construction for a non-positive beam, nbest > beam, negative lengths or an unknown
-    penalty form.
+    Raises ValueError at construction for a non-positive beam, nbest > beam (nbest > mbr with MBR; any
+    nbest when sampling), negative lengths, an unknown penalty form, sampling parameters out of range, or
+    an unknown MBR candidate source or utility. Sampling truncates in the order temperature, top-k, top-p,
+    epsilon (see :func:`transformer.decoding.sampling.sampling_distribution`).
     """
 
     beam_size: int = 4
@@ -62,15 +90,31 @@ class DecodeConfig:
     min_length: int = 0
     nbest: int = 1
     use_cache: bool = True
+    sampling: bool = False
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    epsilon: float = 0.0
+    seed: int = 0
+    no_repeat_ngram: int = 0
+    mbr: int = 0
+    mbr_candidates: str = "sampling"
+    mbr_utility: str = "chrf"
 
     def __post_init__(self) -> None:
         check_field_types(self)
         if self.beam_size < 1:
             raise ValueError(f"DecodeConfig.beam_size={self.beam_size} must be at least 1")
-        if not 1 <= self.nbest <= self.beam_size:
+        self._check_nbest()
+        self._check_sampling()
+        if self.no_repeat_ngram < 0:
+            raise ValueError(f"DecodeConfig.no_repeat_ngram={self.no_repeat_ngram} must be non-negative")
+        if self.mbr_candidates not in MBR_CANDIDATE_SOURCES:
             raise ValueError(
-                f"DecodeConfig.nbest={self.nbest} must be between 1 and beam_size={self.beam_size}"
+                f"DecodeConfig.mbr_candidates={self.mbr_candidates!r} is not one of {MBR_CANDIDATE_SOURCES}"
             )
+        if self.mbr_utility not in MBR_UTILITIES:
+            raise ValueError(f"DecodeConfig.mbr_utility={self.mbr_utility!r} is not one of {MBR_UTILITIES}")
         if self.length_penalty_form not in LENGTH_PENALTY_FORMS:
             raise ValueError(
                 f"DecodeConfig.length_penalty_form={self.length_penalty_form!r} is not one of {LENGTH_PENALTY_FORMS}"
@@ -81,6 +125,32 @@ class DecodeConfig:
             raise ValueError(
                 f"DecodeConfig.max_length={self.max_length} must be at least max(1, min_length={self.min_length})"
             )
+
+    def _check_nbest(self) -> None:
+        """Refuse an ``nbest`` the chosen search cannot return (see the class Notes)."""
+        if self.mbr == 1 or self.mbr < 0:
+            raise ValueError(f"DecodeConfig.mbr={self.mbr} must be 0 (off) or at least 2 candidates")
+        if self.mbr:
+            if not 1 <= self.nbest <= self.mbr:
+                raise ValueError(f"DecodeConfig.nbest={self.nbest} must be between 1 and mbr={self.mbr}")
+        elif self.sampling:
+            if self.nbest < 1:
+                raise ValueError(f"DecodeConfig.nbest={self.nbest} must be at least 1")
+        elif not 1 <= self.nbest <= self.beam_size:
+            raise ValueError(
+                f"DecodeConfig.nbest={self.nbest} must be between 1 and beam_size={self.beam_size}"
+            )
+
+    def _check_sampling(self) -> None:
+        """Refuse sampling parameters out of range (NaN is refused by the field types already)."""
+        if not self.temperature > 0:
+            raise ValueError(f"DecodeConfig.temperature={self.temperature} must be positive")
+        if self.top_k < 0:
+            raise ValueError(f"DecodeConfig.top_k={self.top_k} must be non-negative (0 keeps every token)")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"DecodeConfig.top_p={self.top_p} must be in (0, 1]")
+        if not 0 <= self.epsilon < 1:
+            raise ValueError(f"DecodeConfig.epsilon={self.epsilon} must be in [0, 1)")
 
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
@@ -119,10 +189,20 @@ class DataConfig:
     token_store_verify : bool
         When reusing a token store, also check the SHA-256 of every array file (reads all of it); sizes are
         always checked.
+    backtranslated_dir : str or None
+        A folder written by ``transformer backtranslate`` (``train.{source_lang}``, ``train.{target_lang}``):
+        its synthetic pairs are trained on beside the corpus's training split; None: none.
+    backtranslation_tag : str or None
+        Put before every synthetic source (tagged back-translation, Caswell et al. 2019), e.g. "<BT>"; it is
+        made one piece of the joint vocabulary. None: the synthetic sources are not marked.
+    real_upsample : int
+        With ``backtranslated_dir``, each real training pair is repeated this many times (the ratio of real
+        to synthetic data; Edunov et al. 2018 up-sample the bitext).
 
     Notes
     -----
-    The joint BPE vocabulary size is ``model.vocab_size``: one number, so the two cannot disagree.
+    The joint BPE vocabulary size is ``model.vocab_size``: one number, so the two cannot disagree. The
+    vocabulary is learned on the real and synthetic training pairs together.
     """
 
     corpus: str = "synthetic"
@@ -138,6 +218,9 @@ class DataConfig:
     synthetic_seed: int = 1234
     token_store: bool = False
     token_store_verify: bool = False
+    backtranslated_dir: str | None = None
+    backtranslation_tag: str | None = None
+    real_upsample: int = 1
 
     def __post_init__(self) -> None:
         check_field_types(self)
@@ -145,6 +228,23 @@ class DataConfig:
             raise ValueError("DataConfig.corpus='directory' needs data_dir")
         if self.max_len <= 1:
             raise ValueError(f"DataConfig.max_len={self.max_len} must be at least 2")
+        self._check_backtranslation()
+
+    def _check_backtranslation(self) -> None:
+        """Refuse back-translation settings that would be ignored or break the vocabulary."""
+        if self.real_upsample < 1:
+            raise ValueError(f"DataConfig.real_upsample={self.real_upsample} must be at least 1")
+        if self.backtranslated_dir is None and (
+            self.backtranslation_tag is not None or self.real_upsample != 1
+        ):
+            raise ValueError("DataConfig.backtranslation_tag and real_upsample need backtranslated_dir")
+        if self.backtranslated_dir is not None and self.token_store:
+            raise ValueError(
+                "DataConfig.backtranslated_dir is read in memory; it cannot be used with token_store"
+            )
+        tag = self.backtranslation_tag
+        if tag is not None and (not tag or any(character.isspace() for character in tag)):
+            raise ValueError(f"DataConfig.backtranslation_tag={tag!r} must be one word without spaces")
         for name in ("synthetic_train_pairs", "synthetic_valid_pairs", "synthetic_test_pairs"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"DataConfig.{name}={getattr(self, name)} must be positive")

@@ -92,3 +92,38 @@ def test_parity_cases_include_early_eos(checkpoint_name: str, request: pytest.Fi
     model = load_checkpoint(checkpoint_dir).build_model()
     lengths = [len(tokens) for tokens in our_outputs(model, source_batch(checkpoint_dir, model), 4, 1.0)]
     assert min(lengths) < MAX_NEW_TOKENS
+
+
+@pytest.mark.parametrize(("beam_size", "alpha"), [(1, 1.0), (4, 1.0), (4, 0.6)])
+@pytest.mark.parametrize(
+    ("checkpoint_name", "hf_dir_name"),
+    [("variant_checkpoint", "exported_variant"), ("paper_checkpoint", "exported_paper")],
+)
+def test_an_exported_models_own_generation_config_searches_like_ours(
+    checkpoint_name: str, hf_dir_name: str, beam_size: int, alpha: float, request: pytest.FixtureRequest
+) -> None:
+    """Only the search size, penalty and length limit are passed: the rest comes from generation_config.json.
+
+    Issue #28 item 7: the export used to set ``forced_eos_token_id``, so ``generate()`` replaced the last token
+    of every output stopped by the length limit with EOS, where our search keeps the output as it is.
+    """
+    transformers = pytest.importorskip("transformers")
+    checkpoint_dir, hf_dir = request.getfixturevalue(checkpoint_name), request.getfixturevalue(hf_dir_name)
+    model = load_checkpoint(checkpoint_dir).build_model()
+    hf_model = transformers.MarianMTModel.from_pretrained(hf_dir).eval()
+    src = source_batch(checkpoint_dir, model)
+    ours = our_outputs(model, src, beam_size, alpha)
+    assert max(len(tokens) for tokens in ours) == MAX_NEW_TOKENS  # some outputs are stopped by the limit
+    with torch.no_grad():
+        output = hf_model.generate(
+            input_ids=src,
+            attention_mask=src.ne(model.config.pad_id),
+            num_beams=beam_size,
+            length_penalty=alpha,
+            max_new_tokens=MAX_NEW_TOKENS,
+        )
+    config = model.config
+    generated = [
+        strip_generated(row, config.start_id, config.eos_id, config.pad_id) for row in output.tolist()
+    ]
+    assert ours == generated

@@ -96,6 +96,9 @@ def test_round_trip_keeps_the_logits(
 def test_generation_config_forbids_what_our_search_forbids(exported_paper: Path) -> None:
     settings = json.loads((exported_paper / "generation_config.json").read_text())
     assert settings["bad_words_ids"] == [[0], [1]]
+    # Our search stops like early_stopping=True and forces no EOS at the length limit (#28 item 7).
+    assert settings["early_stopping"] is True and settings["forced_eos_token_id"] is None
+    assert json.loads((exported_paper / "config.json").read_text())["forced_eos_token_id"] is None
     assert (settings["decoder_start_token_id"], settings["eos_token_id"], settings["pad_token_id"]) == (
         1,
         2,

@@ -1,10 +1,11 @@
 """From a data config to encoded training data: find or fetch the corpus, train or load the joint BPE model."""
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from transformer.config import DataConfig
+from transformer.data.backtranslated_corpus import read_backtranslated_pairs
 from transformer.data.corpora import fetch_corpus, local_directory_corpus
 from transformer.data.dataset import (
     EncodedCorpus,
@@ -159,9 +160,11 @@ def prepare_data(
     else:
         train_pairs = read_parallel_files(*files["train"])
         tell(f"train: {len(train_pairs)} pairs from {files['train'][0]} and {files['train'][1]}")
+        train_pairs = _add_backtranslated_pairs(data, train_pairs, tell)
         pairs = train_pairs
+        symbols = [data.backtranslation_tag] if data.backtranslation_tag else []
         tokenizer = _load_or_train_tokenizer(
-            run_dir, vocab_size, lambda: [side for pair in pairs for side in pair], tell
+            run_dir, vocab_size, lambda: [side for pair in pairs for side in pair], tell, symbols
         )
         train = encode_corpus(train_pairs, tokenizer, data.max_len)
     tell(f"train: {train.report.describe()}")
@@ -172,8 +175,49 @@ def prepare_data(
     return TrainingData(train=train, valid=valid, tokenizer=tokenizer, split_files=files)
 
 
+def _add_backtranslated_pairs(
+    data: DataConfig, real_pairs: list[tuple[str, str]], tell: Callable[[str], None]
+) -> list[tuple[str, str]]:
+    """Up-sample the real pairs and add the (tagged) synthetic ones, when ``data.backtranslated_dir`` is set.
+
+    Parameters
+    ----------
+    data : DataConfig
+        ``backtranslated_dir``, ``backtranslation_tag``, ``real_upsample`` and the languages.
+    real_pairs : list of (str, str)
+        The corpus's training pairs.
+    tell : callable
+        Receives a one-line note of the mixture.
+
+    Returns
+    -------
+    list of (str, str)
+        The real pairs repeated ``real_upsample`` times, then the synthetic pairs.
+
+    Notes
+    -----
+    Repeating pairs (rather than weighting the loss) keeps every later stage unchanged: the batches mix
+    real and synthetic pairs in the configured ratio, since the batch sampler shuffles within length buckets.
+    """
+    if data.backtranslated_dir is None:
+        return real_pairs
+    directory = Path(data.backtranslated_dir).expanduser()
+    synthetic = read_backtranslated_pairs(
+        directory, (data.source_lang, data.target_lang), data.backtranslation_tag
+    )
+    tag = f", sources tagged {data.backtranslation_tag!r}" if data.backtranslation_tag else ""
+    tell(
+        f"train: + {len(synthetic)} back-translated pairs from {directory}{tag}; real pairs x{data.real_upsample}"
+    )
+    return real_pairs * data.real_upsample + synthetic
+
+
 def _load_or_train_tokenizer(
-    run_dir: Path, vocab_size: int, texts: Callable[[], Iterable[str]], tell: Callable[[str], None]
+    run_dir: Path,
+    vocab_size: int,
+    texts: Callable[[], Iterable[str]],
+    tell: Callable[[str], None],
+    user_symbols: Sequence[str] = (),
 ) -> Tokenizer:
     """Reuse ``run_dir/tokenizer.model`` or learn it from ``texts()``; refuse one of another size.
 
@@ -188,6 +232,8 @@ def _load_or_train_tokenizer(
         only when a vocabulary must be learned.
     tell : callable
         Receives one-line notes.
+    user_symbols : sequence of str
+        Pieces the vocabulary must hold whole (the back-translation tag).
 
     Returns
     -------
@@ -196,18 +242,25 @@ def _load_or_train_tokenizer(
 
     Notes
     -----
-    Raises ValueError when an existing model's size differs from ``vocab_size``.
+    Raises ValueError when an existing model's size differs from ``vocab_size``, or when it lacks one of
+    ``user_symbols`` as a single piece (a run resumed with a tag it was not started with).
     """
     tokenizer_path = run_dir / TOKENIZER_FILE
     if tokenizer_path.exists():
         tokenizer = Tokenizer.load(tokenizer_path)
         tell(f"vocabulary: reusing {tokenizer_path} ({tokenizer.vocab_size} pieces)")
     else:
-        tokenizer = Tokenizer.train(texts(), tokenizer_path, vocab_size)
+        tokenizer = Tokenizer.train(texts(), tokenizer_path, vocab_size, user_symbols=user_symbols)
         tell(f"vocabulary: trained a joint BPE model of {tokenizer.vocab_size} pieces -> {tokenizer_path}")
     if tokenizer.vocab_size != vocab_size:
         raise ValueError(
             f"{tokenizer_path} has {tokenizer.vocab_size} pieces but model.vocab_size={vocab_size}; "
             "delete it to retrain the vocabulary or set model.vocab_size to match"
         )
+    for symbol in user_symbols:
+        if len(tokenizer.pieces(symbol)) > 2 or symbol not in tokenizer.pieces(symbol):
+            raise ValueError(
+                f"{tokenizer_path} does not hold {symbol!r} (data.backtranslation_tag) as one piece; "
+                "delete it to retrain the vocabulary"
+            )
     return tokenizer

@@ -95,7 +95,9 @@ def _next_skip(rng: random.Random, weight: float, sample_size: int, position: in
     return weight, position + math.floor(skip) + 1
 
 
-def _train_model_bytes(sentences: list[str], vocab_size: int, character_coverage: float) -> bytes:
+def _train_model_bytes(
+    sentences: list[str], vocab_size: int, character_coverage: float, user_symbols: Sequence[str] = ()
+) -> bytes:
     """Run the SentencePiece BPE trainer in memory and return the serialized model.
 
     Parameters
@@ -106,6 +108,8 @@ def _train_model_bytes(sentences: list[str], vocab_size: int, character_coverage
         Number of pieces, special pieces included.
     character_coverage : float
         Fraction of characters covered by the vocabulary; the rest map to ``<unk>``.
+    user_symbols : sequence of str
+        Pieces never split (SentencePiece's ``user_defined_symbols``).
 
     Returns
     -------
@@ -137,6 +141,7 @@ def _train_model_bytes(sentences: list[str], vocab_size: int, character_coverage
             unk_piece=SPECIAL_PIECES[UNK_ID],
             num_threads=TRAINING_THREADS,
             minloglevel=2,
+            user_defined_symbols=list(user_symbols),  # none: the same model as before the option
         )
     except RuntimeError as error:
         raise _explain_training_failure(error, len(sentences), vocab_size) from None
@@ -251,6 +256,7 @@ class Tokenizer:
         *,
         seed_sentences: int = 2_000_000,
         character_coverage: float = 1.0,
+        user_symbols: Sequence[str] = (),
     ) -> "Tokenizer":
         """Learn a joint BPE vocabulary from sentences of both languages and save it.
 
@@ -266,6 +272,9 @@ class Tokenizer:
             At most this many sentences, drawn uniformly with a fixed seed, are used for training.
         character_coverage : float
             Fraction of characters the vocabulary must cover, in (0, 1]; 1.0 suits European languages.
+        user_symbols : sequence of str
+            Pieces that are always one token wherever they appear, e.g. the tag of tagged back-translation
+            (``data.backtranslation_tag``); they take ids right after the special pieces.
 
         Returns
         -------
@@ -287,7 +296,7 @@ class Tokenizer:
         if not 0.0 < character_coverage <= 1.0:
             raise ValueError(f"Tokenizer.train: character_coverage={character_coverage} must be in (0, 1]")
         sentences, _ = sample_sentences(texts, seed_sentences, SAMPLING_SEED)
-        model_bytes = _train_model_bytes(sentences, vocab_size, character_coverage)
+        model_bytes = _train_model_bytes(sentences, vocab_size, character_coverage, user_symbols)
         tokenizer = cls(model_bytes, Path(model_path))
         write_bytes_atomically(Path(model_path), model_bytes)
         return tokenizer

@@ -11,6 +11,7 @@ dropped from the batch at the next completion check (every step on the CPU, ever
 Nothing else in the loop reads a tensor back to the host.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,14 +19,15 @@ import torch
 from torch import Tensor
 
 from transformer.config import DecodeConfig
+from transformer.decoding.constraints import TargetPrefixes, constrain_step, raise_limits_for_prefixes
 from transformer.decoding.greedy import greedy_search
+from transformer.decoding.sampling import sample_search
 from transformer.decoding.search import (
     Hypothesis,
     build_hypotheses,
     check_no_nan_scores,
     check_src_tokens,
     completion_check_interval,
-    forbid_tokens,
     normalise_scores,
     note_nan_scores,
     output_length_limits,
@@ -118,6 +120,7 @@ def beam_search(
     model_or_step_model: Decodable,
     src_tokens: Tensor,
     config: DecodeConfig | None = None,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[list[Hypothesis]]:
     """Translate a batch with beam search.
 
@@ -129,8 +132,11 @@ def beam_search(
     src_tokens : torch.Tensor, shape (batch, src_len), int64
         Source token ids, each row ending with EOS and right-padded with the pad id.
     config : DecodeConfig, optional
-        ``beam_size``, length penalty, length limits, ``nbest`` and ``use_cache``; defaults to the paper's
-        ``DecodeConfig()``.
+        ``beam_size``, length penalty, length limits, ``no_repeat_ngram``, ``nbest`` and ``use_cache``;
+        defaults to the paper's ``DecodeConfig()``.
+    prefixes : sequence of sequence of int, optional
+        A target prefix per sentence (token ids), forced on every beam before the search continues
+        (:class:`~transformer.decoding.constraints.TargetPrefixes`).
 
     Returns
     -------
@@ -157,8 +163,9 @@ def beam_search(
     if src_tokens.size(0) == 0:
         return []
     step_model = as_step_model(model_or_step_model, config.use_cache)
+    packed = TargetPrefixes.from_lists(prefixes, src_tokens.device) if prefixes else None
     with inference_context(step_model):
-        finished = _run_beam_search(step_model, src_tokens, config)
+        finished = _run_beam_search(step_model, src_tokens, config, packed)
     return _best_hypotheses(finished, config)
 
 
@@ -166,8 +173,9 @@ def search(
     model_or_step_model: Decodable,
     src_tokens: Tensor,
     config: DecodeConfig | None = None,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[list[Hypothesis]]:
-    """Translate a batch with the search ``config`` asks for: greedy for beam size 1, else beam search.
+    """Translate a batch with the search ``config`` asks for: sampling, greedy for beam size 1, else beam.
 
     Parameters
     ----------
@@ -177,30 +185,40 @@ def search(
         Source token ids, right-padded with the pad id.
     config : DecodeConfig, optional
         Search settings; defaults to the paper's ``DecodeConfig()`` (beam 4, alpha 0.6, input length + 50).
+    prefixes : sequence of sequence of int, optional
+        A forced target prefix per sentence (token ids; empty for none).
 
     Returns
     -------
     list of list of Hypothesis
-        Per input sentence, in input order, ``config.nbest`` hypotheses, best first.
+        Per input sentence, in input order, ``config.nbest`` hypotheses (or samples), best first.
 
     Notes
     -----
     Beam search of size 1 gives the same tokens as greedy search; greedy is simply cheaper.
+    ``config.sampling`` draws ``nbest`` samples (:func:`~transformer.decoding.sampling.sample_search`).
+    Minimum Bayes risk decoding compares detokenised text, so it is not a token search: a config with
+    ``mbr`` raises ValueError here; use :func:`transformer.decoding.mbr.mbr_search` or the Translator.
     """
     config = config if config is not None else DecodeConfig()
+    if config.mbr:
+        raise ValueError("DecodeConfig.mbr needs detokenised text: use transformer.decoding.mbr.mbr_search")
+    if config.sampling:
+        return sample_search(model_or_step_model, src_tokens, config, prefixes)
     if config.beam_size == 1:
-        return greedy_search(model_or_step_model, src_tokens, config)
-    return beam_search(model_or_step_model, src_tokens, config)
+        return greedy_search(model_or_step_model, src_tokens, config, prefixes)
+    return beam_search(model_or_step_model, src_tokens, config, prefixes)
 
 
 def _run_beam_search(
-    step_model: StepModel[Any], src_tokens: Tensor, config: DecodeConfig
+    step_model: StepModel[Any], src_tokens: Tensor, config: DecodeConfig, prefixes: TargetPrefixes | None
 ) -> FinishedHypotheses:
     """Step all sentences' beams together until every sentence is done."""
     batch_size, beam_size, device = src_tokens.size(0), config.beam_size, src_tokens.device
     special_ids = torch.tensor([step_model.pad_id, step_model.bos_id, step_model.eos_id], device=device)
     position_limit = getattr(step_model, "max_output_length", None)
     max_lengths = output_length_limits(src_tokens, step_model.pad_id, config, position_limit)  # (batch,)
+    max_lengths = raise_limits_for_prefixes(max_lengths, prefixes, position_limit)
     max_steps = int(max_lengths.max())  # read once, before the loop: sizes the finished table
     check_interval = completion_check_interval(device)
     finished = _empty_finished(batch_size, beam_size, max_steps, step_model.pad_id, device)
@@ -212,7 +230,11 @@ def _run_beam_search(
     for step in range(max_steps):
         model_log_probs = step_model.log_probs(state, last_tokens)  # (active * beam_size, vocab)
         nan_seen = note_nan_scores(nan_seen, model_log_probs)
-        step_log_probs = forbid_tokens(model_log_probs, step, config, special_ids)
+        history = live.tokens.flatten(0, 1)  # (active * beam_size, step)
+        row_prefixes = None
+        if prefixes is not None:
+            row_prefixes = prefixes.select(live.sentence_ids.repeat_interleave(beam_size))
+        step_log_probs = constrain_step(model_log_probs, step, config, special_ids, history, row_prefixes)
         candidates = _extend(live, step_log_probs.reshape(live.log_probs.size(0), beam_size, -1))
         at_length_limit = max_lengths[live.sentence_ids] == step + 1  # (active,)
         finishing = _finishing(candidates, at_length_limit, live.done, beam_size, step_model.eos_id)

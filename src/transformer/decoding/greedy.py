@@ -1,30 +1,41 @@
-"""Greedy decoding: take the most probable next token at every step, for a whole batch at once."""
+"""Greedy decoding: take the most probable next token at every step, for a whole batch at once.
+
+The step loop here (:func:`run_token_loop`) also drives sampling (:mod:`transformer.decoding.sampling`): one
+token per row and step, chosen by the argmax or by a draw.
+"""
 
 import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from transformer.config import DecodeConfig
+from transformer.decoding.constraints import TargetPrefixes, constrain_step, raise_limits_for_prefixes
 from transformer.decoding.search import (
     Hypothesis,
     build_hypotheses,
     check_no_nan_scores,
     check_src_tokens,
     completion_check_interval,
-    forbid_tokens,
     normalise_scores,
     note_nan_scores,
     output_length_limits,
 )
 from transformer.decoding.step_model import Decodable, StepModel, as_step_model, inference_context
 
+#: Chooses each active row's next token: ``(step_log_probs, totals, active_ids, step) -> tokens``, with
+#: step_log_probs and totals (running sum plus step) of shape (active, vocab), active_ids (active,) the rows'
+#: positions in the batch, tokens (active,) int64. None in :func:`run_token_loop` means the argmax of totals.
+TokenChooser = Callable[[Tensor, Tensor, Tensor, int], Tensor]
+
 
 def greedy_search(
     model_or_step_model: Decodable,
     src_tokens: Tensor,
     config: DecodeConfig | None = None,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[list[Hypothesis]]:
     """Translate a batch by always choosing the most probable next token.
 
@@ -36,8 +47,12 @@ def greedy_search(
     src_tokens : torch.Tensor, shape (batch, src_len), int64
         Source token ids, each row ending with EOS and right-padded with the pad id.
     config : DecodeConfig, optional
-        Length limits (``max_length_offset``, ``max_length``, ``min_length``), the length penalty used for
-        ``Hypothesis.score``, and ``use_cache``; ``beam_size`` is ignored. Defaults to ``DecodeConfig()``.
+        Length limits (``max_length_offset``, ``max_length``, ``min_length``), ``no_repeat_ngram``, the
+        length penalty used for ``Hypothesis.score``, and ``use_cache``; ``beam_size`` is ignored. Defaults
+        to ``DecodeConfig()``.
+    prefixes : sequence of sequence of int, optional
+        A target prefix per sentence (token ids), forced before the search continues
+        (:class:`~transformer.decoding.constraints.TargetPrefixes`).
 
     Returns
     -------
@@ -64,17 +79,53 @@ def greedy_search(
     if src_tokens.size(0) == 0:
         return []
     step_model = as_step_model(model_or_step_model, config.use_cache)
+    packed = TargetPrefixes.from_lists(prefixes, src_tokens.device) if prefixes else None
     with inference_context(step_model):
-        hypotheses = _run_greedy(step_model, src_tokens, config)
+        state = step_model.start(src_tokens)
+        hypotheses = run_token_loop(step_model, state, src_tokens, config, packed)
     return [[hypothesis] if math.isfinite(hypothesis.log_prob) else [] for hypothesis in hypotheses]
 
 
-def _run_greedy(step_model: StepModel[Any], src_tokens: Tensor, config: DecodeConfig) -> list[Hypothesis]:
-    """Decode every sentence until EOS or its length limit; return one hypothesis per sentence."""
+def run_token_loop(
+    step_model: StepModel[Any],
+    state: Any,
+    src_tokens: Tensor,
+    config: DecodeConfig,
+    prefixes: TargetPrefixes | None = None,
+    choose: TokenChooser | None = None,
+) -> list[Hypothesis]:
+    """Extend every row by one chosen token per step until EOS or its length limit.
+
+    Parameters
+    ----------
+    step_model : StepModel
+        The step model, already in eval and inference mode.
+    state : StateT
+        Its state, started and with one row per row of ``src_tokens``.
+    src_tokens : torch.Tensor, shape (rows, src_len), int64
+        The source of each row (for the length limits).
+    config : DecodeConfig
+        Length limits, constraints and the length penalty of ``Hypothesis.score``.
+    prefixes : TargetPrefixes or None
+        One forced target prefix per row.
+    choose : TokenChooser or None
+        How a row's next token is chosen; None takes the most probable (greedy search).
+
+    Returns
+    -------
+    list of Hypothesis
+        One per row, in row order; ``log_prob`` is ``-inf`` for a row that had no allowed token.
+
+    Notes
+    -----
+    The loop of :func:`greedy_search` (see its Notes for finishing and dropping rows); a sampled row
+    differs only in ``choose``. Raises NonFiniteScoresError after the loop if a step saw NaN.
+    """
     batch_size, device = src_tokens.size(0), src_tokens.device
     special_ids = torch.tensor([step_model.pad_id, step_model.bos_id, step_model.eos_id], device=device)
     position_limit = getattr(step_model, "max_output_length", None)
     max_lengths = output_length_limits(src_tokens, step_model.pad_id, config, position_limit)  # (batch,)
+    max_lengths = raise_limits_for_prefixes(max_lengths, prefixes, position_limit)
     max_steps = int(max_lengths.max())  # read once, before the loop: sizes the token table
     check_interval = completion_check_interval(device)
     tokens = torch.full((batch_size, max_steps), step_model.pad_id, dtype=torch.long, device=device)
@@ -83,16 +134,21 @@ def _run_greedy(step_model: StepModel[Any], src_tokens: Tensor, config: DecodeCo
     ends_with_eos = torch.zeros(batch_size, dtype=torch.bool, device=device)
     active_ids = torch.arange(batch_size, device=device)  # (active,) sentences in the step model's batch
     done = torch.zeros(batch_size, dtype=torch.bool, device=device)  # (active,) finished, not yet dropped
-    state = step_model.start(src_tokens)
     last_tokens = torch.full((batch_size,), step_model.bos_id, dtype=torch.long, device=device)
     nan_seen = torch.zeros((), dtype=torch.bool, device=device)
     for step in range(max_steps):
         model_log_probs = step_model.log_probs(state, last_tokens)  # (active, vocab)
         nan_seen = note_nan_scores(nan_seen, model_log_probs)
-        step_log_probs = forbid_tokens(model_log_probs, step, config, special_ids)
+        row_prefixes = prefixes.select(active_ids) if prefixes is not None else None
+        history = tokens[active_ids, :step] if config.no_repeat_ngram else None  # (active, step)
+        step_log_probs = constrain_step(model_log_probs, step, config, special_ids, history, row_prefixes)
         # Rank running sums, not step log-probs, so beam search of size 1 does the same arithmetic.
         totals = log_probs[active_ids, None] + step_log_probs  # (active, vocab)
-        best_totals, next_tokens = totals.max(dim=1)  # (active,)
+        if choose is None:
+            best_totals, next_tokens = totals.max(dim=1)  # (active,)
+        else:
+            next_tokens = choose(step_log_probs, totals, active_ids, step)  # (active,)
+            best_totals = totals.gather(1, next_tokens[:, None]).squeeze(1)
         tokens[active_ids, step] = next_tokens  # for a done sentence past its num_steps: never read
         # A sentence done at an earlier step stays in the batch until the next check: keep its results.
         log_probs[active_ids] = torch.where(done, log_probs[active_ids], best_totals)

@@ -42,6 +42,9 @@ class Hypothesis:
         ``log_prob`` divided by the length penalty: what hypotheses are ranked by (higher is better).
     log_prob : float
         Sum of the log-probabilities of every generated token, the final EOS included when there is one.
+    expected_utility : float or None
+        With minimum Bayes risk decoding, the mean utility (chrF or BLEU, 0-100) against the other
+        candidates, which ranks the MBR output; None otherwise.
 
     Notes
     -----
@@ -52,6 +55,7 @@ class Hypothesis:
     tokens: list[int]
     score: float
     log_prob: float
+    expected_utility: float | None = None
 
 
 def length_penalty(num_steps: Tensor, alpha: float, form: str) -> Tensor:

@@ -1,8 +1,10 @@
 """Translate raw text with a trained checkpoint: BPE-encode, search, decode, keep the input order."""
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -11,8 +13,22 @@ from transformer.checkpoint import MODEL_FILE, load_checkpoint, load_checkpoint_
 from transformer.config import DecodeConfig
 from transformer.data.batching import inference_batches, pad_sequences
 from transformer.data.text_tokenizer import TextTokenizer
+from transformer.decoding.alignment import (
+    check_alignment_layer,
+    cross_attention,
+    hard_word_alignment,
+    word_indices,
+)
 from transformer.decoding.beam_search import search
-from transformer.decoding.search import NonFiniteScoresError
+from transformer.decoding.ensemble import (
+    ENSEMBLE_MODES,
+    EnsembleStepModel,
+    special_ids_mismatch,
+    vocabulary_mismatch,
+)
+from transformer.decoding.mbr import mbr_search
+from transformer.decoding.search import Hypothesis, NonFiniteScoresError
+from transformer.decoding.step_model import StepModel, as_step_model
 from transformer.device import bf16_unsupported_reason, resolve_device
 from transformer.model.config import TransformerConfig
 from transformer.model.quantization import quantize_for_inference
@@ -37,17 +53,24 @@ class Candidate:
         Total log-probability of the output tokens.
     tokens : list of int
         Output token ids (no BOS/EOS).
+    expected_utility : float or None
+        With MBR decoding, the mean chrF or BLEU against the other candidates (what ranks them).
+    alignment : list of (int, int) or None
+        Word alignment (source word, target word), when asked for (``alignment_layer``).
 
     Notes
     -----
-    ``Translator.translate_nbest`` returns these, best first by ``score``. ``score`` and ``log_prob`` count
-    the final EOS (unless the length limit stopped the search), which ``tokens`` and ``text`` leave out.
+    ``Translator.translate_nbest`` returns these, best first by ``score`` (by ``expected_utility`` with
+    MBR). ``score`` and ``log_prob`` count the final EOS (unless the length limit stopped the search), which
+    ``tokens`` and ``text`` leave out.
     """
 
     text: str
     score: float
     log_prob: float
     tokens: list[int]
+    expected_utility: float | None = None
+    alignment: list[tuple[int, int]] | None = None
 
 
 class Translator:
@@ -73,6 +96,11 @@ class Translator:
     max_input_tokens : int or None
         Longer inputs are truncated to this many BPE tokens (EOS included); defaults to the learned position
         table's size, or 1,024 with sinusoidal encodings. ``truncated_count`` tells how many were cut.
+    ensemble : sequence of model
+        More models decoded together with ``model`` (an ensemble), each placed and quantised like it; they
+        must have its target vocabulary and special ids.
+    ensemble_mode : {"prob", "logprob"}
+        How the ensemble averages (:class:`~transformer.decoding.ensemble.EnsembleStepModel`).
 
     Notes
     -----
@@ -92,6 +120,8 @@ class Translator:
         precision: str = "fp32",
         max_tokens: int = 4096,
         max_input_tokens: int | None = None,
+        ensemble: Sequence[SequenceModel] = (),
+        ensemble_mode: str = "prob",
     ) -> None:
         if precision not in TRANSLATION_PRECISIONS:
             raise ValueError(f"precision={precision!r} is not one of {TRANSLATION_PRECISIONS}")
@@ -105,26 +135,36 @@ class Translator:
                 f"precision='int8' runs on the CPU only (PyTorch's int8 linear kernels, FBGEMM and oneDNN, have "
                 f"no {self.device.type} implementation); on {self.device} use precision='bf16'"
             )
-        if precision == "int8" and not isinstance(model, Transformer):
-            raise ValueError(
-                f"precision='int8' quantizes Transformer models only; this model's architecture is "
-                f"{architecture_of(model.config)!r} (use precision='fp32' or 'bf16')"
-            )
+        for member in (model, *ensemble):
+            if precision == "int8" and not isinstance(member, Transformer):
+                raise ValueError(
+                    f"precision='int8' quantizes Transformer models only; this model's architecture is "
+                    f"{architecture_of(member.config)!r} (use precision='fp32' or 'bf16')"
+                )
         if precision == "bf16":
             reason = bf16_unsupported_reason(self.device)
             if reason is not None:
                 raise ValueError(f"precision='bf16': {reason}; use precision='fp32' or 'int8'")
-        dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-        self.model: SequenceModel = model.to(device=self.device, dtype=dtype).eval()
-        if isinstance(self.model, Transformer) and precision == "int8":
-            self.model = quantize_for_inference(self.model)
+        for index, member in enumerate(ensemble, start=2):
+            mismatch = special_ids_mismatch(model, member)
+            if mismatch is not None:
+                raise ValueError(f"ensemble model {index} differs from model 1: {mismatch}")
+        if ensemble_mode not in ENSEMBLE_MODES:
+            raise ValueError(f"ensemble_mode={ensemble_mode!r} is not one of {ENSEMBLE_MODES}")
         self.precision = precision
+        self.model: SequenceModel = self._prepare(model)
+        #: Every model decoded, ``model`` first; one model alone is not wrapped in an ensemble.
+        self.models: list[SequenceModel] = [self.model, *(self._prepare(member) for member in ensemble)]
+        self.ensemble_mode = ensemble_mode
         self.tokenizer = tokenizer
         self.decode_config = decode_config or DecodeConfig()
         self.max_tokens = max_tokens
-        config, learned_limit = model.config, None
-        if isinstance(config, TransformerConfig) and config.positional_encoding == "learned":
-            learned_limit = config.max_positions
+        learned_limits = [  # every member encodes the source: the smallest table bounds it
+            member.config.max_positions
+            for member in (model, *ensemble)
+            if isinstance(member.config, TransformerConfig) and member.config.positional_encoding == "learned"
+        ]
+        learned_limit = min(learned_limits) if learned_limits else None
         self.max_input_tokens = max_input_tokens or learned_limit or DEFAULT_MAX_INPUT_TOKENS
         self.truncated_count = 0
         #: The weights file the model came from, named when its scores turn out NaN (set by from_checkpoint).
@@ -169,7 +209,120 @@ class Translator:
         translator.weights_file = checkpoint.path / MODEL_FILE
         return translator
 
-    def translate(self, sentences: Sequence[str], progress: Callable[[int], None] | None = None) -> list[str]:
+    @classmethod
+    def from_checkpoints(
+        cls,
+        paths: Sequence[str | Path],
+        decode_config: DecodeConfig | None = None,
+        device: str = "auto",
+        precision: str = "fp32",
+        ensemble_mode: str = "prob",
+    ) -> "Translator":
+        """Load an ensemble of checkpoints (one path is the same as :meth:`from_checkpoint`).
+
+        Parameters
+        ----------
+        paths : sequence of str or Path
+            Checkpoint or run directories, at least one; the first one's tokenizer and search settings are
+            used.
+        decode_config : DecodeConfig or None
+            Search settings; None takes the first checkpoint's.
+        device : str
+            Device setting.
+        precision : {"fp32", "bf16", "int8"}
+            Applied to every model.
+        ensemble_mode : {"prob", "logprob"}
+            How the models' distributions are averaged.
+
+        Returns
+        -------
+        Translator
+            Ready to translate with every model.
+
+        Notes
+        -----
+        Every model reads the same source ids and must output the same target ids, so the checkpoints'
+        tokenizers must have the same vocabulary: a mismatch raises ValueError naming the checkpoint and the
+        first piece that differs. Models may otherwise differ (sizes, layers, training runs).
+        """
+        if not paths:
+            raise ValueError("an ensemble needs at least one checkpoint")
+        checkpoints = [load_checkpoint(Path(path)) for path in paths]
+        tokenizers = [load_checkpoint_tokenizer(checkpoint.path) for checkpoint in checkpoints]
+        models = [checkpoint.build_model() for checkpoint in checkpoints]
+        others = zip(paths[1:], tokenizers[1:], models[1:], strict=True)
+        for path, tokenizer, model in others:
+            mismatch = vocabulary_mismatch(tokenizers[0], tokenizer, models[0], model)
+            if mismatch is not None:
+                raise ValueError(
+                    f"{path}: its vocabulary differs from {paths[0]}'s: {mismatch} (an ensemble needs one)"
+                )
+        settings = decode_config or checkpoints[0].decode_config
+        translator = cls(
+            models[0],
+            tokenizers[0],
+            settings,
+            device,
+            precision,
+            ensemble=models[1:],
+            ensemble_mode=ensemble_mode,
+        )
+        translator.weights_file = checkpoints[0].path / MODEL_FILE
+        return translator
+
+    def _prepare(self, model: SequenceModel) -> SequenceModel:
+        """Move a model to the device, cast or quantise it for ``precision``, and put it in eval mode."""
+        dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
+        prepared: SequenceModel = model.to(device=self.device, dtype=dtype).eval()
+        if isinstance(prepared, Transformer) and self.precision == "int8":
+            prepared = quantize_for_inference(prepared)
+        return prepared
+
+    def batch_budget(self) -> int:
+        """Source tokens per batch: ``max_tokens``, cut for searches with many rows per sentence.
+
+        Returns
+        -------
+        int
+            ``max_tokens`` for greedy and beam search; for sampling and MBR, scaled down so a batch decodes
+            about as many rows as beam search of size 4 would.
+
+        Notes
+        -----
+        Sampling decodes ``nbest`` rows per sentence and MBR ``mbr``; at N = 32 an unscaled batch would hold
+        eight times beam 4's rows, each with its own self-attention cache (gigabytes for a 4,096-token batch
+        of a 4-layer model). Beam search keeps the budget it always had.
+        """
+        config = self.decode_config
+        rows = config.mbr or (config.nbest if config.sampling else 0)
+        return max(1, self.max_tokens * 4 // rows) if rows > 4 else self.max_tokens
+
+    def step_model(self) -> StepModel[Any]:
+        """Return what the searches decode: the model's step model, or the ensemble of every model's.
+
+        Returns
+        -------
+        StepModel
+            A :class:`~transformer.decoding.step_model.TransformerStepModel` (or the model's own), or an
+            :class:`~transformer.decoding.ensemble.EnsembleStepModel` when there are several models.
+
+        Notes
+        -----
+        Built per call from ``decode_config.use_cache``, so changing the settings takes effect at once; the
+        step model holds no state between searches.
+        """
+        use_cache = self.decode_config.use_cache
+        if len(self.models) == 1:
+            return as_step_model(self.model, use_cache)
+        members = [as_step_model(model, use_cache) for model in self.models]
+        return EnsembleStepModel(members, self.ensemble_mode)
+
+    def translate(
+        self,
+        sentences: Sequence[str],
+        progress: Callable[[int], None] | None = None,
+        prefixes: Sequence[str] | None = None,
+    ) -> list[str]:
         """Translate sentences, returning the best translation of each in input order.
 
         Parameters
@@ -178,6 +331,8 @@ class Translator:
             Raw (untokenised) source sentences.
         progress : callable or None
             Called with the number of sentences each finished batch held (see :meth:`translate_nbest`).
+        prefixes : sequence of str or None
+            A target prefix per sentence (see :meth:`translate_nbest`).
 
         Returns
         -------
@@ -191,11 +346,15 @@ class Translator:
         """
         return [
             candidates[0].text if candidates else ""
-            for candidates in self.translate_nbest(sentences, progress)
+            for candidates in self.translate_nbest(sentences, progress, prefixes)
         ]
 
     def translate_nbest(
-        self, sentences: Sequence[str], progress: Callable[[int], None] | None = None
+        self,
+        sentences: Sequence[str],
+        progress: Callable[[int], None] | None = None,
+        prefixes: Sequence[str] | None = None,
+        alignment_layer: int | None = None,
     ) -> list[list[Candidate]]:
         """Translate sentences, returning ``decode_config.nbest`` candidates each, best first.
 
@@ -206,6 +365,12 @@ class Translator:
         progress : callable or None
             Called after each batch with the number of sentences it held (empty lines, which need no search,
             are counted before the first), so a caller can show progress; the library itself never prints.
+        prefixes : sequence of str or None
+            One raw target prefix per sentence (an empty string for none): each translation starts with it
+            and the search continues from there (interactive translation).
+        alignment_layer : int or None
+            Also compute each candidate's word alignment from this decoder layer's cross-attention
+            (negative counts from the end; :mod:`~transformer.decoding.alignment`); None skips it.
 
         Returns
         -------
@@ -218,31 +383,85 @@ class Translator:
         long input does not pad a batch of short ones. Inputs longer than ``max_input_tokens`` are cut
         silently; ``truncated_count`` adds them up over every call on this translator. A model whose scores
         are NaN (damaged or overflowing weights) raises ValueError naming its weights file, instead of
-        returning empty translations.
+        returning empty translations. A prefix is encoded as target text on its own, so a prefix ending in
+        the middle of a word may be split into other subwords than the whole word would be; end prefixes at
+        a word boundary. An empty source line stays empty whatever its prefix. Raises ValueError when the
+        prefixes are not one per sentence, or the alignment layer does not exist.
         """
+        if prefixes is not None and len(prefixes) != len(sentences):
+            raise ValueError(f"{len(prefixes)} prefixes for {len(sentences)} sentences")
+        if alignment_layer is not None:
+            check_alignment_layer(self.model, alignment_layer)
         encoded = [self._encode(sentence) for sentence in sentences]
+        encoded_prefixes = [
+            self.tokenizer.encode_target(prefix) if prefix.strip() else [] for prefix in prefixes or []
+        ]
         results: list[list[Candidate]] = [[] for _ in sentences]
         lengths = [len(ids) for ids in encoded]
-        batches = inference_batches(lengths, self.max_tokens)
+        batches = inference_batches(lengths, self.batch_budget())
         if progress is not None:
             progress(len(sentences) - sum(len(batch) for batch in batches))  # empty lines: nothing to search
         for batch_indices in batches:
             src_tokens = pad_sequences([encoded[index] for index in batch_indices], self.model.config.pad_id)
             src_tokens = src_tokens.to(self.device)
-            try:
-                hypotheses = search(self.model, src_tokens, self.decode_config)
-            except NonFiniteScoresError as error:
-                raise ValueError(f"{self.weights_file or 'the model'}: {error}") from None
-            for index, sentence_hypotheses in zip(batch_indices, hypotheses, strict=True):
-                results[index] = [
-                    Candidate(
-                        self.tokenizer.decode(item.tokens).strip(), item.score, item.log_prob, item.tokens
-                    )
-                    for item in sentence_hypotheses
-                ]
+            batch_prefixes = (
+                [encoded_prefixes[index] for index in batch_indices] if prefixes is not None else None
+            )
+            hypotheses = self._search(src_tokens, batch_prefixes)
+            candidates = [[self._candidate(item) for item in sentence] for sentence in hypotheses]
+            if alignment_layer is not None:
+                candidates = self._align(src_tokens, candidates, alignment_layer)
+            for index, sentence_candidates in zip(batch_indices, candidates, strict=True):
+                results[index] = sentence_candidates
             if progress is not None:
                 progress(len(batch_indices))
         return results
+
+    def _search(self, src_tokens: torch.Tensor, prefixes: list[list[int]] | None) -> list[list[Hypothesis]]:
+        """Run the configured search (MBR when ``decode_config.mbr``) and name the weights on NaN scores."""
+        try:
+            if self.decode_config.mbr:
+                return mbr_search(
+                    self.step_model(), src_tokens, self.decode_config, self._detokenize, prefixes
+                )
+            return search(self.step_model(), src_tokens, self.decode_config, prefixes)
+        except NonFiniteScoresError as error:
+            raise ValueError(f"{self.weights_file or 'the model'}: {error}") from None
+
+    def _detokenize(self, tokens: list[int]) -> str:
+        """Turn output ids into the text a user sees (what MBR's utilities compare)."""
+        return self.tokenizer.decode(tokens).strip()
+
+    def _candidate(self, hypothesis: Hypothesis) -> Candidate:
+        """Detokenise one hypothesis."""
+        return Candidate(
+            self._detokenize(hypothesis.tokens),
+            hypothesis.score,
+            hypothesis.log_prob,
+            hypothesis.tokens,
+            hypothesis.expected_utility,
+        )
+
+    def _align(
+        self, src_tokens: torch.Tensor, candidates: list[list[Candidate]], layer: int
+    ) -> list[list[Candidate]]:
+        """Add word alignments to a batch's candidates, from the first model's cross-attention."""
+        rows = [sentence for sentence, found in enumerate(candidates) for _ in found]
+        if not rows:
+            return candidates
+        outputs = [candidate.tokens for found in candidates for candidate in found]
+        row_sources = src_tokens.index_select(0, torch.tensor(rows, device=src_tokens.device))
+        attention = cross_attention(self.model, row_sources, outputs, layer).cpu()  # (rows, tgt_len, src_len)
+        eos_id, pad_id = self.model.config.eos_id, self.model.config.pad_id
+        aligned: list[list[Candidate]] = [[] for _ in candidates]
+        for row, (sentence, output) in enumerate(zip(rows, outputs, strict=True)):
+            source_ids = [i for i in src_tokens[sentence].tolist() if i not in (eos_id, pad_id)]
+            source_words = word_indices([self.tokenizer.source_id_to_piece(i) for i in source_ids])
+            target_words = word_indices([self.tokenizer.id_to_piece(i) for i in output])
+            pairs = hard_word_alignment(attention[row], source_words, target_words)
+            candidate = candidates[sentence][len(aligned[sentence])]
+            aligned[sentence].append(dataclasses.replace(candidate, alignment=pairs))
+        return aligned
 
     def _encode(self, sentence: str) -> list[int]:
         if not sentence.strip():

@@ -1,9 +1,16 @@
-"""Corpus BLEU and chrF with sacreBLEU, on detokenised text, with the signature that makes scores comparable."""
+"""BLEU and chrF with sacreBLEU on detokenised text.
 
+Corpus scores come with the signature that makes them comparable; sentence utilities serve minimum Bayes
+risk decoding.
+"""
+
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sacrebleu
+from sacrebleu.metrics.helpers import extract_all_char_ngrams, extract_all_word_ngrams
 
 
 @dataclass(frozen=True)
@@ -98,3 +105,125 @@ def score_translations(
         bleu_details=details,
         num_sentences=len(hypotheses),
     )
+
+
+#: The utilities minimum Bayes risk decoding can use (``DecodeConfig.mbr_utility``).
+SENTENCE_UTILITIES = ("chrf", "bleu")
+
+
+class SentenceUtility:
+    """Sentence-level chrF2 or BLEU between many pairs of sentences, each sentence's n-grams counted once.
+
+    Parameters
+    ----------
+    name : {"chrf", "bleu"}
+        sacreBLEU's chrF2 (character 6-grams, beta 2) or sentence BLEU (13a tokens, exponential smoothing,
+        effective order, as ``BLEU.sentence_score`` recommends).
+
+    Notes
+    -----
+    MBR decoding scores every candidate against every other: N(N - 1) pairs per sentence. Calling
+    ``sentence_score`` for each pair would preprocess and count the n-grams of both sentences every time;
+    here :meth:`features` counts them once per sentence (with sacreBLEU's own preprocessing and n-gram
+    extraction) and :meth:`score` only intersects counts, then lets sacreBLEU turn the statistics into a
+    score. The result equals ``sentence_score`` (tested). Raises ValueError for an unknown name.
+    """
+
+    def __init__(self, name: str) -> None:
+        if name not in SENTENCE_UTILITIES:
+            raise ValueError(f"utility {name!r} is not one of {SENTENCE_UTILITIES}")
+        self.name = name
+        self.metric: sacrebleu.CHRF | sacrebleu.BLEU = (
+            sacrebleu.CHRF() if name == "chrf" else sacrebleu.BLEU(effective_order=True)
+        )
+
+    def features(self, sentence: str) -> Any:
+        """Count a sentence's n-grams once, for use as hypothesis and as reference.
+
+        Parameters
+        ----------
+        sentence : str
+            A detokenised sentence.
+
+        Returns
+        -------
+        object
+            chrF: the list of character n-gram counters per order; BLEU: the word n-gram counter and the
+            token count.
+
+        Notes
+        -----
+        Uses sacreBLEU's preprocessing (tokenisation for BLEU) and its n-gram helpers, so the counts are
+        exactly those its ``sentence_score`` would compute.
+        """
+        text = self.metric._preprocess_segment(sentence)
+        if isinstance(self.metric, sacrebleu.CHRF):
+            return extract_all_char_ngrams(text, self.metric.char_order, self.metric.whitespace)
+        return extract_all_word_ngrams(text, 1, self.metric.max_ngram_order)
+
+    def score(self, hypothesis: Any, reference: Any) -> float:
+        """Score one hypothesis against one reference from their :meth:`features`.
+
+        Parameters
+        ----------
+        hypothesis, reference : object
+            Features of the two sentences.
+
+        Returns
+        -------
+        float
+            chrF2 or BLEU, 0 to 100.
+
+        Notes
+        -----
+        The matching statistics are those of sacreBLEU's ``_compute_segment_statistics`` with one
+        reference; the score is its ``_compute_score_from_stats``.
+        """
+        if isinstance(self.metric, sacrebleu.CHRF):
+            statistics: list[int] = []
+            for hypothesis_ngrams, reference_ngrams in zip(hypothesis, reference, strict=True):
+                statistics.extend(self.metric._get_match_statistics(hypothesis_ngrams, reference_ngrams))
+            return float(self.metric._compute_score_from_stats(statistics).score)
+        (hypothesis_ngrams, hypothesis_length), (reference_ngrams, reference_length) = hypothesis, reference
+        order = self.metric.max_ngram_order
+        correct, total = [0] * order, [0] * order
+        for ngram, count in hypothesis_ngrams.items():
+            total[len(ngram) - 1] += count
+            if ngram in reference_ngrams:
+                correct[len(ngram) - 1] += min(count, reference_ngrams[ngram])
+        statistics = [hypothesis_length, reference_length, *correct, *total]
+        return float(self.metric._compute_score_from_stats(statistics).score)
+
+    def expected_utilities(self, candidates: Sequence[str]) -> list[float]:
+        """Average each candidate's utility against all the other candidates as pseudo-references.
+
+        Parameters
+        ----------
+        candidates : sequence of str
+            A sentence's N candidates (N >= 2), duplicates allowed.
+
+        Returns
+        -------
+        list of float
+            Per candidate, the mean utility over the N - 1 others (a candidate is not its own reference).
+
+        Notes
+        -----
+        Candidates drawn by sampling are draws from the model, so this mean estimates the expected utility
+        under the model (Eikema & Aziz 2020; Freitag et al. 2022). Identical texts are counted and scored
+        once: a sentence with N samples but k distinct texts costs k^2 comparisons, not N^2. A single
+        candidate gets 0.
+        """
+        if len(candidates) < 2:
+            return [0.0] * len(candidates)
+        distinct = list(dict.fromkeys(candidates))
+        counts = Counter(candidates)
+        features = [self.features(text) for text in distinct]
+        totals = {}
+        for index, text in enumerate(distinct):
+            utilities = [self.score(features[index], reference) for reference in features]
+            weighted = sum(
+                counts[other] * utility for other, utility in zip(distinct, utilities, strict=True)
+            )
+            totals[text] = weighted - utilities[index]  # one copy of the text is the candidate itself
+        return [totals[text] / (len(candidates) - 1) for text in candidates]

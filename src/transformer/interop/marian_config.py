@@ -210,8 +210,10 @@ def config_to_marian(config: TransformerConfig) -> dict[str, Any]:
 
     Notes
     -----
-    ``decoder_start_token_id`` is our start id (BOS for this project's models); ``forced_eos_token_id`` is
-    the EOS id, as in OPUS-MT configs.
+    ``decoder_start_token_id`` is our start id (BOS for this project's models). ``forced_eos_token_id`` is
+    written as null, unlike OPUS-MT configs (which force EOS): forcing EOS at the length limit replaces the
+    last token of an output the limit stops, where our search keeps it (issue #28 item 7). Leaving the key out
+    would not do: ``MarianConfig`` then defaults it to 0, which is our PAD.
     """
     return {
         "architectures": ["MarianMTModel"],
@@ -236,7 +238,7 @@ def config_to_marian(config: TransformerConfig) -> dict[str, Any]:
         "pad_token_id": config.pad_id,
         "bos_token_id": config.bos_id,
         "eos_token_id": config.eos_id,
-        "forced_eos_token_id": config.eos_id,
+        "forced_eos_token_id": None,
         "decoder_start_token_id": config.start_id,
         "is_encoder_decoder": True,
     }
@@ -259,6 +261,10 @@ def generation_settings(config: TransformerConfig) -> dict[str, Any]:
     -----
     ``num_beams`` is our default 4. HuggingFace's length penalty is our "power" form with alpha 1 by
     default; our translator's default is the "gnmt" form with alpha 0.6, which ``generate()`` cannot express.
+    ``early_stopping`` is true: a sentence is done once ``num_beams`` hypotheses have finished, our stopping
+    rule (``generate()``'s default keeps searching while a live beam could still win). No EOS is forced at
+    the length limit (``forced_eos_token_id`` null), as our search forces none: with the same beam size,
+    penalty and ``max_new_tokens``, ``generate()`` returns our outputs (tested against ``transformers``).
     """
     forbidden = [[config.pad_id]]
     if config.bos_id not in (config.eos_id, config.pad_id):
@@ -268,7 +274,8 @@ def generation_settings(config: TransformerConfig) -> dict[str, Any]:
         "bos_token_id": config.bos_id,
         "decoder_start_token_id": config.start_id,
         "eos_token_id": config.eos_id,
-        "forced_eos_token_id": config.eos_id,
+        "forced_eos_token_id": None,
+        "early_stopping": True,
         "pad_token_id": config.pad_id,
         "num_beams": 4,
         "max_length": EXPORT_MAX_POSITIONS,

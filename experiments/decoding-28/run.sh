@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Issue #28's experiments on Multi30k EN-DE (validation set): MBR against beam 4, ensembles of two and four
+# independently trained models, and tagged back-translation from half of the pairs.
+#
+#   experiments/decoding-28/run.sh            # everything (about 7 trainings of 28 min on a 2-core CPU, then decoding)
+#   STEPS="seeds compare" experiments/decoding-28/run.sh    # only some steps
+#
+# Resumable: a finished training (its .finished marker) is skipped, an interrupted one continues with
+# --resume, a back-translated corpus is kept once written, and benchmarks/compare_decoding.py skips the rows
+# already in its JSON. Set DATA to the folder of {train,val}.{en,de}.gz and RUNS to where runs go.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+DATA=${DATA:-/work/shared/data/multi30k}
+RUNS=${RUNS:-runs/decoding-28}
+OUT=experiments/decoding-28
+STEPS=${STEPS:-"seeds compare halves backtranslate bt-compare"}
+mkdir -p "$RUNS"
+
+train() {  # train NAME [train options...]: new, resumed, or skipped when finished
+    local name=$1
+    shift
+    if [ -f "$RUNS/$name/.finished" ]; then
+        return
+    fi
+    if [ -f "$RUNS/$name/checkpoints/index.json" ]; then
+        transformer train --config configs/multi30k.yaml --output-dir "$RUNS/$name" --resume "$@"
+    else
+        transformer train --config configs/multi30k.yaml --output-dir "$RUNS/$name" "$@"
+    fi
+    touch "$RUNS/$name/.finished"
+}
+
+zcat "$DATA/val.en.gz" > "$RUNS/val.en"
+zcat "$DATA/val.de.gz" > "$RUNS/val.de"
+
+if [[ $STEPS == *seeds* ]]; then  # four independently trained models (seed 1 is the shipped recipe)
+    for seed in 1 2 3 4; do
+        train "seed$seed" --set data.mirror="$DATA" --set train.seed=$seed
+    done
+fi
+
+if [[ $STEPS == *compare* ]]; then  # MBR N in {8, 16, 32} against beam 4; ensembles of 2 and 4 against each alone
+    python -m benchmarks.compare_decoding --checkpoint "$RUNS/seed1" \
+        --ensemble "$RUNS/seed2" "$RUNS/seed3" "$RUNS/seed4" \
+        --source "$RUNS/val.en" --reference "$RUNS/val.de" --mbr 8 16 32 \
+        --output "$OUT/comparison.json"
+fi
+
+if [[ $STEPS == *halves* ]]; then  # the first half of the pairs in both directions
+    half=$(( $(zcat "$DATA/train.en.gz" | wc -l) / 2 ))
+    mkdir -p "$RUNS/first-half" "$RUNS/second-half"
+    for lang in en de; do
+        zcat "$DATA/train.$lang.gz" | head -n "$half" > "$RUNS/first-half/train.$lang"
+        zcat "$DATA/train.$lang.gz" | tail -n "+$((half + 1))" > "$RUNS/second-half/train.$lang"
+        cp "$RUNS/val.$lang" "$RUNS/first-half/val.$lang"
+    done
+    train half-en-de --data-dir "$RUNS/first-half" --set train.seed=1
+    train half-de-en --data-dir "$RUNS/first-half" --set data.source_lang=de --set data.target_lang=en \
+        --set train.seed=1
+fi
+
+if [[ $STEPS == *backtranslate* ]]; then  # the second half's German, back-translated; then trained on both
+    if [ ! -f "$RUNS/bt-corpus/backtranslation.json" ]; then
+        transformer backtranslate --checkpoint "$RUNS/half-de-en" --input "$RUNS/second-half/train.de" \
+            --output "$RUNS/bt-corpus" --source-lang en --target-lang de --seed 1
+    fi
+    train half-plus-bt --data-dir "$RUNS/first-half" --set train.seed=1 \
+        --set data.backtranslated_dir="$RUNS/bt-corpus" --set data.backtranslation_tag="<BT>"
+fi
+
+if [[ $STEPS == *bt-compare* ]]; then  # half data, half + back-translation, full data (seed 1): validation BLEU
+    python -m benchmarks.compare_decoding --checkpoint "$RUNS/half-en-de" "$RUNS/half-plus-bt" "$RUNS/seed1" \
+        --source "$RUNS/val.en" --reference "$RUNS/val.de" --mbr \
+        --output "$OUT/backtranslation.json"
+fi

@@ -1,0 +1,211 @@
+"""``transformer translate`` and ``evaluate`` with the decoding options of issue #28, on a tiny trained run."""
+
+import math
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_tiny_config
+from transformer.cli import main
+from transformer.config import DecodeConfig
+from transformer.data.dataset import read_lines
+from transformer.decoding.translator import Translator
+
+
+@pytest.fixture(scope="module")
+def sources(trained_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("texts") / "src.en"
+    lines = read_lines(trained_run / "data" / "valid.en")[:5]
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def translate(capsys, *arguments: str) -> list[str]:
+    assert main(["translate", *arguments]) == 0, capsys.readouterr().err
+    return capsys.readouterr().out.splitlines()
+
+
+def test_sampling_is_reproducible_and_lists_n_samples_per_line(
+    trained_run, sources, tmp_path, capsys
+) -> None:
+    arguments = ["--checkpoint", str(trained_run), "--input", str(sources), "--sampling", "--nbest", "3"]
+    first = translate(capsys, *arguments, "--seed", "7")
+    assert [line.split("\t")[0] for line in first] == [str(i) for i in range(5) for _ in range(3)]
+    assert translate(capsys, *arguments, "--seed", "7") == first
+    # Whatever the batch: the last sentence alone gets the samples it got among the others.
+    alone = tmp_path / "alone.en"
+    alone.write_text(sources.read_text(encoding="utf-8").splitlines()[4] + "\n", encoding="utf-8")
+    single = translate(capsys, "--checkpoint", str(trained_run), "--input", str(alone), "--sampling",
+                       "--nbest", "3", "--seed", "7")  # fmt: skip
+    assert [line.split("\t", 1)[1] for line in single] == [line.split("\t", 1)[1] for line in first[-3:]]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_sampling_with_top_k_one_prints_the_greedy_translation(
+    trained_run, sources, capsys, precision
+) -> None:
+    common = ["--checkpoint", str(trained_run), "--input", str(sources), "--precision", precision]
+    common += ["--device", "cpu"]
+    greedy = translate(capsys, *common, "--beam", "1")
+    assert translate(capsys, *common, "--sampling", "--top-k", "1", "--temperature", "0.5") == greedy
+
+
+def test_scores_and_alignments_columns(trained_run, sources, capsys) -> None:
+    lines = translate(capsys, "--checkpoint", str(trained_run), "--input", str(sources), "--scores",
+                      "--alignments", "--alignment-layer", "0")  # fmt: skip
+    translator = Translator.from_checkpoint(trained_run)
+    source_lines = sources.read_text(encoding="utf-8").splitlines()
+    candidates = translator.translate_nbest(source_lines, alignment_layer=0)
+    for line, source, [best] in zip(lines, source_lines, candidates, strict=True):
+        log_prob, text, alignment = line.split("\t")
+        assert (
+            float(log_prob) == pytest.approx(best.log_prob, abs=1e-4) and log_prob == f"{best.log_prob:.4f}"
+        )
+        assert text == best.text
+        pairs = [tuple(map(int, pair.split("-"))) for pair in alignment.split()]
+        assert pairs == best.alignment
+        # Every target word is aligned (one argmax per subword) and indices are within the sentences.
+        assert {target for _, target in pairs} == set(range(len(text.split())))
+        assert all(0 <= source_word < len(source.split()) for source_word, _ in pairs)
+
+
+def test_nbest_lines_carry_rank_log_prob_text_and_alignment(trained_run, sources, capsys) -> None:
+    lines = translate(capsys, "--checkpoint", str(trained_run), "--input", str(sources), "--beam", "3",
+                      "--nbest", "3", "--scores", "--alignments")  # fmt: skip
+    translator = Translator.from_checkpoint(trained_run)
+    translator.decode_config = DecodeConfig(beam_size=3, nbest=3, **{
+        name: getattr(translator.decode_config, name)
+        for name in ("length_penalty", "length_penalty_form", "max_length_offset")
+    })  # fmt: skip
+    expected = translator.translate_nbest(
+        sources.read_text(encoding="utf-8").splitlines(), alignment_layer=-1
+    )
+    rows = [
+        f"{index}\t{c.score:.4f}\t{c.log_prob:.4f}\t{c.text}\t{' '.join(f'{i}-{j}' for i, j in c.alignment or [])}"
+        for index, found in enumerate(expected)
+        for c in found
+    ]
+    assert lines == rows and len(rows) == 15
+
+
+def test_prefix_file_forces_the_start_of_each_translation(trained_run, sources, tmp_path, capsys) -> None:
+    greedy = translate(capsys, "--checkpoint", str(trained_run), "--input", str(sources), "--beam", "1")
+    prefixes = tmp_path / "prefixes.de"
+    words = [line.split()[:2] for line in greedy]
+    # The second sentence is given another sentence's start, the third none.
+    chosen = [" ".join(words[0]), " ".join(words[3]), "", " ".join(words[3]), " ".join(words[4][:1])]
+    prefixes.write_text("".join(f"{prefix}\n" for prefix in chosen), encoding="utf-8")
+    for beam in ("1", "2"):
+        lines = translate(capsys, "--checkpoint", str(trained_run), "--input", str(sources),
+                          "--prefix-file", str(prefixes), "--beam", beam)  # fmt: skip
+        for line, prefix in zip(lines, chosen, strict=True):
+            assert line.startswith(prefix)
+    assert translate(capsys, "--checkpoint", str(trained_run), "--input", str(sources), "--prefix-file",
+                     str(prefixes), "--beam", "1")[2] == greedy[2]  # fmt: skip
+
+
+def test_mbr_returns_one_of_its_candidates(trained_run, sources, capsys) -> None:
+    common = ["--checkpoint", str(trained_run), "--input", str(sources)]
+    beam_list = translate(capsys, *common, "--beam", "4", "--nbest", "4")
+    mbr = translate(capsys, *common, "--mbr", "4", "--mbr-candidates", "beam", "--nbest", "2")
+    for index in range(5):
+        candidates = {line.split("\t")[2] for line in beam_list if line.startswith(f"{index}\t")}
+        chosen = [line.split("\t") for line in mbr if line.startswith(f"{index}\t")]
+        assert len(chosen) == 2 and all(text in candidates for _, _, text in chosen)
+        assert float(chosen[0][1]) >= float(chosen[1][1])  # ranked by expected utility (0-100)
+        assert 0.0 <= float(chosen[1][1]) <= 100.0
+    sampled = translate(capsys, *common, "--mbr", "8", "--mbr-utility", "bleu", "--epsilon", "0.02")
+    assert len(sampled) == 5
+
+
+def test_an_ensemble_of_one_checkpoint_twice_translates_as_it(trained_run, sources, capsys) -> None:
+    common = ["--input", str(sources), "--scores"]
+    alone = translate(capsys, "--checkpoint", str(trained_run), *common)
+    ensembles = {}
+    for mode in ("prob", "logprob"):
+        twice = translate(capsys, "--checkpoint", str(trained_run), str(trained_run), *common,
+                          "--ensemble-mode", mode)  # fmt: skip
+        assert [line.split("\t")[1] for line in twice] == [line.split("\t")[1] for line in alone]
+        for pair in zip(twice, alone, strict=True):
+            assert math.isclose(*(float(line.split("\t")[0]) for line in pair), abs_tol=1e-3)
+        ensembles[mode] = twice
+    repeated = translate(capsys, "--checkpoint", str(trained_run), "--checkpoint", str(trained_run), *common)
+    assert repeated == ensembles["prob"]  # the option repeated means the same as several paths
+
+
+@pytest.fixture(scope="module")
+def other_vocabulary_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("other")
+    config = write_tiny_config(directory, model={"vocab_size": 120}, train={"max_steps": 2})
+    assert main(["train", "--config", str(config), "--output-dir", str(directory / "run")]) == 0
+    return directory / "run"
+
+
+def test_an_ensemble_with_another_vocabulary_is_refused_in_one_line(
+    trained_run, other_vocabulary_run, sources, capsys
+) -> None:
+    capsys.readouterr()
+    status = main(["translate", "--checkpoint", str(trained_run), str(other_vocabulary_run), "--input",
+                   str(sources)])  # fmt: skip
+    error = capsys.readouterr().err
+    assert status == 2 and error.count("\n") == 1
+    assert (
+        f"{other_vocabulary_run}: its vocabulary differs from {trained_run}'s: 120 target tokens here, 150"
+        in error
+    )
+
+
+def test_evaluate_samples_and_ensembles(trained_run, capsys) -> None:
+    sources = trained_run / "data" / "valid.en"
+    references = trained_run / "data" / "valid.de"
+    assert main(["evaluate", "--checkpoint", str(trained_run), str(trained_run), "--source", str(sources),
+                 "--reference", str(references), "--sampling", "--epsilon", "0.02"]) == 0  # fmt: skip
+    output = capsys.readouterr().out
+    assert "perplexity of the first --checkpoint" in output and "BLEU" in output
+
+
+def test_translate_help_documents_every_option(capsys, monkeypatch) -> None:
+    with pytest.raises(SystemExit):
+        main(["translate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for option in ["--sampling", "--temperature", "--top-k", "--top-p", "--epsilon", "--seed", "--nbest",
+                   "--mbr", "--mbr-candidates", "--mbr-utility", "--ensemble-mode", "--prefix-file",
+                   "--no-repeat-ngram", "--min-length", "--max-length", "--alignments", "--alignment-layer",
+                   "--scores"]:  # fmt: skip
+        assert option in text
+    assert "Pharaoh" in text and "lower is more conservative" in text
+
+
+def test_translator_api_takes_prefixes_and_ensembles(trained_run, other_vocabulary_run, sources) -> None:
+    lines = sources.read_text(encoding="utf-8").splitlines()
+    translator = Translator.from_checkpoint(trained_run)
+    free = translator.translate(lines)
+    prefixes = ["", free[0].split()[0], *free[1:4]]  # sentence 2 gets sentence 1's first word
+    forced = translator.translate(lines, prefixes=prefixes)
+    assert forced[0] == free[0]
+    assert all(text.startswith(prefix) for text, prefix in zip(forced, prefixes, strict=True))
+    with pytest.raises(ValueError, match="4 prefixes for 5 sentences"):
+        translator.translate(lines, prefixes=prefixes[:4])
+    ensemble = Translator.from_checkpoints([trained_run, trained_run], ensemble_mode="logprob")
+    assert len(ensemble.models) == 2 and ensemble.translate(lines) == free
+    with pytest.raises(
+        ValueError, match="ensemble model 2 differs from model 1: 120 target tokens here, 150"
+    ):
+        Translator(
+            translator.model,
+            translator.tokenizer,
+            ensemble=[Translator.from_checkpoint(other_vocabulary_run).model],
+        )
+
+
+def test_sampling_and_mbr_batches_hold_about_beam_fours_rows(trained_run) -> None:
+    translator = Translator.from_checkpoint(trained_run)
+    translator.max_tokens = 4096
+    for config, budget in [
+        (DecodeConfig(beam_size=8), 4096),
+        (DecodeConfig(sampling=True, nbest=2), 4096),
+        (DecodeConfig(sampling=True, nbest=32), 512),
+        (DecodeConfig(mbr=16), 1024),
+    ]:
+        translator.decode_config = config
+        assert translator.batch_budget() == budget

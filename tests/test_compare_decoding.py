@@ -1,0 +1,36 @@
+"""The decoding comparison of issue #28 (benchmarks/compare_decoding.py): rows, report and resuming."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import compare_decoding
+
+
+def test_compare_decoding_writes_rows_and_resumes(
+    trained_run: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    output = tmp_path / "comparison.json"
+    arguments = ["--checkpoint", str(trained_run), "--ensemble", str(trained_run), "--source",
+                 str(trained_run / "data" / "valid.en"), "--reference", str(trained_run / "data" / "valid.de"),
+                 "--mbr", "2", "--limit", "4", "--output", str(output)]  # fmt: skip
+    assert compare_decoding.main(arguments) == 0
+    report = json.loads(output.read_text())
+    names = [row["name"] for row in report["rows"]]
+    assert names == [
+        f"beam 4: {trained_run}",
+        f"MBR 2 (sampling eps 0.02, chrF): {trained_run}",
+        f"MBR 2 (beam n-best, chrF): {trained_run}",
+        f"ensemble of 2 (prob), beam 4: {trained_run} {trained_run}",
+    ]
+    assert report["rows"][1]["search"]["mbr"] == 2 and report["rows"][1]["search"]["epsilon"] == 0.02
+    assert report["sentences"] == 4 and report["command"].startswith("python -m benchmarks.compare_decoding")
+    assert "| method | BLEU |" in output.with_suffix(".md").read_text()
+
+    def must_not_run(*args: object) -> None:
+        pytest.fail("a finished row was measured again")
+
+    monkeypatch.setattr(compare_decoding, "measure", must_not_run)
+    assert compare_decoding.main(arguments) == 0
+    assert [row["name"] for row in json.loads(output.read_text())["rows"]] == names

@@ -414,6 +414,10 @@ BAD_INPUTS = [
         "train --config tiny.yaml --output-dir new-run --set decode.length_penalty=.nan",
         "--set decode.length_penalty=.nan: [decode] DecodeConfig.length_penalty=nan must be a finite number",
     ),
+    bad(  # the command line's bound holds for a config value too
+        "train --config tiny.yaml --output-dir new-run --set decode.max_length_offset=100000000",
+        "[decode] DecodeConfig.max_length_offset=100000000 must be from 0 to 1024",
+    ),
     bad(  # a reproducible run cannot follow the clock
         "train --config tiny.yaml --output-dir new-run --set train.deterministic=true --set train.max_minutes=2",
         "--set train.max_minutes=2: [train] TrainConfig.deterministic=True with max_minutes=2: a time budget",

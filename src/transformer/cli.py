@@ -32,6 +32,7 @@ from transformer.command_checks import (
     refuse_outputs_among_inputs,
 )
 from transformer.config import (
+    MAX_LENGTH_OFFSET,
     MBR_CANDIDATE_SOURCES,
     MBR_UTILITIES,
     DecodeConfig,
@@ -45,7 +46,7 @@ from transformer.decoding.alignment import check_alignment_layer
 from transformer.decoding.backtranslation import backtranslate, backtranslation_settings
 from transformer.decoding.ensemble import ENSEMBLE_MODES
 from transformer.decoding.translation_lines import format_translations
-from transformer.decoding.translator import DEFAULT_MAX_INPUT_TOKENS, TRANSLATION_PRECISIONS, Translator
+from transformer.decoding.translator import TRANSLATION_PRECISIONS, Translator
 from transformer.evaluation.bleu import score_translations
 from transformer.evaluation.perplexity import corpus_perplexity
 from transformer.experiments.plan import with_base_overrides
@@ -68,7 +69,6 @@ MAX_BEAM = 64
 #: Largest ``--max-length-offset``: inputs are cut at 1,024 BPE tokens, an output more than 1,024 tokens longer
 #: than its input is a runaway rather than a translation, and the searches size their tables by the limit
 #: before the first step (an offset of 10^8 ran for minutes without a word).
-MAX_LENGTH_OFFSET = DEFAULT_MAX_INPUT_TOKENS
 #: Largest ``--alpha``: an exponent of the output length; at 10 the penalty already outweighs any
 #: log-probability, and beyond about 12 |Y|^alpha overflows float32 for the longest outputs allowed.
 MAX_ALPHA = 10.0

@@ -39,7 +39,7 @@ class DecodeConfig:
         "gnmt": scores are divided by ((5 + |Y|) / 6)^alpha (Wu et al., 2016; the paper's choice).
         "power": divided by |Y|^alpha (HuggingFace ``generate()``'s form, for parity tests).
     max_length_offset : int
-        Longest output = source length + this (50, section 6.1).
+        Longest output = source length + this (50, section 6.1); at most :data:`MAX_LENGTH_OFFSET`.
     max_length : int or None
         Absolute cap on output tokens (EOS excluded); None means no cap beyond the offset rule.
     min_length : int
@@ -119,8 +119,13 @@ class DecodeConfig:
             raise ValueError(
                 f"DecodeConfig.length_penalty_form={self.length_penalty_form!r} is not one of {LENGTH_PENALTY_FORMS}"
             )
-        if self.max_length_offset < 0 or self.min_length < 0:
-            raise ValueError("DecodeConfig.max_length_offset and min_length must be non-negative")
+        if self.min_length < 0:
+            raise ValueError(f"DecodeConfig.min_length={self.min_length} must be non-negative")
+        if not 0 <= self.max_length_offset <= MAX_LENGTH_OFFSET:
+            raise ValueError(
+                f"DecodeConfig.max_length_offset={self.max_length_offset} must be from 0 to {MAX_LENGTH_OFFSET} "
+                "(the search sizes its tables by the limit before its first step)"
+            )
         if self.max_length is not None and self.max_length < max(1, self.min_length):
             raise ValueError(
                 f"DecodeConfig.max_length={self.max_length} must be at least max(1, min_length={self.min_length})"
@@ -154,6 +159,11 @@ class DecodeConfig:
 
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+#: The largest ``decode.max_length_offset``: the translator cuts inputs at 1,024 tokens, and a larger offset made a
+#: search allocate and run for minutes with no output (a configuration typo, as on the command line).
+MAX_LENGTH_OFFSET = 1024
 
 
 @dataclass(frozen=True)

@@ -297,7 +297,16 @@ BAD_INPUTS = [
     ),
     bad(
         "experiment table2 --scale tiny --seeds 0 --output-dir experiment",
-        "argument --seeds: expected an integer of at least 1, got '0'",
+        "argument --seeds: expected a count from 1 to 100 or seeds such as 1,5,7 or 4-6, got '0'",
+    ),
+    bad("experiment table2 --scale tiny --seeds 5,5 --output-dir experiment", "seed 5 named twice in '5,5'"),
+    bad(  # #29 item 6: the seed comes from --seeds; --set train.seed was overwritten without a word
+        "experiment table2 --scale tiny --set train.seed=7 --output-dir experiment",
+        "--set train.seed=7: train.seed is set for each run by --seeds; use --seeds (e.g. --seeds 1,5,7)",
+    ),
+    bad(  # #29 item 6: every Table 2 row states its width, so a base d_model was ignored
+        "experiment table2 --scale tiny --only base --set model.d_model=64 --output-dir experiment",
+        "--set model.d_model=64: model.d_model is part of table2's row definitions (every row sets it)",
     ),
     bad(
         "experiment table2 --scale tiny --parallel 0 --output-dir experiment",

@@ -30,6 +30,7 @@ from transformer.command_checks import (
     number_in_range,
     refuse_control_characters,
     refuse_outputs_among_inputs,
+    seed_selection,
 )
 from transformer.config import DecodeConfig, ExperimentConfig, load_config
 from transformer.data.dataset import CorpusError, read_lines, read_parallel_files
@@ -1053,7 +1054,7 @@ def run_experiment_command(args: argparse.Namespace) -> int:
         given = [
             flag
             for flag, value, default in (
-                ("--seeds", args.seeds, 1),
+                ("--seeds", args.seeds, (1,)),
                 ("--parallel", args.parallel, 1),
                 ("--only", args.only, None),
                 ("--set", args.overrides, []),
@@ -1305,7 +1306,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--scale", choices=SCALES, default="cpu", help="model and data size (default cpu)"
     )
     experiment.add_argument(
-        "--seeds", type=integer_in_range(1), default=1, help="seeds per variant (default 1)"
+        "--seeds",
+        type=seed_selection,
+        default=(1,),
+        help="a count (3: seeds 1-3) or the seeds themselves (1,5,7 or 4-6; 7-7 for seed 7 alone); default 1",
     )
     experiment.add_argument(
         "--parallel", type=integer_in_range(1), default=1, help="runs trained at once (default 1)"

@@ -101,11 +101,12 @@ def test_the_command_resumes_a_killed_run_and_refuses_a_changed_configuration(tm
     assert record["train_steps"] == 30
 
     changed = subprocess.run(
-        [*command, "--set", "train.warmup_steps=3"], capture_output=True, text=True, timeout=120
+        [*command, "--set", "train.warmup_steps=2"], capture_output=True, text=True, timeout=120
     )
     assert changed.returncode == 2
     assert (
-        "run base-s1 was made with another configuration (train.warmup_steps: 1 (recorded) != 3 (now))"
+        # max_steps 30 brought a warm-up of 3 along (a tenth); the pinned 2 differs from it
+        "run base-s1 was made with another configuration (train.warmup_steps: 3 (recorded) != 2 (now))"
         in (changed.stderr)
     )
 

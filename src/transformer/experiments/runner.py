@@ -109,7 +109,7 @@ class ExperimentOutcome:
 def plan_runs(
     plan: ExperimentPlan,
     output_dir: Path,
-    seeds: int,
+    seeds: int | Sequence[int],
     only: Sequence[str] | None,
     device: str,
     threads: int | None,
@@ -122,8 +122,8 @@ def plan_runs(
         The experiment.
     output_dir : Path
         The experiment directory.
-    seeds : int
-        Seeds per variant (1 .. seeds).
+    seeds : int or sequence of int
+        A count (seeds 1 .. seeds) or the seeds themselves (``--seeds 1,5,7``).
     only : sequence of str or None
         ``--only``: variant or group names.
     device : str
@@ -141,16 +141,40 @@ def plan_runs(
     Every configuration is validated here, before anything trains: a bad variant stops the experiment at
     once with its name.
     """
-    if seeds < 1:
-        raise ValueError(f"--seeds {seeds}: at least one seed")
+    seed_list = resolve_seeds(seeds)
     runs = []
     for variant in plan.select(only):
-        for seed in range(1, seeds + 1):
+        for seed in seed_list:
             config = run_config(plan, variant, seed)
             set_dotted(config, "train.device", device)
             set_dotted(config, "train.threads", threads)
             runs.append(PlannedRun(variant, seed, output_dir / "runs" / f"{variant.name}-s{seed}", config))
     return runs
+
+
+def resolve_seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:
+    """Turn ``--seeds`` into the seeds themselves.
+
+    Parameters
+    ----------
+    seeds : int or sequence of int
+        A count n (seeds 1 .. n) or explicit seeds.
+
+    Returns
+    -------
+    tuple of int
+        The seeds, in the order given.
+
+    Notes
+    -----
+    Raises ValueError for no seed, a negative seed or a seed named twice (two runs would share a directory).
+    """
+    chosen = tuple(range(1, seeds + 1)) if isinstance(seeds, int) else tuple(seeds)
+    if not chosen:
+        raise ValueError(f"--seeds {seeds}: at least one seed")
+    if any(seed < 0 for seed in chosen) or len(set(chosen)) != len(chosen):
+        raise ValueError(f"--seeds {','.join(map(str, chosen))}: seeds must be distinct and non-negative")
+    return chosen
 
 
 def check_recorded(run: PlannedRun, recorded: dict[str, Any] | None, results_path: Path) -> bool:
@@ -317,7 +341,7 @@ def rebuild_reports(plan: ExperimentPlan, output_dir: Path) -> Path:
 def run_experiment(
     plan: ExperimentPlan,
     output_dir: Path,
-    seeds: int = 1,
+    seeds: int | Sequence[int] = 1,
     parallel: int = 1,
     device: str = "auto",
     only: Sequence[str] | None = None,
@@ -332,8 +356,8 @@ def run_experiment(
         The experiment at its scale.
     output_dir : Path
         The experiment directory (created if missing).
-    seeds : int
-        Seeds per variant.
+    seeds : int or sequence of int
+        Seeds per variant (a count n: seeds 1 .. n), or the seeds themselves.
     parallel : int
         Runs trained at the same time; the usable CPUs are split between them.
     device : str
@@ -369,7 +393,7 @@ def run_experiment(
 def _run_locked(
     plan: ExperimentPlan,
     output_dir: Path,
-    seeds: int,
+    seeds: int | Sequence[int],
     parallel: int,
     device: str,
     only: Sequence[str] | None,

@@ -1028,7 +1028,7 @@ def run_experiment_command(args: argparse.Namespace) -> int:
     ----------
     args : argparse.Namespace
         The experiment's name, ``--scale``, ``--seeds``, ``--parallel``, ``--device``, ``--output-dir``,
-        ``--only`` and ``--set`` overrides of the base configuration.
+        ``--only``, ``--allow-dirty`` and ``--set`` overrides of the base configuration.
 
     Returns
     -------
@@ -1066,12 +1066,14 @@ def run_experiment_command(args: argparse.Namespace) -> int:
                 f"{args.name} is a measurement, not a training: {', '.join(given)} "
                 f"{'does' if len(given) == 1 else 'do'} not apply"
             )
-        report_path = module.run_measurement(output_dir, args.device, args.scale, print)
+        report_path = module.run_measurement(output_dir, args.device, args.scale, print, args.allow_dirty)
         print(f"{args.name}: report: {report_path}")
         return 0
     plan = with_base_overrides(module.build_plan(args.scale), args.overrides)
     only = [name.strip() for name in args.only.split(",") if name.strip()] if args.only else None
-    outcome = run_experiment(plan, output_dir, args.seeds, args.parallel, args.device, only)
+    outcome = run_experiment(
+        plan, output_dir, args.seeds, args.parallel, args.device, only, allow_dirty=args.allow_dirty
+    )
     print(
         f"{args.name}: {len(outcome.finished)} run(s) finished now, {len(outcome.skipped)} done before, "
         f"{len(outcome.failed)} failed; table: {output_dir / 'table.md'}"
@@ -1317,6 +1319,12 @@ def build_parser() -> argparse.ArgumentParser:
     experiment.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     experiment.add_argument("--output-dir", help="default runs/experiments/NAME-SCALE")
     experiment.add_argument("--only", help="comma-separated variants or groups, e.g. base,A,E1")
+    experiment.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="run even though the package's source has uncommitted changes (the records say so); by default "
+        "refused, so every result names the commit that made it",
+    )
     experiment.add_argument(
         "--set",
         dest="overrides",

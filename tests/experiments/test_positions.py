@@ -28,7 +28,9 @@ from transformer.model.transformer import Transformer
 def test_tiny_experiment_end_to_end(tmp_path: Path) -> None:
     plan = build_plan("tiny")
     only = ["multi30k-none", "length-sinusoidal", "length-learned"]
-    outcome = run_experiment(plan, tmp_path, only=only, report=lambda _: None, poll_seconds=0.05)
+    outcome = run_experiment(
+        plan, tmp_path, only=only, report=lambda _: None, poll_seconds=0.05, allow_dirty=True
+    )
     assert outcome.finished == [f"{name}-s1" for name in only] and not outcome.failed
     records = {record["variant"]: record for record in read_results(tmp_path / "results.jsonl")}
     limit = LENGTH_SCALES["tiny"].limit

@@ -31,7 +31,17 @@ def test_tiny_scale_runs_end_to_end_through_the_cli(
 ) -> None:
     output_dir = tmp_path / "table1"
     status = main(
-        ["experiment", "table1", "--scale", "tiny", "--device", "cpu", "--output-dir", str(output_dir)]
+        [
+            "experiment",
+            "table1",
+            "--scale",
+            "tiny",
+            "--device",
+            "cpu",
+            "--output-dir",
+            str(output_dir),
+            "--allow-dirty",
+        ]
     )
     assert status == 0
     assert f"table1: report: {output_dir / 'table1.md'}" in capsys.readouterr().out

@@ -4,8 +4,8 @@ Two kinds of module. A *training* experiment defines ``build_plan(scale) -> Expe
 ``render_table(plan, records) -> str``, optionally ``measure(**inputs) -> dict`` (extra metrics computed by the
 worker on the trained model) and ``plot(plan, records, output_dir) -> list[Path]``; the runner trains its
 variants. A *measurement* (Table 1: timing layers, nothing trained) defines ``run_measurement(output_dir,
-device, scale, report) -> Path`` instead. Modules are imported on first use, so listing the experiments costs
-nothing.
+device, scale, report, allow_dirty) -> Path`` instead. Modules are imported on first use, so listing the
+experiments costs nothing.
 """
 
 import importlib

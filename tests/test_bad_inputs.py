@@ -317,6 +317,21 @@ BAD_INPUTS = [
         "max_steps='many'",
     ),
     bad("experiment table9", "argument name: invalid choice: 'table9'"),
+    # #29 item 3: the report of an experiment's records
+    bad("experiment report", "report: name the experiment, e.g. transformer experiment report table2"),
+    bad(
+        "experiment report table2 --seeds 2 --output-dir experiment",
+        "report reads records, it trains nothing: --seeds does not apply",
+    ),
+    bad("experiment report table2 --output-dir experiment", "--document EXPERIMENTS.md: no such file"),
+    bad(
+        "experiment report table2 --output-dir experiment --document tiny.yaml",
+        "--output-dir experiment: no records in experiment/results.jsonl",
+    ),
+    bad(
+        "experiment table2 --scale tiny --check --output-dir experiment",
+        "table2 trains or measures, it does not report: --check does not apply",
+    ),
 ]
 
 

@@ -278,7 +278,7 @@ def decide_verdict(expected_sign: int, tests: Sequence[PairedBleuTest], alpha: f
     if expected_sign not in (-1, 0, 1):
         raise ValueError(f"expected_sign={expected_sign}: expected -1, 0 or +1")
     if not tests:
-        return Verdict("no paired test", 0, "no seed has hypotheses for both systems")
+        return Verdict("no paired test", 0, "no seed pair has stored translations for both runs")
     up = sum(1 for test in tests if test.p_value < alpha and test.difference > 0)
     down = sum(1 for test in tests if test.p_value < alpha and test.difference < 0)
     count = len(tests)

@@ -1,0 +1,183 @@
+"""A variant against its baseline, seed by seed, from an experiment's committed records.
+
+The pieces a generated verdict table is built from: the seeds a variant and its baseline share, the paired
+bootstrap test of each seed pair on the sentences both translated (read from the files the records point
+to), the figures over seeds with their confidence intervals, and the verdict the rule of
+:func:`~transformer.experiments.statistics.decide_verdict` gives. Nothing here trains or decodes: a table is a
+function of the records and the files beside them, so the same records always print the same table.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from transformer.evaluation.bleu import PairedBleuTest, paired_bootstrap_bleu
+from transformer.experiments.results import load_sentences
+from transformer.experiments.statistics import Verdict, decide_verdict, summarise_seeds
+
+
+@dataclass(frozen=True)
+class SeedPair:
+    """One seed's variant run against the same seed's baseline run.
+
+    Parameters
+    ----------
+    seed : int
+        The seed both were trained with.
+    difference : float
+        Variant dev BLEU minus baseline dev BLEU, as recorded.
+    test : PairedBleuTest or None
+        The paired bootstrap test; None when a record has no stored translations (runs recorded before
+        they were kept) or the two were scored on different references.
+
+    Notes
+    -----
+    Pairing by seed removes what the seed decides in both runs alike (initial weights, batch order), so the
+    test sees the variant's effect and the test set's sampling error, not the seeds' spread.
+    """
+
+    seed: int
+    difference: float
+    test: PairedBleuTest | None
+
+    def describe(self) -> str:
+        """Format as ``s1 +0.93 (p 0.004)`` or ``s1 +0.93 (untested)``.
+
+        Returns
+        -------
+        str
+            Seed, BLEU difference and p-value.
+
+        Notes
+        -----
+        p-values below 0.001 print as ``p < 0.001`` (1,000 resamples resolve no finer).
+        """
+        if self.test is None:
+            return f"s{self.seed} {self.difference:+.2f} (untested)"
+        p_value = "p < 0.001" if self.test.p_value < 0.001 else f"p {self.test.p_value:.3f}"
+        return f"s{self.seed} {self.difference:+.2f} ({p_value})"
+
+
+def pair_by_seed(
+    variant: Sequence[dict[str, Any]], baseline: Sequence[dict[str, Any]], experiment_dir: Path
+) -> list[SeedPair]:
+    """Pair a variant's records with its baseline's by seed and test each pair.
+
+    Parameters
+    ----------
+    variant : sequence of dict
+        The variant's ``results.jsonl`` records.
+    baseline : sequence of dict
+        The baseline's records.
+    experiment_dir : Path
+        The experiment directory the records' ``dev_hypotheses`` and ``dev_references`` paths are relative to.
+
+    Returns
+    -------
+    list of SeedPair
+        One per seed both have, in seed order.
+
+    Notes
+    -----
+    A seed only one of them has is left out: an unpaired run says nothing about the difference.
+    """
+    baseline_by_seed = {int(record["seed"]): record for record in baseline}
+    pairs = []
+    for record in sorted(variant, key=lambda record: int(record["seed"])):
+        seed = int(record["seed"])
+        if seed not in baseline_by_seed:
+            continue
+        base = baseline_by_seed[seed]
+        difference = float(record["dev_bleu"]) - float(base["dev_bleu"])
+        pairs.append(SeedPair(seed, difference, _paired_test(record, base, experiment_dir)))
+    return pairs
+
+
+def _paired_test(
+    variant: dict[str, Any], baseline: dict[str, Any], experiment_dir: Path
+) -> PairedBleuTest | None:
+    """Run the paired bootstrap test of two records, or None when either lacks its stored sentences."""
+    keys = ("dev_hypotheses", "dev_references")
+    if not all(key in record for key in keys for record in (variant, baseline)):
+        return None
+    if variant["dev_references"] != baseline["dev_references"]:
+        return None
+    return paired_bootstrap_bleu(
+        load_sentences(experiment_dir, baseline["dev_hypotheses"]),
+        load_sentences(experiment_dir, variant["dev_hypotheses"]),
+        load_sentences(experiment_dir, variant["dev_references"]),
+    )
+
+
+def verdict_for(expected_sign: int, pairs: Sequence[SeedPair]) -> Verdict:
+    """Apply the verdict rule to the tested seed pairs.
+
+    Parameters
+    ----------
+    expected_sign : int
+        The paper's direction for variant minus baseline (+1, -1, or 0 for no difference).
+    pairs : sequence of SeedPair
+        The seed pairs; untested ones are left out of the rule.
+
+    Returns
+    -------
+    Verdict
+        :func:`~transformer.experiments.statistics.decide_verdict` on the tested pairs.
+
+    Notes
+    -----
+    Untested pairs (records from before the translations were kept) cannot count for or against a claim;
+    with none tested the verdict says "no paired test".
+    """
+    return decide_verdict(expected_sign, [pair.test for pair in pairs if pair.test is not None])
+
+
+def describe_over_seeds(records: Sequence[dict[str, Any]], key: str, digits: int) -> str:
+    """Format one metric of a variant's records as mean, 95% interval and seed count.
+
+    Parameters
+    ----------
+    records : sequence of dict
+        The variant's records.
+    key : str
+        The metric, e.g. ``dev_bleu``.
+    digits : int
+        Decimals.
+
+    Returns
+    -------
+    str
+        ``"23.26 [20.40, 26.11] (2 seeds)"``, ``"23.03 (1 seed)"`` or ``"-"``.
+
+    Notes
+    -----
+    The bracket is the t interval of the mean (:func:`~transformer.experiments.statistics.summarise_seeds`), so
+    two seeds print a wide one instead of a falsely tight ``mean ± std``; a record without the metric is left
+    out.
+    """
+    summary = summarise_seeds(record.get(key) for record in records)
+    return "-" if summary is None else summary.describe(digits)
+
+
+def dirty_note(records: Sequence[dict[str, Any]]) -> str:
+    """Say how many of a variant's runs trained on a source tree with uncommitted changes.
+
+    Parameters
+    ----------
+    records : sequence of dict
+        The variant's records.
+
+    Returns
+    -------
+    str
+        ``"; 1 of 2 runs on an uncommitted tree"``, or an empty string when every run names a clean commit.
+
+    Notes
+    -----
+    Older records have no ``dirty`` key; their ``commit`` ends in ``+dirty`` instead, which counts alike.
+    """
+    dirty = sum(
+        1 for record in records if record.get("dirty") or str(record.get("commit") or "").endswith("+dirty")
+    )
+    return f"; {dirty} of {len(records)} runs on an uncommitted tree" if dirty else ""

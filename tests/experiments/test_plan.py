@@ -96,3 +96,27 @@ def test_every_table2_scale_states_its_learning_rate_rule() -> None:
     assert "every row trains with the same peak learning rate, 0.002" in table2.build_plan("cpu").notes
     assert "0.0014 at d_model 256" in table2.build_plan("cpu").notes
     assert "follow Eq. (3)'s d_model^-0.5 in every row" in table2.build_plan("paper").notes
+
+
+def test_method_rows_separate_heads_from_key_width_size_from_steps_and_add_post_norm() -> None:
+    for scale in ("tiny", "cpu", "gpu", "paper"):
+        plan = table2.build_plan(scale)
+        configs = {variant.name: run_config(plan, variant, 1) for variant in plan.variants}
+        base = configs["base"]
+        for name, heads in (("A1", 1), ("A2", 4), ("A3", 16), ("A4", 32)):
+            same = configs[f"{name}-same-dk"]["model"]
+            assert same["num_heads"] == heads == configs[name]["model"]["num_heads"]
+            assert (same["d_k"], same["d_v"]) == (base["model"]["d_k"], base["model"]["d_v"])
+        assert configs["big-same-steps"]["model"] == configs["big"]["model"]
+        assert configs["big-same-steps"]["train"] == base["train"]
+        assert configs["big"]["train"]["max_steps"] == 3 * base["train"]["max_steps"]
+        if scale == "paper":  # the paper's base is post-norm already
+            assert "post-norm" not in configs and base["model"]["norm_first"] is False
+        else:
+            assert configs["post-norm"]["model"] == {**base["model"], "norm_first": False}
+    assert [v.name for v in table2.build_plan("cpu").select(["A-same-dk"])] == [
+        "A1-same-dk",
+        "A2-same-dk",
+        "A3-same-dk",
+        "A4-same-dk",
+    ]

@@ -221,7 +221,7 @@ def build_plan(scale: str) -> ExperimentPlan:
     -------
     ExperimentPlan
         The base run configuration and one variant per row (20 rows: base, A1-A4, B1-B2, C1-C7, D1-D4, E1,
-        big), scored without checkpoint averaging.
+        big), then the method rows of :func:`method_rows`, scored without checkpoint averaging.
 
     Notes
     -----
@@ -235,6 +235,7 @@ def build_plan(scale: str) -> ExperimentPlan:
         overrides: dict[str, Any] = {f"model.{key}": value for key, value in model.items()}
         overrides["train.label_smoothing"] = smoothing
         variants.append(Variant(name, overrides, group, reported, step_factor=step_factor))
+    variants += method_rows(scale, variants)
     notes = (
         f"Scale {scale}: widths x {settings['width']}, layers x {settings['layers']} (rounded, at least 1), heads, "
         f"dropout and label smoothing as in the paper; {settings['steps']} steps per row, big {BIG_STEP_FACTOR}x; "
@@ -245,6 +246,58 @@ def build_plan(scale: str) -> ExperimentPlan:
     return ExperimentPlan(
         "table2", scale, settings["base"], variants, average_last=1, notes=notes, schedule=schedule
     )
+
+
+def method_rows(scale: str, rows: list[Variant]) -> list[Variant]:
+    """Add the rows issue #29 asks for beside the paper's: A at a fixed d_k, big at base's steps, post-norm.
+
+    Parameters
+    ----------
+    scale : str
+        The scale.
+    rows : list of Variant
+        The paper's rows at this scale (base, A1-A4, ..., big).
+
+    Returns
+    -------
+    list of Variant
+        ``A1-same-dk`` .. ``A4-same-dk`` (group ``A-same-dk``): A's head counts with base's d_k = d_v, so h * d_k
+        grows with h instead of staying d_model; ``big-same-steps`` (group ``big-same-steps``): big trained as
+        many steps as base; ``post-norm`` (group ``layout``, not at the paper scale, whose base already is):
+        base with the paper's post-norm layout.
+
+    Notes
+    -----
+    The paper's row A keeps h * d_k = d_model, so 16 and 32 heads also shrink d_k to 32 and 16 (at the CPU
+    scale to 8 and 4, which row B shows costs BLEU by itself); the same-d_k rows separate the head count from
+    the key width. Big trains 3x base's steps in the paper, so big against base mixes size with training
+    length; big-same-steps isolates the size. These rows carry the paper's figure of the row whose claim they
+    test (``claim_from``), BLEU only: the paper measured no such row.
+    """
+    by_name = {row.name: row for row in rows}
+    base = by_name["base"]
+    extra = []
+    for name in ("A1", "A2", "A3", "A4"):
+        row = by_name[name]
+        overrides = {
+            **row.overrides,
+            "model.d_k": base.overrides["model.d_k"],
+            "model.d_v": base.overrides["model.d_v"],
+        }
+        claim = {"dev_bleu": row.reported["dev_bleu"], "claim_from": name}
+        extra.append(Variant(f"{name}-same-dk", overrides, "A-same-dk", claim))
+    big = by_name["big"]
+    extra.append(
+        Variant(
+            "big-same-steps",
+            dict(big.overrides),
+            "big-same-steps",
+            {"dev_bleu": big.reported["dev_bleu"], "claim_from": "big"},
+        )
+    )
+    if scale != "paper":
+        extra.append(Variant("post-norm", {**base.overrides, "model.norm_first": False}, "layout"))
+    return extra
 
 
 def learning_rate_note(base: dict[str, Any], variants: list[Variant]) -> str:

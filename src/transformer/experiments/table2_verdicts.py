@@ -33,11 +33,10 @@ SETTING_NAMES = {
     "model.dropout": "P_drop",
     "train.label_smoothing": "eps_ls",
     "model.positional_encoding": "positions",
-    "model.norm_first": "pre-norm",
 }
 
 
-def paper_direction(variant: Variant, base: Variant) -> int:
+def paper_direction(variant: Variant, base: Variant) -> int | None:
     """Read the direction the paper reports for a row against base from its dev BLEU.
 
     Parameters
@@ -49,9 +48,9 @@ def paper_direction(variant: Variant, base: Variant) -> int:
 
     Returns
     -------
-    int
+    int or None
         +1 when the paper's BLEU is at least :data:`PAPER_DIFFERENCE` above base's, -1 when that much below,
-        0 otherwise (and for a row the paper has no BLEU for).
+        0 otherwise; None for a row the paper makes no claim about (no BLEU, e.g. the post-norm row).
 
     Notes
     -----
@@ -61,7 +60,7 @@ def paper_direction(variant: Variant, base: Variant) -> int:
     """
     paper, paper_base = variant.reported.get("dev_bleu"), base.reported.get("dev_bleu")
     if paper is None or paper_base is None:
-        return 0
+        return None
     difference = float(paper) - float(paper_base)
     if abs(difference) < PAPER_DIFFERENCE:
         return 0
@@ -88,7 +87,9 @@ def describe_changes(variant: Variant, base: Variant) -> str:
     Read from the rows' overrides, so the column shows what trained, at this scale's widths.
     """
     changes = [
-        f"{SETTING_NAMES.get(key, key)} {value}"
+        ("layout post-norm" if value is False else "layout pre-norm")
+        if key == "model.norm_first"
+        else f"{SETTING_NAMES.get(key, key)} {value}"
         for key, value in variant.overrides.items()
         if base.overrides.get(key) != value
         # Table 2's N is both stacks: the decoder's count is named only where it differs from the encoder's.
@@ -142,22 +143,45 @@ def render_report(plan: ExperimentPlan, records: list[dict[str, Any]], experimen
     ]
     for variant in plan.variants:
         found = by_variant.get(variant.name, [])
-        if variant.name == "base":
-            comparison, verdict = "-", "-"
-        else:
-            pairs = pair_by_seed(found, by_variant.get("base", []), experiment_dir)
-            comparison = "; ".join(pair.describe() for pair in pairs) or "-"
-            verdict = verdict_for(paper_direction(variant, base), pairs).describe() if found else "not run"
-        direction = {1: "higher", -1: "lower", 0: "="}[paper_direction(variant, base)]
-        paper = variant.reported.get("dev_bleu", "-")
-        cells = [
-            variant.name,
-            describe_changes(variant, base),
-            describe_over_seeds(found, "dev_bleu", 2),
-            describe_over_seeds(found, "dev_perplexity", 2),
-            comparison,
-            f"{paper} ({direction})" if variant.name != "base" else str(paper),
-            verdict + dirty_note(found),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(
+            "| "
+            + " | ".join(_row_cells(variant, base, found, by_variant.get("base", []), experiment_dir))
+            + " |"
+        )
     return "\n".join(lines) + "\n"
+
+
+def _row_cells(
+    variant: Variant,
+    base: Variant,
+    found: list[dict[str, Any]],
+    base_records: list[dict[str, Any]],
+    experiment_dir: Path,
+) -> list[str]:
+    """Give one row's cells: name, changes, BLEU, PPL, per-seed tests, the paper's claim and the verdict."""
+    direction = paper_direction(variant, base)
+    paper = variant.reported.get("dev_bleu", "-")
+    if variant.name == "base":
+        comparison, verdict, claim = "-", "-", str(paper)
+    else:
+        pairs = pair_by_seed(found, base_records, experiment_dir)
+        comparison = "; ".join(pair.describe() for pair in pairs) or "-"
+        tested = verdict_for(0 if direction is None else direction, pairs)
+        if not found:
+            verdict = "not run"
+        elif direction is None:
+            verdict = f"no claim in the paper ({tested.reason})"
+        else:
+            verdict = tested.describe()
+        words = {1: "higher", -1: "lower", 0: "=", None: "no claim"}[direction]
+        source = variant.reported.get("claim_from")
+        claim = f"{paper} ({words}{f'; {source} in the paper' if source else ''})"
+    return [
+        variant.name,
+        describe_changes(variant, base),
+        describe_over_seeds(found, "dev_bleu", 2),
+        describe_over_seeds(found, "dev_perplexity", 2),
+        comparison,
+        claim,
+        verdict + dirty_note(found),
+    ]

@@ -6,7 +6,7 @@ A generated section sits between two marker lines naming the experiment director
     ...
     <!-- end generated: table2-cpu -->
 
-Everything between them is the experiment module's ``render_report(plan, records, experiment_dir)``, a pure
+Everything between them is the experiment module's ``render_verdicts(plan, records, experiment_dir)``, a pure
 function of the committed records, so no figure is typed by hand and a CI test can check that the committed
 text still equals what the records give (:func:`check_document`).
 """
@@ -60,9 +60,9 @@ def render_section(name: str, experiment_dir: Path) -> str:
     has no generated report yet, when the directory holds no records, or when they mix scales.
     """
     module = experiment_module(name)
-    render = getattr(module, "render_report", None)
+    render = getattr(module, "render_verdicts", None)
     if render is None:
-        raise ValueError(f"{name} has no generated report yet (its module defines no render_report)")
+        raise ValueError(f"{name} has no generated report yet (its module defines no render_verdicts)")
     records = read_results(experiment_dir / RESULTS_FILE)
     if not records:
         raise ValueError(f"--output-dir {experiment_dir}: no records in {experiment_dir / RESULTS_FILE}")

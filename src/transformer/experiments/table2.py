@@ -29,7 +29,7 @@ from typing import Any
 
 from transformer.experiments.plan import ExperimentPlan, Variant, run_config, short_recipe, short_schedule
 from transformer.experiments.results import format_metric, records_by_variant
-from transformer.experiments.table2_verdicts import render_report as render_report  # the generated verdicts
+from transformer.experiments.table2_verdicts import render_verdicts as render_verdicts  # EXPERIMENTS.md
 from transformer.model.presets import BASE_SETTINGS, BIG_SETTINGS, TABLE2_VARIANTS
 
 #: Keys of a Table 2 variant that are widths (scaled by w) and layer counts (scaled by l).

@@ -102,7 +102,7 @@ def describe_changes(variant: Variant, base: Variant) -> str:
     return ", ".join(changes) or "-"
 
 
-def render_report(plan: ExperimentPlan, records: list[dict[str, Any]], experiment_dir: Path) -> str:
+def render_verdicts(plan: ExperimentPlan, records: list[dict[str, Any]], experiment_dir: Path) -> str:
     """Render Table 2's generated section of EXPERIMENTS.md.
 
     Parameters

@@ -181,3 +181,44 @@ def dirty_note(records: Sequence[dict[str, Any]]) -> str:
         1 for record in records if record.get("dirty") or str(record.get("commit") or "").endswith("+dirty")
     )
     return f"; {dirty} of {len(records)} runs on an uncommitted tree" if dirty else ""
+
+
+def compare_with_baseline(
+    variant: Sequence[dict[str, Any]],
+    baseline: Sequence[dict[str, Any]],
+    expected_sign: int | None,
+    experiment_dir: Path,
+) -> tuple[str, str]:
+    """Give the two cells of a comparison: the per-seed differences and the verdict.
+
+    Parameters
+    ----------
+    variant : sequence of dict
+        The variant's records.
+    baseline : sequence of dict
+        Its baseline's records.
+    expected_sign : int or None
+        The claim's direction for variant minus baseline (+1, -1, 0), or None where the paper claims nothing.
+    experiment_dir : Path
+        Where the records' stored sentences are.
+
+    Returns
+    -------
+    tuple of str
+        ``("s1 +0.93 (p 0.004); s2 ...", verdict)``: ``not run`` without variant records, ``no claim in the
+        paper (...)`` for None, else the rule's verdict; with the count of runs on an uncommitted tree.
+
+    Notes
+    -----
+    One definition for every generated table, so every experiment's verdicts read and are decided alike.
+    """
+    pairs = pair_by_seed(variant, baseline, experiment_dir)
+    per_seed = "; ".join(pair.describe() for pair in pairs) or "-"
+    tested = verdict_for(0 if expected_sign is None else expected_sign, pairs)
+    if not variant:
+        verdict = "not run"
+    elif expected_sign is None:
+        verdict = f"no claim in the paper ({tested.reason})"
+    else:
+        verdict = tested.describe()
+    return per_seed, verdict + dirty_note(variant)

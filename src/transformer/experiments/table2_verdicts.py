@@ -10,12 +10,7 @@ numbers by :func:`paper_direction`, so no verdict's target is chosen after seein
 from pathlib import Path
 from typing import Any
 
-from transformer.experiments.comparisons import (
-    describe_over_seeds,
-    dirty_note,
-    pair_by_seed,
-    verdict_for,
-)
+from transformer.experiments.comparisons import compare_with_baseline, describe_over_seeds, dirty_note
 from transformer.experiments.plan import ExperimentPlan, Variant
 from transformer.experiments.results import records_by_variant
 from transformer.experiments.statistics import ALPHA, MIN_SEEDS
@@ -162,17 +157,9 @@ def _row_cells(
     direction = paper_direction(variant, base)
     paper = variant.reported.get("dev_bleu", "-")
     if variant.name == "base":
-        comparison, verdict, claim = "-", "-", str(paper)
+        comparison, verdict, claim = "-", "-" + dirty_note(found), str(paper)
     else:
-        pairs = pair_by_seed(found, base_records, experiment_dir)
-        comparison = "; ".join(pair.describe() for pair in pairs) or "-"
-        tested = verdict_for(0 if direction is None else direction, pairs)
-        if not found:
-            verdict = "not run"
-        elif direction is None:
-            verdict = f"no claim in the paper ({tested.reason})"
-        else:
-            verdict = tested.describe()
+        comparison, verdict = compare_with_baseline(found, base_records, direction, experiment_dir)
         words = {1: "higher", -1: "lower", 0: "=", None: "no claim"}[direction]
         source = variant.reported.get("claim_from")
         claim = f"{paper} ({words}{f'; {source} in the paper' if source else ''})"
@@ -183,5 +170,5 @@ def _row_cells(
         describe_over_seeds(found, "dev_perplexity", 2),
         comparison,
         claim,
-        verdict + dirty_note(found),
+        verdict,
     ]

@@ -128,3 +128,44 @@ def test_the_report_command_checks_writes_and_refuses_training_options(
         "table2 trains or measures, it does not report: --document does not apply" in capsys.readouterr().err
     )
     json.loads((experiment_dir / "results.jsonl").read_text(encoding="utf-8"))  # untouched, still one record
+
+
+def test_attention_scoring_claims_pair_scorings_at_the_same_width(tmp_path: Path) -> None:
+    experiment_dir = tmp_path / "attention-scoring-tiny"
+    experiment_dir.mkdir()
+    references = _words(150, 0)
+    for seed in (1, 2, 3):
+        for width in (4, 8, 16, 32, 64, 128, 256):
+            _record_scoring(experiment_dir, f"sqrt-dk{width}", seed, _corrupt(references, 5), references)
+            _record_scoring(experiment_dir, f"unscaled-dk{width}", seed, _corrupt(references, 2), references)
+    begin, end = section_markers("attention-scoring-tiny")
+    document = tmp_path / "DOC.md"
+    document.write_text(f"{begin}\n{end}\n", encoding="utf-8")
+    update_document("attention-scoring", experiment_dir, document, check=False)
+    lines = document.read_text(encoding="utf-8").splitlines()
+    unscaled = [line for line in lines if line.startswith("| unscaled against 1/sqrt(d_k)")]
+    assert len(unscaled) == 7 and all("| lower | **reproduced** (" in line for line in unscaled)
+    additive = [line for line in lines if line.startswith("| additive against unscaled")]
+    assert all(line.endswith("| not run |") for line in additive)
+    assert any(line.startswith("| q.k: saturated rows at initialisation | 0.100 (3) |") for line in lines)
+
+
+def _record_scoring(
+    directory: Path, variant: str, seed: int, hypotheses: list[str], references: list[str]
+) -> None:
+    from transformer.evaluation.bleu import score_translations
+
+    append_result(
+        directory / "results.jsonl",
+        {
+            "experiment": "attention-scoring",
+            "scale": "tiny",
+            "variant": variant,
+            "seed": seed,
+            "dev_bleu": score_translations(hypotheses, references).bleu,
+            "init_saturated_share": 0.1,
+            "commit": "0123abcd",
+            "dev_hypotheses": store_sentences(directory, hypotheses),
+            "dev_references": store_sentences(directory, references),
+        },
+    )

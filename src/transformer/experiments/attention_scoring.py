@@ -75,6 +75,9 @@ import torch
 
 from transformer.config import ExperimentConfig
 from transformer.data.text_tokenizer import TextTokenizer
+from transformer.experiments.attention_scoring_verdicts import (
+    render_verdicts as render_verdicts,  # EXPERIMENTS.md
+)
 from transformer.experiments.attention_statistics import STATISTICS, measure_pairs
 from transformer.experiments.plan import ExperimentPlan, Variant, run_config, short_recipe, short_schedule
 from transformer.experiments.results import format_metric, records_by_variant

@@ -194,6 +194,8 @@ def test_paired_bootstrap_finds_identical_and_nearly_identical_systems_not_signi
     baseline = _corrupt(references, 0.3, seed=1)
     identical = paired_bootstrap_bleu(baseline, list(baseline), references)
     assert identical.difference == 0 and identical.p_value == 1.0  # sacreBLEU alone would say 1/1001
+    both_zero = paired_bootstrap_bleu(["x y z"] * 20, ["q r s"] * 20, references[:20])
+    assert both_zero.variant_bleu == both_zero.baseline_bleu == 0 and both_zero.p_value == 1.0
     nearly = list(baseline)
     nearly[0] = references[0]  # one sentence of 200 fixed
     test = paired_bootstrap_bleu(baseline, nearly, references)

@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from transformer.cli import main
-from transformer.experiments.report import check_document, replace_section, section_markers, update_document
+from transformer.experiments.report import (
+    check_document,
+    experiment_of_section,
+    replace_section,
+    section_markers,
+    update_document,
+)
 from transformer.experiments.results import append_result, store_sentences
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -169,3 +175,10 @@ def _record_scoring(
             "dev_references": store_sentences(directory, references),
         },
     )
+
+
+def test_a_section_names_its_experiment_by_the_longest_prefix() -> None:
+    assert experiment_of_section("table2-cpu-3seeds") == "table2"
+    assert experiment_of_section("attention-scoring-cpu") == "attention-scoring"
+    with pytest.raises(ValueError, match="starts with no experiment's name"):
+        experiment_of_section("table9-cpu")

@@ -173,9 +173,10 @@ def paired_bootstrap_bleu(
     -----
     Calls ``sacrebleu.significance.PairedTest(test_type="bs")``, which resamples with the seed in the
     ``SACREBLEU_SEED`` environment variable (12345 unless set; the signature records it), so the same inputs
-    give the same p-value. Identical hypothesis lists get p = 1 without resampling: sacreBLEU 2.6 counts
-    resampled differences *strictly* larger than the observed one, and for two identical systems every
-    difference is 0, so it would report the smallest p-value, 1 / (samples + 1), for no difference at all.
+    give the same p-value. Two systems with the same BLEU (identical hypotheses, or different ones that both
+    score 0) get p = 1: sacreBLEU 2.6 counts resampled differences *strictly* larger than the observed one,
+    and when every resample's difference is 0 too it reports the smallest p-value, 1 / (samples + 1), for no
+    difference at all.
     Raises ValueError when the lists differ in length, are empty, or ``samples`` is below 100.
     """
     if not len(baseline) == len(variant) == len(references):
@@ -197,8 +198,8 @@ def paired_bootstrap_bleu(
         raise TypeError(f"sacreBLEU's paired test returned {scores['BLEU']!r}, not two results")
     if variant_result.p_value is None:
         raise TypeError(f"sacreBLEU's paired test gave the variant no p-value: {variant_result!r}")
-    identical = list(baseline) == list(variant)
-    p_value = 1.0 if identical else float(variant_result.p_value)
+    no_difference = list(baseline) == list(variant) or variant_result.score == baseline_result.score
+    p_value = 1.0 if no_difference else float(variant_result.p_value)
     return PairedBleuTest(
         baseline_bleu=float(baseline_result.score),
         variant_bleu=float(variant_result.score),

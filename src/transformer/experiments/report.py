@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transformer.atomic_files import write_text_atomically
-from transformer.experiments.registry import experiment_module
+from transformer.experiments.registry import EXPERIMENTS, experiment_module
 from transformer.experiments.results import RESULTS_FILE, read_results
 
 
@@ -165,6 +165,30 @@ def update_document(name: str, experiment_dir: Path, document: Path, check: bool
     return ReportOutcome(section, changed)
 
 
+def experiment_of_section(section: str) -> str:
+    """Name the experiment a section's directory belongs to, from the directory's name.
+
+    Parameters
+    ----------
+    section : str
+        An experiment directory's name, e.g. ``table2-cpu`` or ``attention-scoring-cpu-3seeds``.
+
+    Returns
+    -------
+    str
+        The longest registered experiment name the section starts with, followed by ``-``.
+
+    Notes
+    -----
+    The longest match, so ``attention-scoring-...`` is never read as a shorter name. Raises ValueError when
+    no experiment matches.
+    """
+    matches = [name for name in EXPERIMENTS if section.startswith(f"{name}-")]
+    if not matches:
+        raise ValueError(f"generated section {section!r}: its name starts with no experiment's name")
+    return max(matches, key=len)
+
+
 def check_document(document: Path, experiments_root: Path) -> list[str]:
     """Name every generated section of a document that no longer equals what its records give.
 
@@ -182,8 +206,9 @@ def check_document(document: Path, experiments_root: Path) -> list[str]:
 
     Notes
     -----
-    A section ``NAME-SCALE`` is rendered by experiment ``NAME`` from ``experiments_root/NAME-SCALE``. Used
-    by the CI test, so a record committed without its regenerated table fails the build.
+    A section is rendered from ``experiments_root/SECTION`` by the experiment its name starts with
+    (:func:`experiment_of_section`). Used by the CI test, so a record committed without its regenerated
+    table fails the build.
     """
     text = document.read_text(encoding="utf-8")
     prefix = "<!-- begin generated: "
@@ -191,7 +216,7 @@ def check_document(document: Path, experiments_root: Path) -> list[str]:
     for line in text.splitlines():
         if line.startswith(prefix) and line.endswith(" -->"):
             section = line[len(prefix) : -len(" -->")]
-            name = section.rsplit("-", 1)[0]
+            name = experiment_of_section(section)
             body = render_section(name, experiments_root / section)
             if replace_section(text, section, body, str(document)) != text:
                 stale.append(section)

@@ -306,7 +306,7 @@ BAD_INPUTS = [
     ),
     bad(  # #29 item 6: every Table 2 row states its width, so a base d_model was ignored
         "experiment table2 --scale tiny --only base --set model.d_model=64 --output-dir experiment",
-        "--set model.d_model=64: model.d_model is part of table2's row definitions (every row sets it)",
+        "--set model.d_model: table2 defines it per row (row base sets it)",
     ),
     bad(
         "experiment table2 --scale tiny --parallel 0 --output-dir experiment",

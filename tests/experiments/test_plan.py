@@ -27,17 +27,37 @@ def test_explicit_seeds_name_the_runs_and_their_configuration(tmp_path: Path) ->
         ("train.seed=7", "--set train.seed=7: train.seed is set for each run by --seeds; use --seeds (e.g."),
         ("train.device=cuda", "train.device is set for each run by --device"),
         ("train.threads=1", "train.threads is set for each run by --parallel"),
-        (
-            "model.d_model=256",
-            "--set model.d_model=256: model.d_model is part of table2's row definitions (every",
-        ),
-        ("train.label_smoothing=0.2", "train.label_smoothing is part of table2's row definitions (every row"),
-        ("model.positional_encoding=learned", "(row E1 sets it)"),
     ],
 )
-def test_a_set_that_a_row_or_the_runner_would_overwrite_is_refused(override: str, message: str) -> None:
+def test_a_set_the_runner_would_overwrite_is_refused(override: str, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         with_base_overrides(table2.build_plan("cpu"), [override])
+
+
+@pytest.mark.parametrize(
+    ("override", "only", "message"),
+    [
+        (
+            "model.d_model=256",
+            None,
+            "--set model.d_model: table2 defines it per row (every row sets it)",
+        ),
+        ("train.label_smoothing=0.2", ["A"], "(rows A1, A2, A3, A4 set it)"),
+        ("model.positional_encoding=learned", None, "(row E1 sets it)"),
+    ],
+)
+def test_a_set_that_a_selected_row_defines_is_refused(
+    tmp_path: Path, override: str, only: list[str] | None, message: str
+) -> None:
+    plan = with_base_overrides(table2.build_plan("cpu"), [override])
+    with pytest.raises(ValueError, match=re.escape(message)):
+        plan_runs(plan, tmp_path, 1, only, "cpu", None)
+
+
+def test_only_can_leave_out_the_rows_that_define_a_key(tmp_path: Path) -> None:
+    plan = with_base_overrides(table2.build_plan("cpu"), ["model.positional_encoding=learned"])
+    runs = plan_runs(plan, tmp_path, 1, ["base", "A"], "cpu", None)  # E1 (the only row setting it) left out
+    assert {run.config["model"]["positional_encoding"] for run in runs} == {"learned"}
 
 
 def test_a_set_the_rows_leave_alone_reaches_every_row() -> None:
@@ -87,9 +107,12 @@ def test_attention_scoring_scales_its_two_checkpoints_with_the_steps() -> None:
     assert (train["warmup_steps"], train["cooldown_steps"], train["checkpoint_every"]) == (80, 266, 400)
 
 
-def test_positions_refuses_a_key_its_length_rows_set_themselves() -> None:
+def test_positions_refuses_a_key_its_length_rows_set_themselves(tmp_path: Path) -> None:
+    plan = with_base_overrides(positions.build_plan("cpu"), ["train.max_steps=100"])
     with pytest.raises(ValueError, match="rows length-none, length-sinusoidal, length-learned set it"):
-        with_base_overrides(positions.build_plan("cpu"), ["train.max_steps=100"])
+        plan_runs(plan, tmp_path, 1, None, "cpu", None)
+    runs = plan_runs(plan, tmp_path, 1, ["multi30k"], "cpu", None)
+    assert {run.config["train"]["max_steps"] for run in runs} == {100}
 
 
 def test_every_table2_scale_states_its_learning_rate_rule() -> None:

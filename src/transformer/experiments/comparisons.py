@@ -7,7 +7,7 @@ to), the figures over seeds with their confidence intervals, and the verdict the
 function of the records and the files beside them, so the same records always print the same table.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,7 +60,11 @@ class SeedPair:
 
 
 def pair_by_seed(
-    variant: Sequence[dict[str, Any]], baseline: Sequence[dict[str, Any]], experiment_dir: Path
+    variant: Sequence[dict[str, Any]],
+    baseline: Sequence[dict[str, Any]],
+    experiment_dir: Path,
+    test_set: str = "dev",
+    recorded: Callable[[dict[str, Any]], float | None] | None = None,
 ) -> list[SeedPair]:
     """Pair a variant's records with its baseline's by seed and test each pair.
 
@@ -71,7 +75,14 @@ def pair_by_seed(
     baseline : sequence of dict
         The baseline's records.
     experiment_dir : Path
-        The experiment directory the records' ``dev_hypotheses`` and ``dev_references`` paths are relative to.
+        The experiment directory the records' sentence paths are relative to.
+    test_set : str
+        ``dev`` (the records' ``dev_bleu``, ``dev_hypotheses`` and ``dev_references``) or the name of another
+        set whose sentences the run kept (``record["sentences"]["NAME.hypotheses"]`` and
+        ``["NAME.references"]``, e.g. a length bucket's).
+    recorded : callable or None
+        Reads a record's BLEU on ``test_set``, for the difference of a pair that cannot be tested (records
+        made before translations were kept); None reads ``dev_bleu``.
 
     Returns
     -------
@@ -80,7 +91,8 @@ def pair_by_seed(
 
     Notes
     -----
-    A seed only one of them has is left out: an unpaired run says nothing about the difference.
+    A seed only one of them has is left out: an unpaired run says nothing about the difference. An untested
+    pair shows the recorded difference, marked untested, and counts for no verdict.
     """
     baseline_by_seed = {int(record["seed"]): record for record in baseline}
     pairs = []
@@ -89,24 +101,56 @@ def pair_by_seed(
         if seed not in baseline_by_seed:
             continue
         base = baseline_by_seed[seed]
-        difference = float(record["dev_bleu"]) - float(base["dev_bleu"])
-        pairs.append(SeedPair(seed, difference, _paired_test(record, base, experiment_dir)))
+        test = _paired_test(sentence_paths(record, test_set), sentence_paths(base, test_set), experiment_dir)
+        if test is not None:
+            pairs.append(SeedPair(seed, test.difference, test))
+            continue
+        read = recorded or (lambda found: found.get("dev_bleu"))
+        ours, theirs = read(record), read(base)
+        if ours is not None and theirs is not None:
+            pairs.append(SeedPair(seed, float(ours) - float(theirs), None))
     return pairs
 
 
+def sentence_paths(record: dict[str, Any], test_set: str) -> tuple[str, str] | None:
+    """Find where a record's hypotheses and references of one test set are kept.
+
+    Parameters
+    ----------
+    record : dict
+        A ``results.jsonl`` record.
+    test_set : str
+        ``dev`` or the name of a set in the record's ``sentences``.
+
+    Returns
+    -------
+    tuple of str or None
+        ``(hypotheses, references)`` paths relative to the experiment directory; None when the record kept
+        none (records made before translations were kept).
+
+    Notes
+    -----
+    The dev set has its own keys (``dev_hypotheses``, ``dev_references``); other sets are kept under
+    ``sentences`` by the files an experiment's measure hook writes (:data:`RUN_SENTENCES_DIR`).
+    """
+    if test_set == "dev":
+        paths = (record.get("dev_hypotheses"), record.get("dev_references"))
+    else:
+        kept = record.get("sentences", {})
+        paths = (kept.get(f"{test_set}.hypotheses"), kept.get(f"{test_set}.references"))
+    return (str(paths[0]), str(paths[1])) if paths[0] and paths[1] else None
+
+
 def _paired_test(
-    variant: dict[str, Any], baseline: dict[str, Any], experiment_dir: Path
+    variant: tuple[str, str] | None, baseline: tuple[str, str] | None, experiment_dir: Path
 ) -> PairedBleuTest | None:
-    """Run the paired bootstrap test of two records, or None when either lacks its stored sentences."""
-    keys = ("dev_hypotheses", "dev_references")
-    if not all(key in record for key in keys for record in (variant, baseline)):
-        return None
-    if variant["dev_references"] != baseline["dev_references"]:
+    """Run the paired bootstrap test of two runs' kept sentences, or None without them or on other references."""
+    if variant is None or baseline is None or variant[1] != baseline[1]:
         return None
     return paired_bootstrap_bleu(
-        load_sentences(experiment_dir, baseline["dev_hypotheses"]),
-        load_sentences(experiment_dir, variant["dev_hypotheses"]),
-        load_sentences(experiment_dir, variant["dev_references"]),
+        load_sentences(experiment_dir, baseline[0]),
+        load_sentences(experiment_dir, variant[0]),
+        load_sentences(experiment_dir, variant[1]),
     )
 
 
@@ -188,6 +232,8 @@ def compare_with_baseline(
     baseline: Sequence[dict[str, Any]],
     expected_sign: int | None,
     experiment_dir: Path,
+    test_set: str = "dev",
+    recorded: Callable[[dict[str, Any]], float | None] | None = None,
 ) -> tuple[str, str]:
     """Give the two cells of a comparison: the per-seed differences and the verdict.
 
@@ -201,6 +247,10 @@ def compare_with_baseline(
         The claim's direction for variant minus baseline (+1, -1, 0), or None where the paper claims nothing.
     experiment_dir : Path
         Where the records' stored sentences are.
+    test_set : str
+        The set compared (:func:`pair_by_seed`).
+    recorded : callable or None
+        Reads a record's BLEU on that set, for untested pairs (:func:`pair_by_seed`).
 
     Returns
     -------
@@ -212,7 +262,7 @@ def compare_with_baseline(
     -----
     One definition for every generated table, so every experiment's verdicts read and are decided alike.
     """
-    pairs = pair_by_seed(variant, baseline, experiment_dir)
+    pairs = pair_by_seed(variant, baseline, experiment_dir, test_set, recorded)
     per_seed = "; ".join(pair.describe() for pair in pairs) or "-"
     tested = verdict_for(0 if expected_sign is None else expected_sign, pairs)
     if not variant:

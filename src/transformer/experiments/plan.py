@@ -356,10 +356,10 @@ def with_base_overrides(plan: ExperimentPlan, overrides: Sequence[str]) -> Exper
 
     Notes
     -----
-    Parsed like ``transformer train --set``; a malformed item raises ValueError quoting it. A key that a row
-    of the experiment sets itself (``model.d_model`` on Table 2, whose every row states its width) or that
-    the runner sets per run (:data:`RUNNER_KEYS`: ``train.seed`` comes from ``--seeds``) raises ValueError
-    naming the key, instead of being overwritten without a word. ``train.max_steps`` brings the plan's
+    Parsed like ``transformer train --set``; a malformed item raises ValueError quoting it. A key that the
+    runner sets per run (:data:`RUNNER_KEYS`: ``train.seed`` comes from ``--seeds``) raises ValueError naming
+    the key, instead of being overwritten without a word; one that a selected row sets itself is refused
+    when the runs are planned (:func:`refuse_overridden_keys`). ``train.max_steps`` brings the plan's
     schedule rule along (warm-up, cool-down and validation spacing in proportion), except for keys also
     given; a row with a ``step_factor`` trains that multiple of the new steps. The overrides become part of
     every run's configuration, so results recorded without them are refused, not mixed in.
@@ -371,7 +371,7 @@ def with_base_overrides(plan: ExperimentPlan, overrides: Sequence[str]) -> Exper
     for override in overrides:
         apply_override(base, override)  # raises for a malformed item before the key is read from it
         key = override.partition("=")[0].strip()
-        _refuse_row_key(plan, key, override)
+        _refuse_runner_key(key, override)
         given.add(key)
     plan = dataclasses.replace(plan, base=base, pinned_keys=plan.pinned_keys | given)
     steps = plan.base.get("train", {}).get("max_steps")
@@ -385,21 +385,46 @@ def _is_step_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-def _refuse_row_key(plan: ExperimentPlan, key: str, override: str) -> None:
-    """Raise ValueError when ``--set KEY`` would be overwritten by the runner or by a row of the plan."""
+def _refuse_runner_key(key: str, override: str) -> None:
+    """Raise ValueError when ``--set KEY`` names a key the runner sets for each run itself."""
     if key in RUNNER_KEYS:
         option = RUNNER_KEYS[key]
         example = " (e.g. --seeds 1,5,7)" if key == "train.seed" else ""
         raise ValueError(f"--set {override}: {key} is set for each run by {option}; use {option}{example}")
-    rows = [variant.name for variant in plan.variants if key in variant.overrides]
-    if rows:
+
+
+def refuse_overridden_keys(plan: ExperimentPlan, variants: Sequence[Variant]) -> None:
+    """Refuse a ``--set`` key that a selected row defines itself, which would silently win over it.
+
+    Parameters
+    ----------
+    plan : ExperimentPlan
+        The plan, with the ``--set`` keys in ``pinned_keys``.
+    variants : sequence of Variant
+        The rows selected to run (``--only``).
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Issue #29: ``--set model.d_model=...`` on Table 2 was ignored, since every row states its width. Raises
+    ValueError naming the key and the rows that set it. Checked against the selection, so ``--only``
+    can leave out the rows that define a key (positions' ``multi30k`` rows take ``--set train.max_steps``;
+    its ``length`` rows carry their own recipe).
+    """
+    for key in sorted(plan.pinned_keys):
+        rows = [variant.name for variant in variants if key in variant.overrides]
+        if not rows:
+            continue
         if len(rows) == len(plan.variants):
             which = "every row sets it"
         else:
             which = f"row {rows[0]} sets it" if len(rows) == 1 else f"rows {', '.join(rows)} set it"
         raise ValueError(
-            f"--set {override}: {key} is part of {plan.name}'s row definitions ({which}), so it cannot "
-            "be changed for all rows; the rows' values are in the experiment's module"
+            f"--set {key}: {plan.name} defines it per row ({which}), so --set cannot change it; "
+            "leave those rows out with --only, or change the rows in the experiment's module"
         )
 
 

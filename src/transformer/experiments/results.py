@@ -22,6 +22,13 @@ from transformer.atomic_files import write_bytes_atomically
 RESULTS_FILE = "results.jsonl"
 #: Folder of an experiment directory holding the sentences records point to (hypotheses and references).
 SENTENCES_DIR = "sentences"
+#: The scored translations of a run's validation split and their references (one per line, in the run
+#: directory), written by the worker for the paired tests.
+HYPOTHESES_FILE = "dev_hypotheses.txt"
+REFERENCES_FILE = "dev_references.txt"
+#: Folder of a run directory where a measure hook leaves ``NAME.hypotheses.txt`` and ``NAME.references.txt``
+#: of a test set of its own; the runner keeps them and records their paths under ``sentences``.
+RUN_SENTENCES_DIR = "sentences"
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:
@@ -226,3 +233,40 @@ def load_sentences(output_dir: Path, relative: str) -> list[str]:
     if not path.name.startswith(hashlib.sha256(text).hexdigest()[:16]):
         raise ValueError(f"{path}: its sentences do not match its name (edited or damaged)")
     return text.decode("utf-8").splitlines()
+
+
+def keep_run_sentences(run_dir: Path, experiment_dir: Path) -> dict[str, Any]:
+    """Keep a finished run's translations beside the results and give the record's keys pointing to them.
+
+    Parameters
+    ----------
+    run_dir : Path
+        The run directory (``runs/`` is not committed; the experiment directory is).
+    experiment_dir : Path
+        The experiment directory.
+
+    Returns
+    -------
+    dict of str to Any
+        ``dev_hypotheses`` and ``dev_references`` (when the worker wrote them) and ``sentences``: a measure
+        hook's own sets, ``{"NAME.hypotheses": path, "NAME.references": path}`` (when it wrote any to
+        :data:`RUN_SENTENCES_DIR`).
+
+    Notes
+    -----
+    Called when the runner records a run, so every record made since issue #29 can be tested against its
+    baseline sentence by sentence (:mod:`transformer.experiments.comparisons`).
+    """
+    kept: dict[str, Any] = {}
+    for key, name in (("dev_hypotheses", HYPOTHESES_FILE), ("dev_references", REFERENCES_FILE)):
+        if (run_dir / name).exists():
+            kept[key] = store_sentences(
+                experiment_dir, (run_dir / name).read_text(encoding="utf-8").splitlines()
+            )
+    files = sorted((run_dir / RUN_SENTENCES_DIR).glob("*.txt"))
+    if files:
+        kept["sentences"] = {
+            path.stem: store_sentences(experiment_dir, path.read_text(encoding="utf-8").splitlines())
+            for path in files
+        }
+    return kept

@@ -30,13 +30,14 @@ from transformer.experiments.plan import (
     Variant,
     config_differences,
     config_fingerprint,
+    refuse_overridden_keys,
     run_config,
     set_dotted,
 )
 from transformer.experiments.provenance import describe_machine, git_commit, refuse_dirty_tree, source_state
 from transformer.experiments.registry import experiment_module
-from transformer.experiments.results import RESULTS_FILE, append_result, read_results, store_sentences
-from transformer.experiments.worker import HYPOTHESES_FILE, LOG_FILE, REFERENCES_FILE, RESULT_FILE, RUN_FILE
+from transformer.experiments.results import RESULTS_FILE, append_result, keep_run_sentences, read_results
+from transformer.experiments.worker import LOG_FILE, RESULT_FILE, RUN_FILE
 from transformer.training.run_lock import hold_run_lock
 
 TABLE_FILE = "table.md"
@@ -142,8 +143,10 @@ def plan_runs(
     once with its name.
     """
     seed_list = resolve_seeds(seeds)
+    selected = plan.select(only)
+    refuse_overridden_keys(plan, selected)
     runs = []
-    for variant in plan.select(only):
+    for variant in selected:
         for seed in seed_list:
             config = run_config(plan, variant, seed)
             set_dotted(config, "train.device", device)
@@ -461,11 +464,7 @@ def _harvest(run: PlannedRun, plan: ExperimentPlan, results_path: Path) -> bool:
         return False
     spec = json.loads((run.run_dir / RUN_FILE).read_text(encoding="utf-8"))
     spec_commits = spec.get("commits") or [result.get("commit")]
-    stored = {}
-    for key, name in (("dev_hypotheses", HYPOTHESES_FILE), ("dev_references", REFERENCES_FILE)):
-        if (run.run_dir / name).exists():
-            lines = (run.run_dir / name).read_text(encoding="utf-8").splitlines()
-            stored[key] = store_sentences(results_path.parent, lines)
+    stored = keep_run_sentences(run.run_dir, results_path.parent)
     record = {
         **result,
         "config": run.config,

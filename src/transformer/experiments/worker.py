@@ -22,14 +22,12 @@ from transformer.decoding.translator import Translator
 from transformer.evaluation.bleu import score_translations
 from transformer.evaluation.perplexity import corpus_perplexity
 from transformer.experiments.registry import measure_hook
+from transformer.experiments.results import HYPOTHESES_FILE, REFERENCES_FILE
 from transformer.training.launch import claim_run_dir_if_main, train_experiment
 
 RUN_FILE = "run.json"
 RESULT_FILE = "result.json"
 LOG_FILE = "log.txt"
-#: The scored translations of the validation split and their references, one per line, for paired tests.
-HYPOTHESES_FILE = "dev_hypotheses.txt"
-REFERENCES_FILE = "dev_references.txt"
 
 
 def read_run_spec(run_dir: Path) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import pytest
 
 from transformer.checkpoint import read_index
 from transformer.evaluation.bleu import score_translations
+from transformer.experiments.curves import plot_curves, read_curve
 from transformer.experiments.plan import (
     Variant,
     config_differences,
@@ -62,6 +63,7 @@ def test_tiny_table_runs_end_to_end_and_a_rerun_skips_it(tmp_path: Path) -> None
     assert f"{records['base']['dev_perplexity']:.2f}" in base_row
     assert next(line for line in table.splitlines() if line.startswith("| A1 |")).count(" - ") >= 4  # not run
     assert (tmp_path / "table2.png").stat().st_size > 1000
+    assert (tmp_path / "table2-curves-D.png").stat().st_size > 1000  # base's curves (no D row run here)
     # Each record points to its dev translations and references, kept beside the results for paired tests.
     for record in records.values():
         hypotheses = load_sentences(tmp_path, record["dev_hypotheses"])
@@ -72,6 +74,11 @@ def test_tiny_table_runs_end_to_end_and_a_rerun_skips_it(tmp_path: Path) -> None
             "+dirty"
         )
     assert records["base"]["dev_references"] == records["C4"]["dev_references"]
+    # ... and its training and validation curves (#29: row D's claim is about overfitting).
+    steps, losses = read_curve(tmp_path, records["base"]["curves"], "valid", "valid_loss")
+    assert records["base"]["curves"] == "curves/base-s1.metrics.jsonl" and steps[-1] == 4 and len(losses) >= 2
+    assert plot_curves(list(records.values()), tmp_path, ["base", "D1"], tmp_path / "curves.png") is not None
+    assert plot_curves(list(records.values()), tmp_path, ["D1"], tmp_path / "none.png") is None
 
     again = run_experiment(
         plan, tmp_path, only=["base", "C4"], report=messages.append, poll_seconds=0.05, allow_dirty=True

@@ -25,6 +25,7 @@ from transformer.atomic_files import write_bytes_atomically, write_json_atomical
 from transformer.autotune.thread_probe import usable_cpus
 from transformer.config import experiment_from_dict
 from transformer.data.prepare import TOKENIZER_FILE, prepare_data
+from transformer.experiments.curves import keep_run_curves
 from transformer.experiments.plan import (
     ExperimentPlan,
     Variant,
@@ -464,7 +465,10 @@ def _harvest(run: PlannedRun, plan: ExperimentPlan, results_path: Path) -> bool:
         return False
     spec = json.loads((run.run_dir / RUN_FILE).read_text(encoding="utf-8"))
     spec_commits = spec.get("commits") or [result.get("commit")]
-    stored = keep_run_sentences(run.run_dir, results_path.parent)
+    stored = {
+        **keep_run_sentences(run.run_dir, results_path.parent),
+        **keep_run_curves(run.run_dir, results_path.parent, run.name),
+    }
     record = {
         **result,
         "config": run.config,

@@ -27,6 +27,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from transformer.experiments.curves import plot_curves
 from transformer.experiments.plan import ExperimentPlan, Variant, run_config, short_recipe, short_schedule
 from transformer.experiments.results import format_metric, records_by_variant
 from transformer.experiments.table2_verdicts import render_verdicts as render_verdicts  # EXPERIMENTS.md
@@ -397,7 +398,7 @@ def render_table(plan: ExperimentPlan, records: list[dict[str, Any]]) -> str:
 
 
 def plot(plan: ExperimentPlan, records: list[dict[str, Any]], output_dir: Path) -> list[Path]:
-    """Plot dev BLEU against dev perplexity per row, ours beside the paper's (one PNG).
+    """Plot dev BLEU against dev perplexity per row, ours beside the paper's, and row D's training curves.
 
     Parameters
     ----------
@@ -411,7 +412,8 @@ def plot(plan: ExperimentPlan, records: list[dict[str, Any]], output_dir: Path) 
     Returns
     -------
     list of Path
-        The written figure.
+        The written figures: ``table2.png`` and, once runs kept their curves, ``table2-curves-D.png``
+        (training NLL and validation loss of base and row D, every seed).
 
     Notes
     -----
@@ -446,4 +448,7 @@ def plot(plan: ExperimentPlan, records: list[dict[str, Any]], output_dir: Path) 
     figure.tight_layout()
     path = output_dir / "table2.png"
     save_figure_atomically(figure, path)
-    return [path]
+    # Row D's claim is about overfitting: its runs' curves beside base's (issue #29).
+    dropout = [variant.name for variant in plan.variants if variant.group in ("base", "D")]
+    curves = plot_curves(records, output_dir, dropout, output_dir / "table2-curves-D.png")
+    return [path] + ([curves] if curves is not None else [])

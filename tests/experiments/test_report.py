@@ -129,6 +129,21 @@ def test_the_report_command_checks_writes_and_refuses_training_options(
     assert capsys.readouterr().err.strip() == (
         "transformer experiment: error: report reads records, it trains nothing: --seeds does not apply"
     )
+    assert (
+        main(
+            [
+                "experiment",
+                "report",
+                "positions",
+                "--output-dir",
+                str(experiment_dir),
+                "--document",
+                str(document),
+            ]
+        )
+        == 2
+    )
+    assert "records of table2, not of positions" in capsys.readouterr().err
     assert main(["experiment", "table2", "--document", str(document)]) == 2
     assert (
         "table2 trains or measures, it does not report: --document does not apply" in capsys.readouterr().err

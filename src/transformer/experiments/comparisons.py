@@ -26,15 +26,17 @@ class SeedPair:
     seed : int
         The seed both were trained with.
     difference : float
-        Variant dev BLEU minus baseline dev BLEU, as recorded.
+        Variant BLEU minus baseline BLEU on the compared set: the test's when tested, else as recorded.
     test : PairedBleuTest or None
         The paired bootstrap test; None when a record has no stored translations (runs recorded before
         they were kept) or the two were scored on different references.
 
     Notes
     -----
-    Pairing by seed removes what the seed decides in both runs alike (initial weights, batch order), so the
-    test sees the variant's effect and the test set's sampling error, not the seeds' spread.
+    The paired test resamples the test sentences: it asks whether these two trained models differ beyond
+    the luck of the sentence sample. The luck of training is what the seeds cover, which is why the verdict
+    rule asks every seed pair to agree. Pairing by the same seed gives both runs the same data order
+    (``train.seed`` drives it), so a pair differs in the variant's change and its initial weights.
     """
 
     seed: int

@@ -57,7 +57,8 @@ def render_section(name: str, experiment_dir: Path) -> str:
     Notes
     -----
     The plan is rebuilt at the records' scale (every record names it). Raises ValueError when the experiment
-    has no generated report yet, when the directory holds no records, or when they mix scales.
+    has no generated report yet, when the directory holds no records, records of another experiment, or
+    records of several scales.
     """
     module = experiment_module(name)
     render = getattr(module, "render_verdicts", None)
@@ -66,6 +67,9 @@ def render_section(name: str, experiment_dir: Path) -> str:
     records = read_results(experiment_dir / RESULTS_FILE)
     if not records:
         raise ValueError(f"--output-dir {experiment_dir}: no records in {experiment_dir / RESULTS_FILE}")
+    others = sorted({str(record.get("experiment")) for record in records} - {name})
+    if others:
+        raise ValueError(f"{experiment_dir / RESULTS_FILE}: records of {', '.join(others)}, not of {name}")
     scales = sorted({str(record["scale"]) for record in records})
     if len(scales) != 1:
         raise ValueError(f"{experiment_dir / RESULTS_FILE}: records of several scales ({', '.join(scales)})")

@@ -441,7 +441,16 @@ BAD_INPUTS = [
     ),
     bad(
         "experiment table2 --scale tiny --seeds 0 --output-dir experiment",
-        "argument --seeds: expected an integer of at least 1, got '0'",
+        "argument --seeds: expected a count from 1 to 100 or seeds such as 1,5,7 or 4-6, got '0'",
+    ),
+    bad("experiment table2 --scale tiny --seeds 5,5 --output-dir experiment", "seed 5 named twice in '5,5'"),
+    bad(  # #29 item 6: the seed comes from --seeds; --set train.seed was overwritten without a word
+        "experiment table2 --scale tiny --set train.seed=7 --output-dir experiment",
+        "--set train.seed=7: train.seed is set for each run by --seeds; use --seeds (e.g. --seeds 1,5,7)",
+    ),
+    bad(  # #29 item 6: every Table 2 row states its width, so a base d_model was ignored
+        "experiment table2 --scale tiny --only base --set model.d_model=64 --output-dir experiment",
+        "--set model.d_model: table2 defines it per row (row base sets it)",
     ),
     bad(
         "experiment table2 --scale tiny --parallel 0 --output-dir experiment",
@@ -452,6 +461,21 @@ BAD_INPUTS = [
         "max_steps='many'",
     ),
     bad("experiment table9", "argument name: invalid choice: 'table9'"),
+    # #29 item 3: the report of an experiment's records
+    bad("experiment report", "report: name the experiment, e.g. transformer experiment report table2"),
+    bad(
+        "experiment report table2 --seeds 2 --output-dir experiment",
+        "report reads records, it trains nothing: --seeds does not apply",
+    ),
+    bad("experiment report table2 --output-dir experiment", "--document EXPERIMENTS.md: no such file"),
+    bad(
+        "experiment report table2 --output-dir experiment --document tiny.yaml",
+        "--output-dir experiment: no records in experiment/results.jsonl",
+    ),
+    bad(
+        "experiment table2 --scale tiny --check --output-dir experiment",
+        "table2 trains or measures, it does not report: --check does not apply",
+    ),
 ]
 
 

@@ -2,6 +2,7 @@
 
 import argparse
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from transformer.command_checks import (
     number_in_range,
     refuse_control_characters,
     refuse_outputs_among_inputs,
+    seed_selection,
 )
 
 
@@ -32,6 +34,27 @@ def test_an_integer_option_takes_integers_in_its_range_only() -> None:
         assert str(refused.value) == f"expected an integer from 0 to 1024, got {text!r}"
     with pytest.raises(argparse.ArgumentTypeError, match="expected an integer of at least 1, got '0'"):
         last("0")
+
+
+def test_seeds_are_a_count_or_the_seeds_themselves() -> None:
+    assert seed_selection("3") == (1, 2, 3)
+    assert seed_selection("1,5,7") == (1, 5, 7)
+    assert seed_selection("4-6") == (4, 5, 6)
+    assert seed_selection("7-7") == (7,)
+    assert seed_selection(" 0, 2-3 ") == (0, 2, 3)
+    for text, message in [
+        ("0", "expected a count from 1 to 100"),
+        ("101", "expected a count from 1 to 100"),
+        ("1,1", "seed 1 named twice in '1,1'"),
+        ("1-3,2", "seed 2 named twice"),
+        ("3-1", "range '3-1' in '3-1' ends before it starts"),
+        ("1,,2", "expected seeds such as 1,5,7 or 4-6, got '1,,2'"),
+        ("-1", "expected seeds such as 1,5,7"),
+        ("a", "expected seeds such as 1,5,7"),
+        ("1-500", "names more than 100 seeds"),
+    ]:
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
+            seed_selection(text)
 
 
 def test_control_characters_other_than_tab_are_refused_naming_the_line() -> None:

@@ -30,6 +30,7 @@ from transformer.command_checks import (
     number_in_range,
     refuse_control_characters,
     refuse_outputs_among_inputs,
+    seed_selection,
 )
 from transformer.config import (
     MAX_LENGTH_OFFSET,
@@ -51,6 +52,7 @@ from transformer.evaluation.bleu import score_translations
 from transformer.evaluation.perplexity import corpus_perplexity
 from transformer.experiments.plan import with_base_overrides
 from transformer.experiments.registry import EXPERIMENTS, SCALES, experiment_module
+from transformer.experiments.report import update_document
 from transformer.experiments.runner import run_experiment
 from transformer.interop.ctranslate2 import CTranslate2Translator, export_ctranslate2
 from transformer.interop.marian import export_marian, import_marian
@@ -1258,7 +1260,7 @@ def run_experiment_command(args: argparse.Namespace) -> int:
     ----------
     args : argparse.Namespace
         The experiment's name, ``--scale``, ``--seeds``, ``--parallel``, ``--device``, ``--output-dir``,
-        ``--only`` and ``--set`` overrides of the base configuration.
+        ``--only``, ``--allow-dirty`` and ``--set`` overrides of the base configuration.
 
     Returns
     -------
@@ -1272,6 +1274,12 @@ def run_experiment_command(args: argparse.Namespace) -> int:
     experiment (a module with ``run_measurement``, e.g. ``table1``) trains nothing: it is called directly,
     and ``--seeds``, ``--parallel``, ``--only`` and ``--set`` are refused for it.
     """
+    if args.name == "report":
+        return run_experiment_report(args)
+    refuse_flags(
+        f"{args.name} trains or measures, it does not report",
+        [("NAME", args.report_of, None), ("--document", args.document, None), ("--check", args.check, False)],
+    )
     check_device_flag(args.device)
     module = experiment_module(args.name)
     output_dir = (
@@ -1281,27 +1289,15 @@ def run_experiment_command(args: argparse.Namespace) -> int:
     )
     check_output_directory(output_dir, "--output-dir")
     if hasattr(module, "run_measurement"):
-        given = [
-            flag
-            for flag, value, default in (
-                ("--seeds", args.seeds, 1),
-                ("--parallel", args.parallel, 1),
-                ("--only", args.only, None),
-                ("--set", args.overrides, []),
-            )
-            if value != default
-        ]
-        if given:
-            raise ValueError(
-                f"{args.name} is a measurement, not a training: {', '.join(given)} "
-                f"{'does' if len(given) == 1 else 'do'} not apply"
-            )
-        report_path = module.run_measurement(output_dir, args.device, args.scale, print)
+        refuse_flags(f"{args.name} is a measurement, not a training", training_flags(args))
+        report_path = module.run_measurement(output_dir, args.device, args.scale, print, args.allow_dirty)
         print(f"{args.name}: report: {report_path}")
         return 0
     plan = with_base_overrides(module.build_plan(args.scale), args.overrides)
     only = [name.strip() for name in args.only.split(",") if name.strip()] if args.only else None
-    outcome = run_experiment(plan, output_dir, args.seeds, args.parallel, args.device, only)
+    outcome = run_experiment(
+        plan, output_dir, args.seeds, args.parallel, args.device, only, allow_dirty=args.allow_dirty
+    )
     print(
         f"{args.name}: {len(outcome.finished)} run(s) finished now, {len(outcome.skipped)} done before, "
         f"{len(outcome.failed)} failed; table: {output_dir / 'table.md'}"
@@ -1309,6 +1305,103 @@ def run_experiment_command(args: argparse.Namespace) -> int:
     for failure in outcome.failed:
         print(f"failed: {failure}", file=sys.stderr)
     return 1 if outcome.failed else 0
+
+
+def training_flags(args: argparse.Namespace) -> list[tuple[str, object, object]]:
+    """List the ``experiment`` options that only a training uses, with their values and defaults.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed ``experiment`` command.
+
+    Returns
+    -------
+    list of tuple
+        ``(flag, value, default)`` for ``--seeds``, ``--parallel``, ``--only`` and ``--set``.
+
+    Notes
+    -----
+    A measurement or a report refuses each of them given (:func:`refuse_flags`) instead of ignoring it.
+    """
+    return [
+        ("--seeds", args.seeds, (1,)),
+        ("--parallel", args.parallel, 1),
+        ("--only", args.only, None),
+        ("--set", args.overrides, []),
+    ]
+
+
+def refuse_flags(reason: str, flags: Sequence[tuple[str, object, object]]) -> None:
+    """Refuse the options given that do not apply, in one line.
+
+    Parameters
+    ----------
+    reason : str
+        Why they do not apply, e.g. ``"table1 is a measurement, not a training"``.
+    flags : sequence of tuple
+        ``(flag, value, default)``; a value other than its default counts as given.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Raises ValueError naming every option given, so nothing is silently ignored.
+    """
+    given = [flag for flag, value, default in flags if value != default]
+    if given:
+        verb = "does" if len(given) == 1 else "do"
+        raise ValueError(f"{reason}: {', '.join(given)} {verb} not apply")
+
+
+def run_experiment_report(args: argparse.Namespace) -> int:
+    """Regenerate (or check) an experiment's section of EXPERIMENTS.md from its committed records.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``report NAME``, ``--output-dir`` (the records' directory, default runs/experiments/NAME-SCALE),
+        ``--document`` (default EXPERIMENTS.md) and ``--check``.
+
+    Returns
+    -------
+    int
+        0 when the section is (now) current; 1 with ``--check`` when it differs.
+
+    Notes
+    -----
+    The section is the one between the markers named after the records' directory
+    (:mod:`transformer.experiments.report`).
+    """
+    if args.report_of is None:
+        raise ValueError("report: name the experiment, e.g. transformer experiment report table2")
+    refuse_flags(
+        "report reads records, it trains nothing",
+        [
+            *training_flags(args),
+            ("--allow-dirty", args.allow_dirty, False),
+            ("--device", args.device, "auto"),
+        ],
+    )
+    experiment_dir = (
+        Path(args.output_dir)
+        if args.output_dir
+        else Path("runs") / "experiments" / f"{args.report_of}-{args.scale}"
+    )
+    document = Path(args.document or "EXPERIMENTS.md")
+    outcome = update_document(args.report_of, experiment_dir, document, args.check)
+    if args.check and outcome.changed:
+        print(
+            f"{document}: section {outcome.section} differs from {experiment_dir}'s records; run transformer "
+            f"experiment report {args.report_of} --output-dir {experiment_dir}",
+            file=sys.stderr,
+        )
+        return 1
+    state = "rewritten" if outcome.changed else "already current"
+    print(f"{document}: section {outcome.section} {state}")
+    return 0
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -1762,12 +1855,35 @@ def build_parser() -> argparse.ArgumentParser:
         help="train and score the variants of one of the paper's experiments (resumable), or measure one "
         "(table1)",
     )
-    experiment.add_argument("name", choices=sorted(EXPERIMENTS), help="the experiment")
+    experiment.add_argument(
+        "name",
+        choices=[*sorted(EXPERIMENTS), "report"],
+        help="the experiment, or 'report' to regenerate an experiment's section of EXPERIMENTS.md",
+    )
+    experiment.add_argument(
+        "report_of",
+        nargs="?",
+        choices=sorted(EXPERIMENTS),
+        metavar="NAME",
+        help="with 'report': the experiment whose records --output-dir holds",
+    )
+    experiment.add_argument(
+        "--document",
+        help="with 'report': the Markdown file holding the section's markers (default EXPERIMENTS.md)",
+    )
+    experiment.add_argument(
+        "--check",
+        action="store_true",
+        help="with 'report': write nothing; exit 1 when the section differs from what the records give",
+    )
     experiment.add_argument(
         "--scale", choices=SCALES, default="cpu", help="model and data size (default cpu)"
     )
     experiment.add_argument(
-        "--seeds", type=integer_in_range(1), default=1, help="seeds per variant (default 1)"
+        "--seeds",
+        type=seed_selection,
+        default=(1,),
+        help="a count (3: seeds 1-3) or the seeds themselves (1,5,7 or 4-6; 7-7 for seed 7 alone); default 1",
     )
     experiment.add_argument(
         "--parallel", type=integer_in_range(1), default=1, help="runs trained at once (default 1)"
@@ -1775,6 +1891,12 @@ def build_parser() -> argparse.ArgumentParser:
     experiment.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     experiment.add_argument("--output-dir", help="default runs/experiments/NAME-SCALE")
     experiment.add_argument("--only", help="comma-separated variants or groups, e.g. base,A,E1")
+    experiment.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="run even though the package's source has uncommitted changes (the records say so); by default "
+        "refused, so every result names the commit that made it",
+    )
     experiment.add_argument(
         "--set",
         dest="overrides",

@@ -82,6 +82,55 @@ def integer_in_range(minimum: int, maximum: int | None = None) -> Callable[[str]
     return parse
 
 
+#: The most seeds one ``--seeds`` may name (a typo such as ``--seeds 1000`` would plan a thousand trainings).
+MAX_SEEDS = 100
+
+
+def seed_selection(text: str) -> tuple[int, ...]:
+    """Parse ``--seeds``: a count (``3`` is seeds 1, 2, 3) or explicit seeds (``1,5,7``, ``4-6``, ``7-7``).
+
+    Parameters
+    ----------
+    text : str
+        The option's value.
+
+    Returns
+    -------
+    tuple of int
+        The seeds, in the order given.
+
+    Notes
+    -----
+    A bare number stays a count, as ``--seeds 3`` always meant; a list or a range names the seeds
+    themselves (non-negative), so a researcher can add seeds 4-6 to a table that has 1-3, or rerun seed 7
+    alone (``--seeds 7-7``). A seed named twice, an empty item, a reversed range or more than
+    :data:`MAX_SEEDS` seeds raise ``argparse.ArgumentTypeError`` quoting the value.
+    """
+    stripped = text.strip()
+    if stripped.isdigit():
+        count = int(stripped)
+        if not 1 <= count <= MAX_SEEDS:
+            raise argparse.ArgumentTypeError(
+                f"expected a count from 1 to {MAX_SEEDS} or seeds such as 1,5,7 or 4-6, got {text!r}"
+            )
+        return tuple(range(1, count + 1))
+    seeds: list[int] = []
+    for item in stripped.split(","):
+        first, dash, last = item.strip().partition("-")
+        if not first.strip().isdigit() or (dash and not last.strip().isdigit()):
+            raise argparse.ArgumentTypeError(f"expected seeds such as 1,5,7 or 4-6, got {text!r}")
+        low, high = int(first), int(last) if dash else int(first)
+        if high < low:
+            raise argparse.ArgumentTypeError(f"range {item.strip()!r} in {text!r} ends before it starts")
+        if len(seeds) + high - low + 1 > MAX_SEEDS:
+            raise argparse.ArgumentTypeError(f"{text!r} names more than {MAX_SEEDS} seeds")
+        seeds.extend(range(low, high + 1))
+    repeated = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"seed {repeated[0]} named twice in {text!r}")
+    return tuple(seeds)
+
+
 def refuse_control_characters(lines: Sequence[str], source: str) -> None:
     """Refuse text whose lines hold control characters other than tab.
 

@@ -1,11 +1,12 @@
 """BLEU and chrF on imperfect hypotheses, against sacreBLEU's own numbers and against BLEU computed by hand."""
 
 import math
+import random
 
 import pytest
 import sacrebleu
 
-from transformer.evaluation.bleu import score_translations
+from transformer.evaluation.bleu import paired_bootstrap_bleu, score_translations
 
 # (hypotheses, references): partial matches, hypotheses shorter (brevity penalty) and longer than the
 # references, punctuation that 13a splits off, case differences and an empty hypothesis.
@@ -158,3 +159,54 @@ def test_describe_prints_scores_signatures_and_details() -> None:
 def test_mismatched_or_empty_inputs_are_refused(hypotheses: list, references: list, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         score_translations(hypotheses, references)
+
+
+def _corrupt(sentences: list[str], share: float, seed: int) -> list[str]:
+    """Replace about ``share`` of each sentence's words by a word no reference has."""
+    rng = random.Random(seed)
+    return [
+        " ".join("zzz" if rng.random() < share else word for word in sentence.split())
+        for sentence in sentences
+    ]
+
+
+def _references(count: int) -> list[str]:
+    rng = random.Random(7)
+    words = [f"w{index}" for index in range(300)]
+    return [" ".join(rng.choice(words) for _ in range(rng.randint(8, 16))) for _ in range(count)]
+
+
+def test_paired_bootstrap_finds_a_clearly_better_system_significant() -> None:
+    references = _references(200)
+    baseline, better = _corrupt(references, 0.4, seed=1), _corrupt(references, 0.2, seed=2)
+    test = paired_bootstrap_bleu(baseline, better, references)
+    assert test.baseline_bleu == pytest.approx(score_translations(baseline, references).bleu)
+    assert test.variant_bleu == pytest.approx(score_translations(better, references).bleu)
+    assert test.difference > 10 and test.p_value < 0.01
+    assert "bs:1000" in test.signature and "seed:" in test.signature
+    # Swapping the roles flips the sign, not the significance.
+    swapped = paired_bootstrap_bleu(better, baseline, references)
+    assert swapped.difference == pytest.approx(-test.difference) and swapped.p_value < 0.01
+
+
+def test_paired_bootstrap_finds_identical_and_nearly_identical_systems_not_significant() -> None:
+    references = _references(200)
+    baseline = _corrupt(references, 0.3, seed=1)
+    identical = paired_bootstrap_bleu(baseline, list(baseline), references)
+    assert identical.difference == 0 and identical.p_value == 1.0  # sacreBLEU alone would say 1/1001
+    both_zero = paired_bootstrap_bleu(["x y z"] * 20, ["q r s"] * 20, references[:20])
+    assert both_zero.variant_bleu == both_zero.baseline_bleu == 0 and both_zero.p_value == 1.0
+    nearly = list(baseline)
+    nearly[0] = references[0]  # one sentence of 200 fixed
+    test = paired_bootstrap_bleu(baseline, nearly, references)
+    assert 0 < test.difference < 1 and test.p_value > 0.05
+    # Two systems of the same quality, with different errors: not significant either.
+    same_quality = paired_bootstrap_bleu(baseline, _corrupt(references, 0.3, seed=3), references)
+    assert same_quality.p_value > 0.05
+
+
+def test_paired_bootstrap_refuses_mismatched_inputs() -> None:
+    with pytest.raises(ValueError, match="2 baseline, 1 variant, 2 references"):
+        paired_bootstrap_bleu(["a", "b"], ["a"], ["a", "b"])
+    with pytest.raises(ValueError, match="samples=10"):
+        paired_bootstrap_bleu(["a"], ["a"], ["a"], samples=10)

@@ -292,7 +292,9 @@ def test_measure_hook_at_initialisation_equals_trained_for_an_untrained_model(tm
 def test_tiny_experiment_end_to_end(tmp_path: Path) -> None:
     plan = attention_scoring.build_plan("tiny")
     only = ["sqrt-dk8", "additive-dk4"]
-    outcome = run_experiment(plan, tmp_path, only=only, report=lambda message: None, poll_seconds=0.05)
+    outcome = run_experiment(
+        plan, tmp_path, only=only, report=lambda message: None, poll_seconds=0.05, allow_dirty=True
+    )
     assert outcome.finished == ["sqrt-dk8-s1", "additive-dk4-s1"] and not outcome.failed
     records = {record["variant"]: record for record in read_results(tmp_path / "results.jsonl")}
     assert set(records) == set(only)

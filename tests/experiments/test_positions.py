@@ -8,6 +8,7 @@ import torch
 
 from transformer.config import TransformerConfig, experiment_from_dict
 from transformer.data.synthetic import generate_pairs
+from transformer.evaluation.bleu import score_translations
 from transformer.experiments import table2
 from transformer.experiments.plan import run_config, set_dotted, with_base_overrides
 from transformer.experiments.positions import (
@@ -20,15 +21,18 @@ from transformer.experiments.positions import (
     swap_pairs,
     token_permutation,
 )
-from transformer.experiments.results import read_results
-from transformer.experiments.runner import run_experiment
+from transformer.experiments.positions.verdicts import render_verdicts
+from transformer.experiments.results import load_sentences, read_results
+from transformer.experiments.runner import plan_runs, run_experiment
 from transformer.model.transformer import Transformer
 
 
 def test_tiny_experiment_end_to_end(tmp_path: Path) -> None:
     plan = build_plan("tiny")
     only = ["multi30k-none", "length-sinusoidal", "length-learned"]
-    outcome = run_experiment(plan, tmp_path, only=only, report=lambda _: None, poll_seconds=0.05)
+    outcome = run_experiment(
+        plan, tmp_path, only=only, report=lambda _: None, poll_seconds=0.05, allow_dirty=True
+    )
     assert outcome.finished == [f"{name}-s1" for name in only] and not outcome.failed
     records = {record["variant"]: record for record in read_results(tmp_path / "results.jsonl")}
     limit = LENGTH_SCALES["tiny"].limit
@@ -65,6 +69,19 @@ def test_tiny_experiment_end_to_end(tmp_path: Path) -> None:
     assert f"max_positions={limit}" in learned["learned_position_error"]
     assert all("cut_uncapped_error" in bucket for bucket in learned["length_buckets"])
     assert "cut_bleu" not in sinusoidal["length_buckets"][0]
+
+    # Each bucket's translations are kept beside the results (#29), so encodings can be tested against
+    # each other bucket by bucket; the generated section pairs them (one seed: provisional).
+    for record in (sinusoidal, learned):
+        for bucket in record["length_buckets"]:
+            kept = load_sentences(tmp_path, record["sentences"][f"length-{bucket['name']}.hypotheses"])
+            references = load_sentences(tmp_path, record["sentences"][f"length-{bucket['name']}.references"])
+            assert len(kept) == len(references) == per_bucket
+            assert score_translations(kept, references).bleu == pytest.approx(bucket["bleu"])
+    assert "sentences" not in none
+    section = render_verdicts(plan, list(records.values()), tmp_path)
+    past = [line for line in section.splitlines() if line.startswith("| learned against sinusoids past")]
+    assert len(past) == 3 and all("(p " in line and "provisional, 1 seed" in line for line in past)
 
     table = (tmp_path / "table.md").read_text(encoding="utf-8")
     assert "## BLEU per source length" in table and "length-learned, table cut to L" in table
@@ -186,12 +203,16 @@ def test_plan_groups_and_no_leak_between_bases(scale: str) -> None:
         assert run_config(plan, plan.variant(f"length-{encoding}"), 1) == expected
 
 
-def test_set_changes_the_multi30k_group_and_passes_unset_keys_to_both() -> None:
+def test_set_changes_the_multi30k_group_and_passes_unset_keys_to_both(tmp_path: Path) -> None:
     plan = with_base_overrides(build_plan("tiny"), ["train.max_steps=7", "train.precision=fp32"])
     multi30k = run_config(plan, plan.variant("multi30k-none"), 1)
     length = run_config(plan, plan.variant("length-none"), 1)
     assert multi30k["train"]["max_steps"] == 7 and length["train"]["max_steps"] == LENGTH_SCALES["tiny"].steps
     assert multi30k["train"]["precision"] == length["train"]["precision"] == "fp32"
+    # Running the length rows with it is refused (#29): they define train.max_steps themselves.
+    with pytest.raises(ValueError, match=r"--set train\.max_steps: positions defines it per row"):
+        plan_runs(plan, tmp_path, 1, None, "cpu", None)
+    assert len(plan_runs(plan, tmp_path, 1, ["multi30k"], "cpu", None)) == 3
 
 
 def test_unknown_scale_is_refused() -> None:

@@ -37,7 +37,9 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     affinity = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(affinity)})  # the workers inherit it: the trainer's probe sees one CPU
     try:
-        outcome = run_experiment(build_plan("tiny"), output_dir, report=lambda _: None, poll_seconds=0.05)
+        outcome = run_experiment(
+            build_plan("tiny"), output_dir, report=lambda _: None, poll_seconds=0.05, allow_dirty=True
+        )
     finally:
         os.sched_setaffinity(0, affinity)
     assert outcome.finished == ["transformer-s1", "rnn-s1"] and not outcome.failed
@@ -105,7 +107,9 @@ def test_a_resumed_scoring_reads_the_cached_curve(tiny_run: Path) -> None:
 
 
 def test_a_rerun_skips_both_runs(tiny_run: Path) -> None:
-    outcome = run_experiment(build_plan("tiny"), tiny_run, report=lambda _: None, poll_seconds=0.05)
+    outcome = run_experiment(
+        build_plan("tiny"), tiny_run, report=lambda _: None, poll_seconds=0.05, allow_dirty=True
+    )
     assert outcome.skipped == ["transformer-s1", "rnn-s1"] and not outcome.finished
 
 

@@ -1,6 +1,7 @@
 """The experiment runner at tiny scale: end to end, skip on rerun, resume after a kill, failures, stale configs."""
 
 import dataclasses
+import gzip
 import json
 import os
 import subprocess
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from transformer.checkpoint import read_index
+from transformer.evaluation.bleu import score_translations
+from transformer.experiments.curves import plot_curves, read_curve
 from transformer.experiments.plan import (
     Variant,
     config_differences,
@@ -19,7 +22,14 @@ from transformer.experiments.plan import (
     run_config,
     with_base_overrides,
 )
-from transformer.experiments.results import append_result, format_metric, read_results
+from transformer.experiments.provenance import SourceState
+from transformer.experiments.results import (
+    append_result,
+    format_metric,
+    load_sentences,
+    read_results,
+    store_sentences,
+)
 from transformer.experiments.runner import run_experiment
 from transformer.experiments.table2 import build_plan, scaled_row
 
@@ -27,7 +37,9 @@ from transformer.experiments.table2 import build_plan, scaled_row
 def test_tiny_table_runs_end_to_end_and_a_rerun_skips_it(tmp_path: Path) -> None:
     plan = build_plan("tiny")
     messages: list[str] = []
-    outcome = run_experiment(plan, tmp_path, only=["base", "C4"], report=messages.append, poll_seconds=0.05)
+    outcome = run_experiment(
+        plan, tmp_path, only=["base", "C4"], report=messages.append, poll_seconds=0.05, allow_dirty=True
+    )
     assert outcome.finished == ["base-s1", "C4-s1"] and not outcome.failed and not outcome.skipped
     records = {record["variant"]: record for record in read_results(tmp_path / "results.jsonl")}
     assert set(records) == {"base", "C4"}
@@ -51,8 +63,26 @@ def test_tiny_table_runs_end_to_end_and_a_rerun_skips_it(tmp_path: Path) -> None
     assert f"{records['base']['dev_perplexity']:.2f}" in base_row
     assert next(line for line in table.splitlines() if line.startswith("| A1 |")).count(" - ") >= 4  # not run
     assert (tmp_path / "table2.png").stat().st_size > 1000
+    assert (tmp_path / "table2-curves-D.png").stat().st_size > 1000  # base's curves (no D row run here)
+    # Each record points to its dev translations and references, kept beside the results for paired tests.
+    for record in records.values():
+        hypotheses = load_sentences(tmp_path, record["dev_hypotheses"])
+        references = load_sentences(tmp_path, record["dev_references"])
+        assert len(hypotheses) == len(references) == 12
+        assert score_translations(hypotheses, references).bleu == pytest.approx(record["dev_bleu"])
+        assert record["commits"][-1] == record["commit"] and record["dirty"] == record["commit"].endswith(
+            "+dirty"
+        )
+    assert records["base"]["dev_references"] == records["C4"]["dev_references"]
+    # ... and its training and validation curves (#29: row D's claim is about overfitting).
+    steps, losses = read_curve(tmp_path, records["base"]["curves"], "valid", "valid_loss")
+    assert records["base"]["curves"] == "curves/base-s1.metrics.jsonl" and steps[-1] == 4 and len(losses) >= 2
+    assert plot_curves(list(records.values()), tmp_path, ["base", "D1"], tmp_path / "curves.png") is not None
+    assert plot_curves(list(records.values()), tmp_path, ["D1"], tmp_path / "none.png") is None
 
-    again = run_experiment(plan, tmp_path, only=["base", "C4"], report=messages.append, poll_seconds=0.05)
+    again = run_experiment(
+        plan, tmp_path, only=["base", "C4"], report=messages.append, poll_seconds=0.05, allow_dirty=True
+    )
     assert again.skipped == ["base-s1", "C4-s1"] and not again.finished
     assert len(read_results(tmp_path / "results.jsonl")) == 2
 
@@ -62,7 +92,7 @@ def test_a_failing_variant_is_reported_with_its_log_and_the_others_go_on(tmp_pat
     broken = Variant("broken", {"train.max_tokens": 4}, "broken")  # no sentence pair fits: training fails
     plan = dataclasses.replace(plan, variants=[broken, plan.variant("base")])
     messages: list[str] = []
-    outcome = run_experiment(plan, tmp_path, report=messages.append, poll_seconds=0.05)
+    outcome = run_experiment(plan, tmp_path, report=messages.append, poll_seconds=0.05, allow_dirty=True)
     log = tmp_path / "runs" / "broken-s1" / "log.txt"
     assert outcome.failed == [f"broken-s1 ({log})"] and outcome.finished == ["base-s1"]
     failure = next(message for message in messages if "broken-s1 FAILED" in message)
@@ -74,7 +104,7 @@ def test_the_command_resumes_a_killed_run_and_refuses_a_changed_configuration(tm
     command = [
         sys.executable, "-m", "transformer.cli", "experiment", "table2", "--scale", "tiny", "--only", "base",
         "--output-dir", str(tmp_path), "--set", "train.max_steps=30", "--set", "train.checkpoint_every=5",
-        "--set", "train.validate_every=5", "--set", "train.log_every=5",
+        "--set", "train.validate_every=5", "--set", "train.log_every=5", "--allow-dirty",
     ]  # fmt: skip
     runner = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     checkpoints = tmp_path / "runs" / "base-s1" / "checkpoints"
@@ -101,11 +131,12 @@ def test_the_command_resumes_a_killed_run_and_refuses_a_changed_configuration(tm
     assert record["train_steps"] == 30
 
     changed = subprocess.run(
-        [*command, "--set", "train.warmup_steps=3"], capture_output=True, text=True, timeout=120
+        [*command, "--set", "train.warmup_steps=2"], capture_output=True, text=True, timeout=120
     )
     assert changed.returncode == 2
     assert (
-        "run base-s1 was made with another configuration (train.warmup_steps: 1 (recorded) != 3 (now))"
+        # max_steps 30 brought a warm-up of 3 along (a tenth); the pinned 2 differs from it
+        "run base-s1 was made with another configuration (train.warmup_steps: 3 (recorded) != 2 (now))"
         in (changed.stderr)
     )
 
@@ -143,9 +174,8 @@ def test_scale_rule_keeps_ratios_and_refuses_fractional_widths() -> None:
 def test_every_table2_row_at_every_scale_is_a_valid_configuration() -> None:
     for scale in ("tiny", "cpu", "gpu", "paper"):
         plan = build_plan(scale)
-        assert [variant.name for variant in plan.variants][:2] == ["base", "A1"] and plan.variants[
-            -1
-        ].name == "big"
+        names = [variant.name for variant in plan.variants]
+        assert names[:2] == ["base", "A1"] and names[19] == "big"
         configs = {variant.name: run_config(plan, variant, 1) for variant in plan.variants}
         base, big = configs["base"]["model"], configs["big"]["model"]
         assert big["d_model"] == 2 * base["d_model"] and big["num_heads"] == 16 and big["dropout"] == 0.3
@@ -181,7 +211,9 @@ def test_a_refused_selection_creates_no_experiment_directory(
 ) -> None:
     plan = with_base_overrides(build_plan("tiny"), overrides)
     with pytest.raises(ValueError, match=message):
-        run_experiment(plan, tmp_path / "runs" / "experiments" / "table2-tiny", seeds=seeds, only=only)
+        run_experiment(
+            plan, tmp_path / "runs" / "experiments" / "table2-tiny", seeds=seeds, only=only, allow_dirty=True
+        )
     assert not list(tmp_path.iterdir())
 
 
@@ -227,3 +259,29 @@ def test_metrics_print_mean_and_spread_over_seeds() -> None:
     assert format_metric([24.0, 26.0], 1) == "25.0 ± 1.4"
     assert format_metric([5.0], 2) == "5.00"
     assert format_metric([None, float("nan")], 2) == "-"
+
+
+def test_a_dirty_source_tree_is_refused_before_anything_is_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dirty = SourceState("0123abcd", ("src/transformer/model/encoder.py",))
+    monkeypatch.setattr("transformer.experiments.runner.source_state", lambda: dirty)
+    with pytest.raises(
+        ValueError, match=r"uncommitted changes \(1 file\(s\): src/transformer/model/encoder.py\)"
+    ):
+        run_experiment(build_plan("tiny"), tmp_path / "experiment", only=["base"])
+    assert not list(tmp_path.iterdir())
+    assert dirty.label == "0123abcd+dirty" and SourceState("0123abcd").label == "0123abcd"
+    assert SourceState(None).label is None
+
+
+def test_sentences_are_kept_by_content_and_checked_when_read(tmp_path: Path) -> None:
+    relative = store_sentences(tmp_path, ["ein Hund .", "zwei Katzen ."])
+    assert relative.startswith("sentences/") and relative.endswith(".txt.gz")
+    assert store_sentences(tmp_path, ["ein Hund .", "zwei Katzen ."]) == relative  # same text, same file
+    assert load_sentences(tmp_path, relative) == ["ein Hund .", "zwei Katzen ."]
+    (tmp_path / relative).write_bytes(gzip.compress(b"ein Hund .\n"))
+    with pytest.raises(ValueError, match="do not match its name"):
+        load_sentences(tmp_path, relative)
+    with pytest.raises(ValueError, match="line break"):
+        store_sentences(tmp_path, ["two\nlines"])

@@ -17,7 +17,13 @@ from transformer.experiments.table1.paths import (
     layers_until_connected,
     recurrent_steps_until_connected,
 )
-from transformer.experiments.table1.report import crossover, fit_loglog_slope, render_report, slopes
+from transformer.experiments.table1.report import (
+    crossover,
+    fit_loglog_slope,
+    flops_crossover,
+    render_report,
+    slopes,
+)
 from transformer.experiments.table1.settings import TIMED_KINDS, scale_settings
 from transformer.experiments.table1.timing import measure_points, predicted_seconds
 from transformer.model.masks import build_window_mask
@@ -31,7 +37,17 @@ def test_tiny_scale_runs_end_to_end_through_the_cli(
 ) -> None:
     output_dir = tmp_path / "table1"
     status = main(
-        ["experiment", "table1", "--scale", "tiny", "--device", "cpu", "--output-dir", str(output_dir)]
+        [
+            "experiment",
+            "table1",
+            "--scale",
+            "tiny",
+            "--device",
+            "cpu",
+            "--output-dir",
+            str(output_dir),
+            "--allow-dirty",
+        ]
     )
     assert status == 0
     assert f"table1: report: {output_dir / 'table1.md'}" in capsys.readouterr().out
@@ -227,3 +243,14 @@ def test_predictions_and_crossover() -> None:
     found = crossover(records, 32, settings)
     assert found["time_faster"] == [8, 16] and found["time_slower"] == [32, 64]
     assert found["time_largest"] == 16 and found["flops_largest"] == 16 and found["paper"] == 16
+
+
+@pytest.mark.parametrize("d_model", [128, 512, 1024])
+def test_attention_needs_fewer_flops_than_the_lstm_up_to_n_2d_minus_1_not_d(d_model: int) -> None:
+    settings = scale_settings("cpu")
+    assert flops_crossover(d_model, settings) == 2 * d_model - 1
+    # By hand: attention 24nd^2 + 12n^2 d, the LSTM 48nd^2 - 8d^2 (times the batch).
+    batch, n = settings.batch, 2 * d_model
+    attention = batch * (24 * n * d_model**2 + 12 * n**2 * d_model)
+    recurrent = batch * (48 * n * d_model**2 - 8 * d_model**2)
+    assert attention >= recurrent and attention - recurrent == batch * 8 * d_model**2

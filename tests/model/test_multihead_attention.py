@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 from transformer import MultiHeadAttention
+from transformer.model.additive_attention import AdditiveScore
 from transformer.model.masks import build_causal_mask, combine_attend_masks, padding_to_attend_mask
 
 D_MODEL, HEADS = 16, 4
@@ -243,3 +244,23 @@ def test_inference_reuses_the_stacked_projection_and_notices_every_weight_change
         projection.weight.grad is not None and projection.weight.grad.abs().sum() > 0
         for projection in (attention.q_proj, attention.k_proj, attention.v_proj)
     )
+
+
+@pytest.mark.parametrize("d_k", [4, 16, 64, 128])
+def test_additive_scores_start_as_spread_as_scaled_dot_products(d_k: int) -> None:
+    # Glorot per head: W_q, W_k within sqrt(3 / d_k), the score vector within sqrt(6 / (d_k + 1)).
+    heads = 4
+    spreads = []
+    for seed in range(6):
+        torch.manual_seed(seed)
+        score = AdditiveScore(num_heads=heads, d_k=d_k)
+        assert score.query_weight.abs().max() <= math.sqrt(3 / d_k)
+        assert score.key_weight.abs().max() <= math.sqrt(3 / d_k)
+        assert score.score_vector.abs().max() <= math.sqrt(6 / (d_k + 1))
+        assert score.query_weight.abs().max() > 0.9 * math.sqrt(3 / d_k)  # uniform over the whole range
+        query, key = torch.randn(4, heads, 24, d_k), torch.randn(4, heads, 24, d_k)
+        spreads.append(score(query, key).std().item())
+    # Unit-variance queries and keys: scaled dot products have standard deviation 1 at any d_k; the
+    # additive scores must start about as spread, not near uniform (the stacked-tensor Xavier gave 0.19
+    # at d_k = 128).
+    assert 0.75 < sum(spreads) / len(spreads) < 1.25

@@ -11,6 +11,7 @@ from typing import Any
 
 import sacrebleu
 from sacrebleu.metrics.helpers import extract_all_char_ngrams, extract_all_word_ngrams
+from sacrebleu.significance import PairedTest, Result
 
 
 @dataclass(frozen=True)
@@ -227,3 +228,111 @@ class SentenceUtility:
             )
             totals[text] = weighted - utilities[index]  # one copy of the text is the candidate itself
         return [totals[text] / (len(candidates) - 1) for text in candidates]
+
+
+@dataclass(frozen=True)
+class PairedBleuTest:
+    """A paired bootstrap comparison of two systems' BLEU on the same sentences.
+
+    Parameters
+    ----------
+    baseline_bleu : float
+        Corpus BLEU of the baseline, 0-100.
+    variant_bleu : float
+        Corpus BLEU of the variant, 0-100.
+    p_value : float
+        sacreBLEU's paired bootstrap p-value of the difference (two-sided: the chance of a difference at
+        least this large, in either direction, were the systems equally good).
+    samples : int
+        Bootstrap resamples drawn.
+    signature : str
+        sacreBLEU's signature of the test (BLEU settings, ``bs`` resamples and the resampling seed).
+
+    Notes
+    -----
+    Koehn (2004), "Statistical significance tests for machine translation evaluation": resample the test
+    sentences with replacement, score both systems on each resample, and see how often the difference
+    vanishes. The direction is read from :attr:`difference`, not from the p-value.
+    """
+
+    baseline_bleu: float
+    variant_bleu: float
+    p_value: float
+    samples: int
+    signature: str
+
+    @property
+    def difference(self) -> float:
+        """Variant BLEU minus baseline BLEU.
+
+        Returns
+        -------
+        float
+            Positive when the variant scores higher.
+
+        Notes
+        -----
+        Corpus BLEU of the full sets, not the bootstrap mean.
+        """
+        return self.variant_bleu - self.baseline_bleu
+
+
+def paired_bootstrap_bleu(
+    baseline: Sequence[str], variant: Sequence[str], references: Sequence[str], samples: int = 1000
+) -> PairedBleuTest:
+    """Test whether two systems' BLEU differ, by sacreBLEU's paired bootstrap resampling.
+
+    Parameters
+    ----------
+    baseline : sequence of str
+        The baseline's detokenised hypotheses, one per sentence.
+    variant : sequence of str
+        The variant's hypotheses for the same sentences, in the same order.
+    references : sequence of str
+        One reference per sentence.
+    samples : int
+        Bootstrap resamples (sacreBLEU's default is 1,000; at least 100).
+
+    Returns
+    -------
+    PairedBleuTest
+        Both BLEU scores, the p-value and the test's signature.
+
+    Notes
+    -----
+    Calls ``sacrebleu.significance.PairedTest(test_type="bs")``, which resamples with the seed in the
+    ``SACREBLEU_SEED`` environment variable (12345 unless set; the signature records it), so the same inputs
+    give the same p-value. Two systems with the same BLEU (identical hypotheses, or different ones that both
+    score 0) get p = 1: sacreBLEU 2.6 counts resampled differences *strictly* larger than the observed one,
+    and when every resample's difference is 0 too it reports the smallest p-value, 1 / (samples + 1), for no
+    difference at all.
+    Raises ValueError when the lists differ in length, are empty, or ``samples`` is below 100.
+    """
+    if not len(baseline) == len(variant) == len(references):
+        raise ValueError(
+            f"paired test needs one hypothesis per reference: {len(baseline)} baseline, {len(variant)} "
+            f"variant, {len(references)} references"
+        )
+    if not references:
+        raise ValueError("no sentences to compare")
+    if samples < 100:
+        raise ValueError(f"samples={samples}: at least 100 bootstrap resamples")
+    systems: list[tuple[str, Sequence[str]]] = [("baseline", list(baseline)), ("variant", list(variant))]
+    test = PairedTest(
+        systems, {"BLEU": sacrebleu.BLEU()}, [list(references)], test_type="bs", n_samples=samples
+    )
+    signatures, scores = test()
+    baseline_result, variant_result = scores["BLEU"]
+    if not isinstance(baseline_result, Result) or not isinstance(variant_result, Result):
+        raise TypeError(f"sacreBLEU's paired test returned {scores['BLEU']!r}, not two results")
+    if variant_result.p_value is None:
+        raise TypeError(f"sacreBLEU's paired test gave the variant no p-value: {variant_result!r}")
+    no_difference = list(baseline) == list(variant) or variant_result.score == baseline_result.score
+    p_value = 1.0 if no_difference else float(variant_result.p_value)
+    return PairedBleuTest(
+        baseline_bleu=float(baseline_result.score),
+        variant_bleu=float(variant_result.score),
+        p_value=p_value,
+        samples=samples,
+        signature=str(signatures["BLEU"]),
+    )

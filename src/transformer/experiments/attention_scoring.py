@@ -66,6 +66,7 @@ about 67 minutes at one thread per run (the trainer measures whether two threads
 machine and uses them if so). Additive scoring at d_k = 256 alone is 20 of those minutes.
 """
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -74,8 +75,11 @@ import torch
 
 from transformer.config import ExperimentConfig
 from transformer.data.text_tokenizer import TextTokenizer
+from transformer.experiments.attention_scoring_verdicts import (
+    render_verdicts as render_verdicts,  # EXPERIMENTS.md
+)
 from transformer.experiments.attention_statistics import STATISTICS, measure_pairs
-from transformer.experiments.plan import ExperimentPlan, Variant, run_config, short_recipe
+from transformer.experiments.plan import ExperimentPlan, Variant, run_config, short_recipe, short_schedule
 from transformer.experiments.results import format_metric, records_by_variant
 from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
@@ -269,7 +273,11 @@ def build_plan(scale: str) -> ExperimentPlan:
         f"{STATISTICS_PAIRS} validation pairs, in eval mode, averaged over the layers of all three attention "
         "kinds; 'init' is the same configuration and seed before training."
     )
-    return ExperimentPlan("attention-scoring", scale, base, variants, average_last=1, notes=notes)
+    # --set train.max_steps brings warm-up, cool-down and the two checkpoints along (short_recipe's rule).
+    schedule = None if scale == "paper" else functools.partial(short_schedule, checkpoints=2)
+    return ExperimentPlan(
+        "attention-scoring", scale, base, variants, average_last=1, notes=notes, schedule=schedule
+    )
 
 
 def measure(

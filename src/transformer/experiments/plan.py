@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from transformer.config import ExperimentConfig, apply_override, experiment_from_dict
+from transformer.config import ExperimentConfig, TrainConfig, apply_override, experiment_from_dict
 
 #: Keys that describe the machine, not the experiment: they may differ between a run and its resumption.
 #: ``data.token_store*`` say where the encoded corpus is held (lists or a memory-mapped store), which gives the
@@ -37,21 +37,31 @@ class Variant:
     reported : dict of str to Any
         What the paper reports for this variant (e.g. ``{"dev_perplexity": 5.29, "dev_bleu": 24.9}``), shown
         beside our figures; empty when the paper has no number.
+    step_factor : int
+        The variant trains ``step_factor`` times the base's ``train.max_steps`` (Table 2's big: 3, the
+        paper's 300K against 100K); the plan's schedule rule gives the warm-up and cool-down that go with it.
 
     Notes
     -----
     Overrides are applied to the base configuration's dictionary before it is validated, so a variant is
     checked exactly as a YAML file would be: an unknown key stops the experiment before anything trains.
+    The steps are a factor, not a value, so ``--set train.max_steps=N`` reaches every row in proportion.
     """
 
     name: str
     overrides: dict[str, Any] = field(default_factory=dict)
     group: str = ""
     reported: dict[str, Any] = field(default_factory=dict)
+    step_factor: int = 1
 
 
 #: Turns a trained model and its data into extra metrics of a run (e.g. attention statistics).
 MeasureHook = Callable[..., dict[str, Any]]
+#: Gives the ``train`` keys that follow from ``train.max_steps`` (warm-up, cool-down, validation spacing).
+ScheduleRule = Callable[[int], dict[str, int]]
+#: Keys the runner sets for every run itself, so ``--set`` may not: the seed from ``--seeds``, the device from
+#: ``--device`` and the threads from ``--parallel``.
+RUNNER_KEYS = {"train.seed": "--seeds", "train.device": "--device", "train.threads": "--parallel"}
 
 
 @dataclass(frozen=True)
@@ -73,6 +83,13 @@ class ExperimentPlan:
         averaging), more averages the last N the run kept.
     notes : str
         One paragraph printed under the table: the scale rule and what the numbers mean.
+    schedule : callable or None
+        ``steps -> {train key: value}``: the keys that scale with ``train.max_steps`` (e.g.
+        :func:`short_schedule`); applied when a variant's ``step_factor`` or ``--set train.max_steps`` changes
+        the steps. None keeps every other key as it is (the paper scale: the paper warms up 4,000 steps
+        whether it trains 100K or 300K).
+    pinned_keys : frozenset of str
+        Keys given with ``--set``: no schedule rule changes them.
 
     Notes
     -----
@@ -86,6 +103,8 @@ class ExperimentPlan:
     variants: Sequence[Variant]
     average_last: int = 1
     notes: str = ""
+    schedule: ScheduleRule | None = None
+    pinned_keys: frozenset[str] = frozenset()
 
     def variant(self, name: str) -> Variant:
         """Find a variant by name.
@@ -220,6 +239,9 @@ def run_config(plan: ExperimentPlan, variant: Variant, seed: int) -> dict[str, A
     values = copy.deepcopy(plan.base)
     for key, value in variant.overrides.items():
         set_dotted(values, key, value)
+    steps = values.get("train", {}).get("max_steps", TrainConfig.max_steps)
+    if variant.step_factor != 1 and _is_step_count(steps):  # a bad value is reported by the validation below
+        _set_steps(values, plan, steps * variant.step_factor)
     set_dotted(values, "train.seed", seed)
     try:
         experiment: ExperimentConfig = experiment_from_dict(
@@ -307,6 +329,15 @@ def default_config() -> dict[str, Any]:
     return experiment_from_dict({"model": {"vocab_size": 8}}, source="defaults").to_dict()
 
 
+def _set_steps(values: dict[str, Any], plan: ExperimentPlan, steps: int) -> None:
+    """Set ``train.max_steps`` and the schedule keys that follow from it, except the pinned ones."""
+    set_dotted(values, "train.max_steps", steps)
+    if plan.schedule is not None:
+        for key, value in plan.schedule(steps).items():
+            if f"train.{key}" not in plan.pinned_keys:
+                set_dotted(values, f"train.{key}", value)
+
+
 def with_base_overrides(plan: ExperimentPlan, overrides: Sequence[str]) -> ExperimentPlan:
     """Apply ``--set section.key=value`` overrides to a plan's base configuration.
 
@@ -320,19 +351,113 @@ def with_base_overrides(plan: ExperimentPlan, overrides: Sequence[str]) -> Exper
     Returns
     -------
     ExperimentPlan
-        A copy whose base has the overrides; variants still apply on top of it.
+        A copy whose base has the overrides (and whose ``pinned_keys`` name them); variants still apply on
+        top of it.
 
     Notes
     -----
-    Parsed like ``transformer train --set``; a malformed item raises ValueError quoting it. The overrides
-    become part of every run's configuration, so results recorded without them are refused, not mixed in.
+    Parsed like ``transformer train --set``; a malformed item raises ValueError quoting it. A key that the
+    runner sets per run (:data:`RUNNER_KEYS`: ``train.seed`` comes from ``--seeds``) raises ValueError naming
+    the key, instead of being overwritten without a word; one that a selected row sets itself is refused
+    when the runs are planned (:func:`refuse_overridden_keys`). ``train.max_steps`` brings the plan's
+    schedule rule along (warm-up, cool-down and validation spacing in proportion), except for keys also
+    given; a row with a ``step_factor`` trains that multiple of the new steps. The overrides become part of
+    every run's configuration, so results recorded without them are refused, not mixed in.
     """
     if not overrides:
         return plan
     base = copy.deepcopy(plan.base)
+    given = set()
     for override in overrides:
-        apply_override(base, override)
-    return dataclasses.replace(plan, base=base)
+        apply_override(base, override)  # raises for a malformed item before the key is read from it
+        key = override.partition("=")[0].strip()
+        _refuse_runner_key(key, override)
+        given.add(key)
+    plan = dataclasses.replace(plan, base=base, pinned_keys=plan.pinned_keys | given)
+    steps = plan.base.get("train", {}).get("max_steps")
+    if "train.max_steps" in given and _is_step_count(steps):
+        _set_steps(plan.base, plan, steps)
+    return plan
+
+
+def _is_step_count(value: Any) -> bool:
+    """Tell whether a ``train.max_steps`` value can scale a schedule (a bad one is left to validation)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _refuse_runner_key(key: str, override: str) -> None:
+    """Raise ValueError when ``--set KEY`` names a key the runner sets for each run itself."""
+    if key in RUNNER_KEYS:
+        option = RUNNER_KEYS[key]
+        example = " (e.g. --seeds 1,5,7)" if key == "train.seed" else ""
+        raise ValueError(f"--set {override}: {key} is set for each run by {option}; use {option}{example}")
+
+
+def refuse_overridden_keys(plan: ExperimentPlan, variants: Sequence[Variant]) -> None:
+    """Refuse a ``--set`` key that a selected row defines itself, which would silently win over it.
+
+    Parameters
+    ----------
+    plan : ExperimentPlan
+        The plan, with the ``--set`` keys in ``pinned_keys``.
+    variants : sequence of Variant
+        The rows selected to run (``--only``).
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Issue #29: ``--set model.d_model=...`` on Table 2 was ignored, since every row states its width. Raises
+    ValueError naming the key and the rows that set it. Checked against the selection, so ``--only``
+    can leave out the rows that define a key (positions' ``multi30k`` rows take ``--set train.max_steps``;
+    its ``length`` rows carry their own recipe).
+    """
+    for key in sorted(plan.pinned_keys):
+        rows = [variant.name for variant in variants if key in variant.overrides]
+        if not rows:
+            continue
+        if len(rows) == len(plan.variants):
+            which = "every row sets it"
+        else:
+            which = f"row {rows[0]} sets it" if len(rows) == 1 else f"rows {', '.join(rows)} set it"
+        raise ValueError(
+            f"--set {key}: {plan.name} defines it per row ({which}), so --set cannot change it; "
+            "leave those rows out with --only, or change the rows in the experiment's module"
+        )
+
+
+def short_schedule(steps: int, checkpoints: int = 4) -> dict[str, int]:
+    """Give the training keys of the short scales that follow from the number of steps.
+
+    Parameters
+    ----------
+    steps : int
+        ``train.max_steps``.
+    checkpoints : int
+        Checkpoints (and validations) over the run.
+
+    Returns
+    -------
+    dict of str to int
+        ``warmup_steps`` (a tenth, at least 1), ``cooldown_steps`` (the last third), ``log_every`` (a
+        twentieth), ``validate_every`` and ``checkpoint_every``.
+
+    Notes
+    -----
+    The schedule rule of the short scales (:attr:`ExperimentPlan.schedule`): doubling the steps doubles the
+    warm-up and the cool-down, so a longer run keeps the shape of the learning-rate curve instead of a
+    warm-up sized for a shorter one.
+    """
+    every = max(1, steps // checkpoints)
+    return {
+        "warmup_steps": max(1, steps // 10),
+        "cooldown_steps": steps // 3,
+        "log_every": max(1, steps // 20),
+        "validate_every": every,
+        "checkpoint_every": every,
+    }
 
 
 def short_recipe(
@@ -357,7 +482,8 @@ def short_recipe(
     -------
     dict of str to Any
         A ``train`` section: linear warm-up, inverse square root, cool-down over the last third, label
-        smoothing 0.1, the last two checkpoints kept.
+        smoothing 0.1, the last two checkpoints kept (:func:`short_schedule` for the keys that follow from
+        the steps).
 
     Notes
     -----
@@ -365,17 +491,15 @@ def short_recipe(
     the same schedule and a change to it reaches all three (their recorded configurations then differ, and the
     runner refuses to mix old and new results).
     """
-    every = max(1, steps // checkpoints)
+    schedule = short_schedule(steps, checkpoints)
+    if warmup is not None:
+        schedule["warmup_steps"] = warmup
     return {
         "max_tokens": max_tokens,
         "max_steps": steps,
         "max_minutes": None,
-        "warmup_steps": max(1, steps // 10) if warmup is None else warmup,
         "peak_learning_rate": peak,
-        "cooldown_steps": steps // 3,
         "label_smoothing": 0.1,
-        "log_every": max(1, steps // 20),
-        "validate_every": every,
-        "checkpoint_every": every,
         "keep_checkpoints": 2,
+        **schedule,
     }

@@ -2,10 +2,11 @@
 
 Two kinds of module. A *training* experiment defines ``build_plan(scale) -> ExperimentPlan`` and
 ``render_table(plan, records) -> str``, optionally ``measure(**inputs) -> dict`` (extra metrics computed by the
-worker on the trained model) and ``plot(plan, records, output_dir) -> list[Path]``; the runner trains its
-variants. A *measurement* (Table 1: timing layers, nothing trained) defines ``run_measurement(output_dir,
-device, scale, report) -> Path`` instead. Modules are imported on first use, so listing the experiments costs
-nothing.
+worker on the trained model), ``plot(plan, records, output_dir) -> list[Path]`` and ``render_verdicts(plan,
+records, experiment_dir) -> str`` (its generated section of EXPERIMENTS.md, :mod:`transformer.experiments.report`);
+the runner trains its variants. A *measurement* (Table 1: timing layers, nothing trained) defines ``run_measurement(output_dir,
+device, scale, report, allow_dirty) -> Path`` instead. Modules are imported on first use, so listing the
+experiments costs nothing.
 """
 
 import importlib

@@ -6,6 +6,8 @@ flushed to disk; a line cut short by a crash is ignored when read (the run is th
 checkpoint), never taken for a result.
 """
 
+import gzip
+import hashlib
 import json
 import math
 import os
@@ -18,6 +20,15 @@ from typing import Any
 from transformer.atomic_files import write_bytes_atomically
 
 RESULTS_FILE = "results.jsonl"
+#: Folder of an experiment directory holding the sentences records point to (hypotheses and references).
+SENTENCES_DIR = "sentences"
+#: The scored translations of a run's validation split and their references (one per line, in the run
+#: directory), written by the worker for the paired tests.
+HYPOTHESES_FILE = "dev_hypotheses.txt"
+REFERENCES_FILE = "dev_references.txt"
+#: Folder of a run directory where a measure hook leaves ``NAME.hypotheses.txt`` and ``NAME.references.txt``
+#: of a test set of its own; the runner keeps them and records their paths under ``sentences``.
+RUN_SENTENCES_DIR = "sentences"
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:
@@ -162,3 +173,100 @@ def records_by_variant(records: Iterable[dict[str, Any]]) -> defaultdict[str, li
     for record in sorted(records, key=lambda record: int(record["seed"])):
         grouped[record["variant"]].append(record)
     return grouped
+
+
+def store_sentences(output_dir: Path, lines: Sequence[str]) -> str:
+    """Keep a list of sentences beside the results, named by its content, and give its relative path.
+
+    Parameters
+    ----------
+    output_dir : Path
+        The experiment directory.
+    lines : sequence of str
+        One sentence per item (a run's dev hypotheses, or the references), without line ends.
+
+    Returns
+    -------
+    str
+        ``sentences/SHA256[:16].txt.gz``, relative to ``output_dir``, for the record.
+
+    Notes
+    -----
+    Paired tests compare two runs sentence by sentence (:mod:`transformer.experiments.statistics`), so a
+    record must point to its hypotheses, and they must stay as they were: the name is the hash of the text,
+    the file is gzipped with no timestamp (the same text gives the same bytes) and written atomically, and an
+    existing file is kept. A sentence holding a line break raises ValueError (it would shift every later one).
+    """
+    if any("\n" in line or "\r" in line for line in lines):
+        raise ValueError("a sentence holds a line break; it cannot be stored one per line")
+    text = "".join(f"{line}\n" for line in lines).encode("utf-8")
+    relative = f"{SENTENCES_DIR}/{hashlib.sha256(text).hexdigest()[:16]}.txt.gz"
+    path = output_dir / relative
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomically(path, gzip.compress(text, mtime=0))
+    return relative
+
+
+def load_sentences(output_dir: Path, relative: str) -> list[str]:
+    """Read sentences kept by :func:`store_sentences`, checking them against their name.
+
+    Parameters
+    ----------
+    output_dir : Path
+        The experiment directory.
+    relative : str
+        The path a record gives.
+
+    Returns
+    -------
+    list of str
+        The sentences.
+
+    Notes
+    -----
+    Raises ValueError naming the file when its text no longer hashes to its name (edited or damaged), so a
+    paired test never runs on sentences other than the ones the run produced.
+    """
+    path = output_dir / relative
+    text = gzip.decompress(path.read_bytes())
+    if not path.name.startswith(hashlib.sha256(text).hexdigest()[:16]):
+        raise ValueError(f"{path}: its sentences do not match its name (edited or damaged)")
+    return text.decode("utf-8").splitlines()
+
+
+def keep_run_sentences(run_dir: Path, experiment_dir: Path) -> dict[str, Any]:
+    """Keep a finished run's translations beside the results and give the record's keys pointing to them.
+
+    Parameters
+    ----------
+    run_dir : Path
+        The run directory (``runs/`` is not committed; the experiment directory is).
+    experiment_dir : Path
+        The experiment directory.
+
+    Returns
+    -------
+    dict of str to Any
+        ``dev_hypotheses`` and ``dev_references`` (when the worker wrote them) and ``sentences``: a measure
+        hook's own sets, ``{"NAME.hypotheses": path, "NAME.references": path}`` (when it wrote any to
+        :data:`RUN_SENTENCES_DIR`).
+
+    Notes
+    -----
+    Called when the runner records a run, so every record made since issue #29 can be tested against its
+    baseline sentence by sentence (:mod:`transformer.experiments.comparisons`).
+    """
+    kept: dict[str, Any] = {}
+    for key, name in (("dev_hypotheses", HYPOTHESES_FILE), ("dev_references", REFERENCES_FILE)):
+        if (run_dir / name).exists():
+            kept[key] = store_sentences(
+                experiment_dir, (run_dir / name).read_text(encoding="utf-8").splitlines()
+            )
+    files = sorted((run_dir / RUN_SENTENCES_DIR).glob("*.txt"))
+    if files:
+        kept["sentences"] = {
+            path.stem: store_sentences(experiment_dir, path.read_text(encoding="utf-8").splitlines())
+            for path in files
+        }
+    return kept

@@ -25,17 +25,19 @@ from transformer.atomic_files import write_bytes_atomically, write_json_atomical
 from transformer.autotune.thread_probe import usable_cpus
 from transformer.config import experiment_from_dict
 from transformer.data.prepare import TOKENIZER_FILE, prepare_data
-from transformer.device import describe_cpu
+from transformer.experiments.curves import keep_run_curves
 from transformer.experiments.plan import (
     ExperimentPlan,
     Variant,
     config_differences,
     config_fingerprint,
+    refuse_overridden_keys,
     run_config,
     set_dotted,
 )
+from transformer.experiments.provenance import describe_machine, git_commit, refuse_dirty_tree, source_state
 from transformer.experiments.registry import experiment_module
-from transformer.experiments.results import RESULTS_FILE, append_result, read_results
+from transformer.experiments.results import RESULTS_FILE, append_result, keep_run_sentences, read_results
 from transformer.experiments.worker import LOG_FILE, RESULT_FILE, RUN_FILE
 from transformer.training.run_lock import hold_run_lock
 
@@ -109,7 +111,7 @@ class ExperimentOutcome:
 def plan_runs(
     plan: ExperimentPlan,
     output_dir: Path,
-    seeds: int,
+    seeds: int | Sequence[int],
     only: Sequence[str] | None,
     device: str,
     threads: int | None,
@@ -122,8 +124,8 @@ def plan_runs(
         The experiment.
     output_dir : Path
         The experiment directory.
-    seeds : int
-        Seeds per variant (1 .. seeds).
+    seeds : int or sequence of int
+        A count (seeds 1 .. seeds) or the seeds themselves (``--seeds 1,5,7``).
     only : sequence of str or None
         ``--only``: variant or group names.
     device : str
@@ -141,16 +143,42 @@ def plan_runs(
     Every configuration is validated here, before anything trains: a bad variant stops the experiment at
     once with its name.
     """
-    if seeds < 1:
-        raise ValueError(f"--seeds {seeds}: at least one seed")
+    seed_list = resolve_seeds(seeds)
+    selected = plan.select(only)
+    refuse_overridden_keys(plan, selected)
     runs = []
-    for variant in plan.select(only):
-        for seed in range(1, seeds + 1):
+    for variant in selected:
+        for seed in seed_list:
             config = run_config(plan, variant, seed)
             set_dotted(config, "train.device", device)
             set_dotted(config, "train.threads", threads)
             runs.append(PlannedRun(variant, seed, output_dir / "runs" / f"{variant.name}-s{seed}", config))
     return runs
+
+
+def resolve_seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:
+    """Turn ``--seeds`` into the seeds themselves.
+
+    Parameters
+    ----------
+    seeds : int or sequence of int
+        A count n (seeds 1 .. n) or explicit seeds.
+
+    Returns
+    -------
+    tuple of int
+        The seeds, in the order given.
+
+    Notes
+    -----
+    Raises ValueError for no seed, a negative seed or a seed named twice (two runs would share a directory).
+    """
+    chosen = tuple(range(1, seeds + 1)) if isinstance(seeds, int) else tuple(seeds)
+    if not chosen:
+        raise ValueError(f"--seeds {seeds}: at least one seed")
+    if any(seed < 0 for seed in chosen) or len(set(chosen)) != len(chosen):
+        raise ValueError(f"--seeds {','.join(map(str, chosen))}: seeds must be distinct and non-negative")
+    return chosen
 
 
 def check_recorded(run: PlannedRun, recorded: dict[str, Any] | None, results_path: Path) -> bool:
@@ -190,62 +218,6 @@ def check_recorded(run: PlannedRun, recorded: dict[str, Any] | None, results_pat
                 "use another --output-dir, or delete its results line and its run directory to redo it"
             )
     return recorded is not None
-
-
-def describe_machine(device: str) -> str:
-    """Name the hardware a run trained on, for its results line.
-
-    Parameters
-    ----------
-    device : str
-        The run's ``train.device``.
-
-    Returns
-    -------
-    str
-        The GPU's name when the run used CUDA, else the CPU model with the flags that decide its speed.
-
-    Notes
-    -----
-    Timings and the precision chosen by ``precision: auto`` depend on it (a CPU with AMX trains in bf16, one
-    without in fp32), so every result says where it was measured.
-    """
-    import torch
-
-    if device.startswith("cuda") or (device == "auto" and torch.cuda.is_available()):
-        return str(torch.cuda.get_device_name())
-    return describe_cpu()
-
-
-def git_commit() -> str | None:
-    """Name the commit of the source tree the package runs from, if it is a git checkout.
-
-    Returns
-    -------
-    str or None
-        ``git rev-parse HEAD`` of the package's directory (with ``+dirty`` when files are modified), None
-        outside a git checkout.
-
-    Notes
-    -----
-    Recorded with every result so a table can be traced to the code that produced it.
-    """
-    source = Path(__file__).resolve().parent
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=source, capture_output=True, text=True, check=True, timeout=10
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=source,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return commit + ("+dirty" if dirty else "")
 
 
 def share_vocabulary(runs: Sequence[PlannedRun], output_dir: Path, report: Callable[[str], None]) -> None:
@@ -317,12 +289,13 @@ def rebuild_reports(plan: ExperimentPlan, output_dir: Path) -> Path:
 def run_experiment(
     plan: ExperimentPlan,
     output_dir: Path,
-    seeds: int = 1,
+    seeds: int | Sequence[int] = 1,
     parallel: int = 1,
     device: str = "auto",
     only: Sequence[str] | None = None,
     report: Callable[[str], None] = print,
     poll_seconds: float = 1.0,
+    allow_dirty: bool = False,
 ) -> ExperimentOutcome:
     """Train and score every selected run of an experiment that has no result yet.
 
@@ -332,8 +305,8 @@ def run_experiment(
         The experiment at its scale.
     output_dir : Path
         The experiment directory (created if missing).
-    seeds : int
-        Seeds per variant.
+    seeds : int or sequence of int
+        Seeds per variant (a count n: seeds 1 .. n), or the seeds themselves.
     parallel : int
         Runs trained at the same time; the usable CPUs are split between them.
     device : str
@@ -344,6 +317,8 @@ def run_experiment(
         Receives one-line progress notes.
     poll_seconds : float
         How often finished workers are collected.
+    allow_dirty : bool
+        Train even when the package's source tree has uncommitted changes (records marked dirty).
 
     Returns
     -------
@@ -356,11 +331,12 @@ def run_experiment(
     instead of training the same runs twice. On Ctrl-C the workers are stopped and the runner re-raises;
     rerunning resumes every interrupted run from its last checkpoint. The selection, the seeds and every
     run's configuration are validated before the directory is created, so a typo in ``--only`` or ``--set``
-    leaves nothing behind.
+    leaves nothing behind, and so does a source tree with uncommitted changes (see :func:`refuse_dirty_tree`).
     """
     if parallel < 1:
         raise ValueError(f"--parallel {parallel}: at least one run at a time")
     plan_runs(plan, output_dir, seeds, only, device, None)  # validation only: raises before anything exists
+    refuse_dirty_tree(source_state(), allow_dirty)
     output_dir.mkdir(parents=True, exist_ok=True)
     with hold_run_lock(output_dir):
         return _run_locked(plan, output_dir, seeds, parallel, device, only, report, poll_seconds)
@@ -369,7 +345,7 @@ def run_experiment(
 def _run_locked(
     plan: ExperimentPlan,
     output_dir: Path,
-    seeds: int,
+    seeds: int | Sequence[int],
     parallel: int,
     device: str,
     only: Sequence[str] | None,
@@ -434,6 +410,8 @@ def _run_locked(
 def _start_worker(run: PlannedRun, plan: ExperimentPlan) -> "subprocess.Popen[bytes]":
     """Write the run's ``run.json`` and start its worker, output to ``log.txt``."""
     run.run_dir.mkdir(parents=True, exist_ok=True)
+    commit = git_commit()  # the code that trains it, recorded when the run starts or resumes
+    commits = _earlier_commits(run.run_dir)
     spec = {
         "experiment": plan.name,
         "scale": plan.scale,
@@ -442,7 +420,8 @@ def _start_worker(run: PlannedRun, plan: ExperimentPlan) -> "subprocess.Popen[by
         "seed": run.seed,
         "average_last": plan.average_last,
         "config": run.config,
-        "commit": git_commit(),  # the code that trains it, recorded when the run starts
+        "commit": commit,
+        "commits": commits + [commit] if not commits or commits[-1] != commit else commits,
     }
     write_json_atomically(run.run_dir / RUN_FILE, spec)
     (run.run_dir / RESULT_FILE).unlink(missing_ok=True)
@@ -456,6 +435,16 @@ def _start_worker(run: PlannedRun, plan: ExperimentPlan) -> "subprocess.Popen[by
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
             preexec_fn=_stop_with_parent if sys.platform == "linux" else None,
         )
+
+
+def _earlier_commits(run_dir: Path) -> list[str | None]:
+    """Return the commits an interrupted run trained under so far (from its ``run.json``), oldest first."""
+    try:
+        spec = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    commits: list[str | None] = spec.get("commits") or [spec.get("commit")]
+    return commits
 
 
 def _stop_with_parent() -> None:
@@ -474,6 +463,12 @@ def _harvest(run: PlannedRun, plan: ExperimentPlan, results_path: Path) -> bool:
         result = json.loads(result_file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
+    spec = json.loads((run.run_dir / RUN_FILE).read_text(encoding="utf-8"))
+    spec_commits = spec.get("commits") or [result.get("commit")]
+    stored = {
+        **keep_run_sentences(run.run_dir, results_path.parent),
+        **keep_run_curves(run.run_dir, results_path.parent, run.name),
+    }
     record = {
         **result,
         "config": run.config,
@@ -481,6 +476,11 @@ def _harvest(run: PlannedRun, plan: ExperimentPlan, results_path: Path) -> bool:
         "reported": run.variant.reported,
         "overrides": run.variant.overrides,
         "commit": result.get("commit", git_commit()),
+        # Every commit that trained the run (one unless it was resumed under other code), and whether any had
+        # uncommitted changes: the report marks such runs.
+        "commits": spec_commits,
+        "dirty": any(commit is not None and commit.endswith("+dirty") for commit in spec_commits),
+        **stored,
         "machine": describe_machine(str(run.config["train"]["device"])),
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }

@@ -27,8 +27,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from transformer.experiments.plan import ExperimentPlan, Variant, run_config, short_recipe
+from transformer.experiments.curves import plot_curves
+from transformer.experiments.plan import ExperimentPlan, Variant, run_config, short_recipe, short_schedule
 from transformer.experiments.results import format_metric, records_by_variant
+from transformer.experiments.table2_verdicts import render_verdicts as render_verdicts  # EXPERIMENTS.md
 from transformer.model.presets import BASE_SETTINGS, BIG_SETTINGS, TABLE2_VARIANTS
 
 #: Keys of a Table 2 variant that are widths (scaled by w) and layer counts (scaled by l).
@@ -133,15 +135,6 @@ def scale_settings(scale: str) -> dict[str, Any]:
     raise ValueError(f"--scale {scale}: table2 runs at scale tiny, cpu, gpu or paper")
 
 
-def _step_overrides(scale: str, steps: int) -> dict[str, Any]:
-    """Give the training keys that change with the number of steps (big trains three times as long)."""
-    if scale == "paper":
-        return {"train.max_steps": steps}
-    keys = ("max_steps", "warmup_steps", "cooldown_steps", "log_every", "validate_every", "checkpoint_every")
-    recipe = short_recipe(steps, max_tokens=0, peak=0.0)
-    return {f"train.{key}": recipe[key] for key in keys}
-
-
 def scaled_row(settings: dict[str, Any], width: Fraction, layers: Fraction) -> dict[str, Any]:
     """Map a row's model settings onto a scale.
 
@@ -229,7 +222,7 @@ def build_plan(scale: str) -> ExperimentPlan:
     -------
     ExperimentPlan
         The base run configuration and one variant per row (20 rows: base, A1-A4, B1-B2, C1-C7, D1-D4, E1,
-        big), scored without checkpoint averaging.
+        big), then the method rows of :func:`method_rows`, scored without checkpoint averaging.
 
     Notes
     -----
@@ -242,15 +235,110 @@ def build_plan(scale: str) -> ExperimentPlan:
         model = scaled_row(model_settings, settings["width"], settings["layers"])
         overrides: dict[str, Any] = {f"model.{key}": value for key, value in model.items()}
         overrides["train.label_smoothing"] = smoothing
-        if step_factor != 1:
-            overrides.update(_step_overrides(scale, settings["steps"] * step_factor))
-        variants.append(Variant(name, overrides, group, reported))
+        variants.append(Variant(name, overrides, group, reported, step_factor=step_factor))
+    variants += method_rows(scale, variants)
     notes = (
         f"Scale {scale}: widths x {settings['width']}, layers x {settings['layers']} (rounded, at least 1), heads, "
         f"dropout and label smoothing as in the paper; {settings['steps']} steps per row, big {BIG_STEP_FACTOR}x; "
-        "no checkpoint averaging (Table 2's caption). Perplexity is per BPE token on the validation set."
+        "no checkpoint averaging (Table 2's caption). Perplexity is per BPE token on the validation set. "
+        f"{learning_rate_note(settings['base'], variants)}"
     )
-    return ExperimentPlan("table2", scale, settings["base"], variants, average_last=1, notes=notes)
+    schedule = None if scale == "paper" else short_schedule
+    return ExperimentPlan(
+        "table2", scale, settings["base"], variants, average_last=1, notes=notes, schedule=schedule
+    )
+
+
+def method_rows(scale: str, rows: list[Variant]) -> list[Variant]:
+    """Add the rows issue #29 asks for beside the paper's: A at a fixed d_k, big at base's steps, post-norm.
+
+    Parameters
+    ----------
+    scale : str
+        The scale.
+    rows : list of Variant
+        The paper's rows at this scale (base, A1-A4, ..., big).
+
+    Returns
+    -------
+    list of Variant
+        ``A1-same-dk`` .. ``A4-same-dk`` (group ``A-same-dk``): A's head counts with base's d_k = d_v, so h * d_k
+        grows with h instead of staying d_model; ``big-same-steps`` (group ``big-same-steps``): big trained as
+        many steps as base; ``post-norm`` (group ``layout``, not at the paper scale, whose base already is):
+        base with the paper's post-norm layout.
+
+    Notes
+    -----
+    The paper's row A keeps h * d_k = d_model, so 16 and 32 heads also shrink d_k to 32 and 16 (at the CPU
+    scale to 8 and 4, which row B shows costs BLEU by itself); the same-d_k rows separate the head count from
+    the key width. Big trains 3x base's steps in the paper, so big against base mixes size with training
+    length; big-same-steps isolates the size. These rows carry the paper's figure of the row whose claim they
+    test (``claim_from``), BLEU only: the paper measured no such row.
+    """
+    by_name = {row.name: row for row in rows}
+    base = by_name["base"]
+    extra = []
+    for name in ("A1", "A2", "A3", "A4"):
+        row = by_name[name]
+        overrides = {
+            **row.overrides,
+            "model.d_k": base.overrides["model.d_k"],
+            "model.d_v": base.overrides["model.d_v"],
+        }
+        claim = {"dev_bleu": row.reported["dev_bleu"], "claim_from": name}
+        extra.append(Variant(f"{name}-same-dk", overrides, "A-same-dk", claim))
+    big = by_name["big"]
+    extra.append(
+        Variant(
+            "big-same-steps",
+            dict(big.overrides),
+            "big-same-steps",
+            {"dev_bleu": big.reported["dev_bleu"], "claim_from": "big"},
+        )
+    )
+    if scale != "paper":
+        extra.append(Variant("post-norm", {**base.overrides, "model.norm_first": False}, "layout"))
+    return extra
+
+
+def learning_rate_note(base: dict[str, Any], variants: list[Variant]) -> str:
+    """Say how each row's peak learning rate relates to the paper's d_model^-0.5 rule.
+
+    Parameters
+    ----------
+    base : dict of str to Any
+        The scale's base run configuration.
+    variants : list of Variant
+        The rows, with their ``model.d_model``.
+
+    Returns
+    -------
+    str
+        One sentence: the rule is followed (no fixed peak: Eq. 3 scales with d_model), or the fixed peak and
+        the peaks the rule would give each other width.
+
+    Notes
+    -----
+    Eq. (3): lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), so the paper's wider rows (C's d_model
+    1024, big) train at a lower peak than base. The short scales fix one peak for every row instead, chosen
+    for the base width (the rule's own peak at the CPU scale's 80 warm-up steps, 128^-0.5 * 80^-0.5 = 0.0099,
+    is five times higher), which confounds width with learning rate in rows C and big; the table says so
+    rather than hiding it.
+    """
+    peak = base["train"].get("peak_learning_rate")
+    if peak is None:
+        return "Peak learning rates follow Eq. (3)'s d_model^-0.5 in every row, as in the paper."
+    widths = sorted({int(variant.overrides["model.d_model"]) for variant in variants})
+    base_width = next(int(v.overrides["model.d_model"]) for v in variants if v.name == "base")
+    ruled = ", ".join(
+        f"{peak * (width / base_width) ** -0.5:.4f} at d_model {width}"
+        for width in widths
+        if width != base_width
+    )
+    return (
+        f"Deviation from the paper: every row trains with the same peak learning rate, {peak:g}, where Eq. (3)'s "
+        f"d_model^-0.5 scaling from the base (d_model {base_width}) would give {ruled}."
+    )
 
 
 def render_table(plan: ExperimentPlan, records: list[dict[str, Any]]) -> str:
@@ -310,7 +398,7 @@ def render_table(plan: ExperimentPlan, records: list[dict[str, Any]]) -> str:
 
 
 def plot(plan: ExperimentPlan, records: list[dict[str, Any]], output_dir: Path) -> list[Path]:
-    """Plot dev BLEU against dev perplexity per row, ours beside the paper's (one PNG).
+    """Plot dev BLEU against dev perplexity per row, ours beside the paper's, and row D's training curves.
 
     Parameters
     ----------
@@ -324,7 +412,8 @@ def plot(plan: ExperimentPlan, records: list[dict[str, Any]], output_dir: Path) 
     Returns
     -------
     list of Path
-        The written figure.
+        The written figures: ``table2.png`` and, once runs kept their curves, ``table2-curves-D.png``
+        (training NLL and validation loss of base and row D, every seed).
 
     Notes
     -----
@@ -359,4 +448,7 @@ def plot(plan: ExperimentPlan, records: list[dict[str, Any]], output_dir: Path) 
     figure.tight_layout()
     path = output_dir / "table2.png"
     save_figure_atomically(figure, path)
-    return [path]
+    # Row D's claim is about overfitting: its runs' curves beside base's (issue #29).
+    dropout = [variant.name for variant in plan.variants if variant.group in ("base", "D")]
+    curves = plot_curves(records, output_dir, dropout, output_dir / "table2-curves-D.png")
+    return [path] + ([curves] if curves is not None else [])

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from transformer.atomic_files import write_json_atomically
+from transformer.atomic_files import write_json_atomically, write_text_atomically
 from transformer.averaging import average_checkpoints
 from transformer.checkpoint import Checkpoint, load_checkpoint, load_checkpoint_tokenizer, read_index
 from transformer.config import experiment_from_dict
@@ -22,6 +22,7 @@ from transformer.decoding.translator import Translator
 from transformer.evaluation.bleu import score_translations
 from transformer.evaluation.perplexity import corpus_perplexity
 from transformer.experiments.registry import measure_hook
+from transformer.experiments.results import HYPOTHESES_FILE, REFERENCES_FILE
 from transformer.training.launch import claim_run_dir_if_main, train_experiment
 
 RUN_FILE = "run.json"
@@ -94,7 +95,8 @@ def score_run(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
     -------
     dict of str to Any
         ``dev_perplexity`` (per target BPE token, teacher forcing), ``dev_bleu`` and ``dev_chrf`` (sacreBLEU,
-        the run's ``decode`` settings), ``params``, and whatever the experiment's measure hook adds.
+        the run's ``decode`` settings), ``params``, and whatever the experiment's measure hook adds. The
+        translations and their references are written to ``dev_hypotheses.txt`` and ``dev_references.txt``.
 
     Notes
     -----
@@ -110,7 +112,11 @@ def score_run(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
     translator = Translator(model, tokenizer, experiment.decode, device=experiment.train.device)
     perplexity = corpus_perplexity(translator.model, tokenizer, pairs)
     hypotheses = translator.translate([source for source, _ in pairs])
-    scores = score_translations(hypotheses, [target for _, target in pairs])
+    references = [target for _, target in pairs]
+    scores = score_translations(hypotheses, references)
+    # Kept for the paired bootstrap test against the baseline's run of the same seed (the runner stores them).
+    write_text_atomically(run_dir / HYPOTHESES_FILE, "".join(f"{line}\n" for line in hypotheses))
+    write_text_atomically(run_dir / REFERENCES_FILE, "".join(f"{line}\n" for line in references))
     metrics: dict[str, Any] = {
         "dev_perplexity": perplexity.perplexity,
         "dev_nll": perplexity.nll_per_token,

@@ -57,8 +57,8 @@ keys of its own recipe explicitly (every key the ``multi30k`` base sets), so onl
 (``data.mirror``, ``train.precision``, ...) reach it.
 
 Layout: :mod:`.settings` (encodings, length scales, :func:`build_plan`), :mod:`.probes` (the length-bucketed
-test sets and the permutation probe), :mod:`.metrics` (the measure hook) and :mod:`.report` (the table and
-the plot); this package re-exports what the experiment registry and the tests use.
+test sets and the permutation probe), :mod:`.metrics` (the measure hook), :mod:`.report` (the table and
+the plot) and :mod:`.verdicts` (the generated section of EXPERIMENTS.md); this package re-exports what the experiment registry and the tests use.
 """
 
 from transformer.experiments.positions.metrics import cut_learned_table, measure
@@ -85,6 +85,7 @@ from transformer.experiments.positions.settings import (
     length_base,
     multi30k_base,
 )
+from transformer.experiments.positions.verdicts import render_verdicts
 
 __all__ = [
     "ANIMATE",
@@ -108,6 +109,7 @@ __all__ = [
     "permutation_probe",
     "plot",
     "render_table",
+    "render_verdicts",
     "swap_pairs",
     "token_permutation",
 ]

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from transformer.atomic_files import write_text_atomically
 from transformer.config import DecodeConfig, ExperimentConfig
 from transformer.data.dataset import read_lines
 from transformer.data.synthetic import (
@@ -23,6 +24,7 @@ from transformer.experiments.positions.probes import (
     swap_pairs,
 )
 from transformer.experiments.positions.settings import LENGTH_SCALES, TEST_SEED
+from transformer.experiments.results import RUN_SENTENCES_DIR
 from transformer.experiments.worker import read_run_spec
 from transformer.model.transformer import Transformer
 
@@ -62,8 +64,14 @@ def _score_buckets(
     buckets: Sequence[LengthBucket],
     decode: DecodeConfig,
     device: str,
+    keep_in: Path | None = None,
 ) -> list[dict[str, Any]]:
-    """Score each bucket: BLEU and the share of truncated inputs, or the error the translation raised."""
+    """Score each bucket: BLEU and the share of truncated inputs, or the error the translation raised.
+
+    With ``keep_in``, each bucket's translations and references are also written there as
+    ``length-NAME.hypotheses.txt`` and ``length-NAME.references.txt``, which the runner keeps for the paired
+    tests between encodings (:func:`~transformer.experiments.results.keep_run_sentences`).
+    """
     scores: list[dict[str, Any]] = []
     for bucket in buckets:
         if not bucket.pairs:
@@ -75,7 +83,13 @@ def _score_buckets(
         except ValueError as error:
             scores.append({"bleu": None, "truncated_share": None, "error": str(error).splitlines()[0]})
             continue
-        bleu = score_translations(hypotheses, [target for _, target in bucket.pairs]).bleu
+        references = [target for _, target in bucket.pairs]
+        bleu = score_translations(hypotheses, references).bleu
+        if keep_in is not None:
+            keep_in.mkdir(parents=True, exist_ok=True)
+            for kind, lines in (("hypotheses", hypotheses), ("references", references)):
+                text = "".join(f"{line}\n" for line in lines)
+                write_text_atomically(keep_in / f"length-{bucket.name}.{kind}.txt", text)
         scores.append(
             {"bleu": bleu, "truncated_share": translator.truncated_count / len(bucket.pairs), "error": None}
         )
@@ -147,7 +161,9 @@ def measure(
     rows = [
         {"name": bucket.name, "low": bucket.low, "high": bucket.high, "sentences": len(bucket.pairs), **score}
         for bucket, score in zip(
-            buckets, _score_buckets(model, tokenizer, buckets, config.decode, device), strict=True
+            buckets,
+            _score_buckets(model, tokenizer, buckets, config.decode, device, run_dir / RUN_SENTENCES_DIR),
+            strict=True,
         )
     ]
     if model.config.positional_encoding == "learned":

@@ -35,8 +35,9 @@ Timings are wall-clock: run on a quiet machine with ``--parallel 1`` (the defaul
 machine to itself. A run interrupted and resumed trains for another ``max_minutes`` (the trainer's budget
 counts per invocation), which the table flags.
 
-Layout: :mod:`.settings` (the variants, the scales, :func:`build_plan`), :mod:`.metrics` (the measure hook)
-and :mod:`.report` (the table and the plot); this package re-exports what the experiment registry and the
+Layout: :mod:`.settings` (the variants, the scales, :func:`build_plan`), :mod:`.metrics` (the measure hook),
+:mod:`.report` (the table and the plot) and :mod:`.verdicts` (the generated section of EXPERIMENTS.md); this
+package re-exports what the experiment registry and the
 tests use.
 """
 
@@ -53,6 +54,7 @@ from transformer.experiments.rnn_baseline.settings import (
     multi30k_plan_parts,
     tiny_plan_parts,
 )
+from transformer.experiments.rnn_baseline.verdicts import render_verdicts
 
 __all__ = [
     "AVERAGE_LAST",
@@ -67,5 +69,6 @@ __all__ = [
     "multi30k_plan_parts",
     "plot",
     "render_table",
+    "render_verdicts",
     "tiny_plan_parts",
 ]

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from transformer.atomic_files import write_json_atomically, write_text_atomically
 from transformer.device import resolve_device
+from transformer.experiments.provenance import refuse_dirty_tree, source_state
 from transformer.experiments.table1.flops import check_recurrent_formula
 from transformer.experiments.table1.paths import measure_structure
 from transformer.experiments.table1.report import plot_measurements, render_report
@@ -48,7 +49,9 @@ from transformer.experiments.table1.settings import (
 from transformer.experiments.table1.timing import measure_points
 
 
-def run_measurement(output_dir: Path, device: str, scale: str, report: Callable[[str], None]) -> Path:
+def run_measurement(
+    output_dir: Path, device: str, scale: str, report: Callable[[str], None], allow_dirty: bool = False
+) -> Path:
     """Measure Table 1 and write its report, measurements and plots.
 
     Parameters
@@ -61,6 +64,8 @@ def run_measurement(output_dir: Path, device: str, scale: str, report: Callable[
         ``tiny``, ``cpu``, ``gpu`` or ``paper``.
     report : callable
         Receives one-line progress notes.
+    allow_dirty : bool
+        Measure even when the package's source has uncommitted changes (the records carry ``+dirty``).
 
     Returns
     -------
@@ -74,18 +79,25 @@ def run_measurement(output_dir: Path, device: str, scale: str, report: Callable[
     """
     settings = scale_settings(scale)
     torch_device = resolve_device(device, option="--device")
+    state = source_state()
+    refuse_dirty_tree(state, allow_dirty)  # before anything is written
     started = time.perf_counter()
     output_dir.mkdir(parents=True, exist_ok=True)
     measurements = output_dir / MEASUREMENTS_FILE
     measurements.unlink(missing_ok=True)
     report(f"table1: measuring {len(TIMED_KINDS)} layer types on {torch_device} at scale {scale}")
-    records = measure_points(settings, torch_device, measurements, report)
+    records = measure_points(settings, torch_device, measurements, report, commit=state.label)
     report("table1: path lengths and graph depths")
     structure = measure_structure(settings)
     recurrent_check = check_recurrent_formula(settings.path_length, settings.path_width, settings)
     write_json_atomically(
         output_dir / STRUCTURE_FILE,
-        {"settings": asdict(settings), "layers": structure, "recurrent_flops_check": list(recurrent_check)},
+        {
+            "settings": asdict(settings),
+            "layers": structure,
+            "recurrent_flops_check": list(recurrent_check),
+            "commit": state.label,
+        },
     )
     plot_measurements(records, settings, output_dir)
     text = render_report(settings, scale, records, structure, recurrent_check, time.perf_counter() - started)

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from transformer.experiments.table1.flops import analytic_flops
 from transformer.experiments.table1.settings import (
     FLOPS_PLOT_FILE,
     LAYER_KINDS,
@@ -122,6 +123,37 @@ def slopes(records: Sequence[dict[str, Any]], layer: str, settings: Table1Settin
         "time_d": _slope((r["d"], r["seconds"]) for r in at_n),
         "flops_d": _slope((r["d"], r["flops"]) for r in at_n),
     }
+
+
+def flops_crossover(d_model: int, settings: Table1Settings) -> int:
+    """Find the largest n at which self-attention needs fewer FLOPs than the LSTM, trying every n.
+
+    Parameters
+    ----------
+    d_model : int
+        d.
+    settings : Table1Settings
+        The batch and the other layer settings of :func:`~transformer.experiments.table1.flops.analytic_flops`.
+
+    Returns
+    -------
+    int
+        The largest length n (every integer tried, not only the timed grid's powers of two) where
+        attention's forward+backward FLOPs are below the LSTM's.
+
+    Notes
+    -----
+    Issue #29: on the power-of-two grid the last length with fewer attention FLOPs is n = d, which reads as
+    the paper's "n < d"; on every n it is 2d - 1, since with the projections counted attention's
+    24nd^2 + 12n^2 d first reaches the LSTM's 48nd^2 - 8d^2 at n = 2d. The paper's n < d compares the score
+    and value products alone (n^2 d against n d^2).
+    """
+    length = 1
+    while analytic_flops("self_attention", length + 1, d_model, settings) < analytic_flops(
+        "recurrent", length + 1, d_model, settings
+    ):
+        length += 1
+    return length
 
 
 def crossover(records: Sequence[dict[str, Any]], d_model: int, settings: Table1Settings) -> dict[str, Any]:
@@ -316,8 +348,8 @@ def render_report(
         "Self-attention against the LSTM, forward+backward. The paper: self-attention is faster when n < d.",
         "",
         "| d | Paper: largest n < d | Largest n with attention faster (time) | n where attention was slower "
-        "| Largest n with fewer attention FLOPs |",
-        "|---|---|---|---|---|",
+        "| Largest n with fewer attention FLOPs (grid) | the same, every n |",
+        "|---|---|---|---|---|---|",
     ]
     for d_model in settings.widths:
         found = crossover(records, d_model, settings)
@@ -330,6 +362,7 @@ def render_report(
             "-" if largest is None else str(largest),
             ", ".join(str(n) for n in found["time_slower"]) or f"none up to n = {longest}",
             str(found["flops_largest"] if found["flops_largest"] is not None else "-"),
+            str(flops_crossover(d_model, settings)),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     counted, analytic = recurrent_check

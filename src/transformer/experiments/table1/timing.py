@@ -195,6 +195,7 @@ def measure_points(
     device: torch.device,
     measurements: Path,
     report: Callable[[str], None],
+    commit: str | None = None,
 ) -> list[dict[str, Any]]:
     """Measure every (layer, n, d) point of the grid that fits the budgets, and count every point's FLOPs.
 
@@ -208,13 +209,16 @@ def measure_points(
         ``measurements.jsonl``; each point is appended as it finishes.
     report : callable
         Receives one progress line per length.
+    commit : str or None
+        The commit of the code that measures (:func:`~transformer.experiments.provenance.git_commit`),
+        written into every record.
 
     Returns
     -------
     list of dict
         One record per point: ``layer``, ``n``, ``d``, ``batch``, ``seconds`` (None when skipped, with
         ``skipped`` saying why), ``repeats``, ``spread``, ``flops``, ``flops_source``, ``flops_analytic``,
-        ``memory_bytes``, ``memory_source``, ``device``, ``machine``, ``threads``.
+        ``memory_bytes``, ``memory_source``, ``device``, ``machine``, ``threads``, ``commit``.
 
     Notes
     -----
@@ -247,6 +251,7 @@ def measure_points(
                     "device": str(device),
                     "machine": machine,
                     "threads": torch.get_num_threads(),
+                    "commit": commit,
                 }
                 prediction = predicted_seconds(times.get(key, []), length)
                 if key not in stopped and time.perf_counter() - started > settings.total_budget_seconds:

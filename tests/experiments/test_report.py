@@ -1,0 +1,199 @@
+"""Generated sections of EXPERIMENTS.md: the committed ones match their records; the verdicts follow the rule."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from transformer.cli import main
+from transformer.experiments.report import (
+    check_document,
+    experiment_of_section,
+    replace_section,
+    section_markers,
+    update_document,
+)
+from transformer.experiments.results import append_result, store_sentences
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def test_the_committed_generated_sections_equal_what_their_records_give() -> None:
+    document = REPOSITORY / "EXPERIMENTS.md"
+    assert section_markers("table2-cpu")[0] in document.read_text(encoding="utf-8")
+    assert check_document(document, REPOSITORY / "experiments") == [], (
+        "regenerate with: transformer experiment report NAME --output-dir experiments/SECTION"
+    )
+
+
+def test_a_section_is_replaced_between_its_markers_only() -> None:
+    begin, end = section_markers("demo")
+    document = f"intro\n{begin}\nold\n{end}\noutro\n"
+    assert replace_section(document, "demo", "new\n", "DOC.md") == f"intro\n{begin}\nnew\n{end}\noutro\n"
+    for broken in (f"intro\n{begin}\nold\n", f"{end}\n{begin}\n", f"{begin}\n{begin}\n{end}\n"):
+        with pytest.raises(
+            ValueError, match=re.escape("DOC.md: expected one line '<!-- begin generated: demo -->'")
+        ):
+            replace_section(broken, "demo", "new\n", "DOC.md")
+
+
+def _words(count: int, seed: int) -> list[str]:
+    return [
+        " ".join(f"w{(index * 7 + seed + position) % 50}" for position in range(12)) for index in range(count)
+    ]
+
+
+def _corrupt(sentences: list[str], every: int) -> list[str]:
+    """Replace every ``every``-th word: a system worse than the references by a fixed share."""
+    return [
+        " ".join("zzz" if position % every == 0 else word for position, word in enumerate(sentence.split()))
+        for sentence in sentences
+    ]
+
+
+def _record(directory: Path, variant: str, seed: int, hypotheses: list[str], references: list[str]) -> None:
+    from transformer.evaluation.bleu import score_translations
+
+    append_result(
+        directory / "results.jsonl",
+        {
+            "experiment": "table2",
+            "scale": "tiny",
+            "variant": variant,
+            "seed": seed,
+            "dev_bleu": score_translations(hypotheses, references).bleu,
+            "dev_perplexity": 10.0 + seed,
+            "commit": "0123abcd",
+            "dirty": False,
+            "dev_hypotheses": store_sentences(directory, hypotheses),
+            "dev_references": store_sentences(directory, references),
+        },
+    )
+
+
+def test_generated_verdicts_follow_the_rule_with_three_seeds(tmp_path: Path) -> None:
+    experiment_dir = tmp_path / "table2-tiny"
+    experiment_dir.mkdir()
+    references = _words(150, 0)
+    for seed in (1, 2, 3):
+        base = _corrupt(references, 4 + seed % 2)  # base: a quarter or a fifth of the words wrong
+        _record(experiment_dir, "base", seed, base, references)
+        _record(experiment_dir, "A1", seed, _corrupt(references, 2), references)  # half wrong: clearly worse
+        _record(experiment_dir, "E1", seed, base, references)  # identical to base: no difference
+    _record(experiment_dir, "B1", 1, _corrupt(references, 2), references)  # one seed only
+    document = tmp_path / "DOC.md"
+    begin, end = section_markers("table2-tiny")
+    document.write_text(f"# Results\n{begin}\n{end}\n", encoding="utf-8")
+
+    assert update_document("table2", experiment_dir, document, check=True).changed
+    assert document.read_text(encoding="utf-8") == f"# Results\n{begin}\n{end}\n"  # --check writes nothing
+    assert update_document("table2", experiment_dir, document, check=False).changed
+    rows = {line.split(" | ")[0][2:]: line for line in document.read_text(encoding="utf-8").splitlines()}
+    # A1: the paper has one head 0.9 BLEU lower; every seed significantly lower here.
+    assert "24.9 (lower)" in rows["A1"] and "**reproduced** (p < 0.05: 0 higher, 3 lower, of 3)" in rows["A1"]
+    assert "(3 seeds)" in rows["A1"] and "s1 " in rows["A1"] and "(p < 0.001)" in rows["A1"]
+    # E1: the paper shows no difference (25.7 against 25.8); identical translations, none significant.
+    assert "25.7 (=)" in rows["E1"] and "**reproduced** (p < 0.05: 0 higher, 0 lower, of 3)" in rows["E1"]
+    # B1: one seed is provisional, and says so; a row without records says it was not run.
+    assert "(1 seed)" in rows["B1"] and "provisional, 1 seed: reproduced" in rows["B1"]
+    assert rows["C1"].endswith("| not run |")
+    assert not update_document("table2", experiment_dir, document, check=True).changed
+    assert check_document(document, tmp_path) == []
+
+
+def test_the_report_command_checks_writes_and_refuses_training_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    experiment_dir = tmp_path / "table2-tiny"
+    experiment_dir.mkdir()
+    references = _words(20, 0)
+    _record(experiment_dir, "base", 1, references, references)
+    document = tmp_path / "DOC.md"
+    begin, end = section_markers("table2-tiny")
+    document.write_text(f"{begin}\n{end}\n", encoding="utf-8")
+    command = [
+        "experiment",
+        "report",
+        "table2",
+        "--output-dir",
+        str(experiment_dir),
+        "--document",
+        str(document),
+    ]
+    assert main([*command, "--check"]) == 1
+    assert "section table2-tiny differs from" in capsys.readouterr().err
+    assert main(command) == 0 and "section table2-tiny rewritten" in capsys.readouterr().out
+    assert main([*command, "--check"]) == 0
+    assert main([*command, "--seeds", "3"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "transformer experiment: error: report reads records, it trains nothing: --seeds does not apply"
+    )
+    assert (
+        main(
+            [
+                "experiment",
+                "report",
+                "positions",
+                "--output-dir",
+                str(experiment_dir),
+                "--document",
+                str(document),
+            ]
+        )
+        == 2
+    )
+    assert "records of table2, not of positions" in capsys.readouterr().err
+    assert main(["experiment", "table2", "--document", str(document)]) == 2
+    assert (
+        "table2 trains or measures, it does not report: --document does not apply" in capsys.readouterr().err
+    )
+    json.loads((experiment_dir / "results.jsonl").read_text(encoding="utf-8"))  # untouched, still one record
+
+
+def test_attention_scoring_claims_pair_scorings_at_the_same_width(tmp_path: Path) -> None:
+    experiment_dir = tmp_path / "attention-scoring-tiny"
+    experiment_dir.mkdir()
+    references = _words(150, 0)
+    for seed in (1, 2, 3):
+        for width in (4, 8, 16, 32, 64, 128, 256):
+            _record_scoring(experiment_dir, f"sqrt-dk{width}", seed, _corrupt(references, 5), references)
+            _record_scoring(experiment_dir, f"unscaled-dk{width}", seed, _corrupt(references, 2), references)
+    begin, end = section_markers("attention-scoring-tiny")
+    document = tmp_path / "DOC.md"
+    document.write_text(f"{begin}\n{end}\n", encoding="utf-8")
+    update_document("attention-scoring", experiment_dir, document, check=False)
+    lines = document.read_text(encoding="utf-8").splitlines()
+    unscaled = [line for line in lines if line.startswith("| unscaled against 1/sqrt(d_k)")]
+    assert len(unscaled) == 7 and all("| lower | **reproduced** (" in line for line in unscaled)
+    additive = [line for line in lines if line.startswith("| additive against unscaled")]
+    assert all(line.endswith("| not run |") for line in additive)
+    assert any(line.startswith("| q.k: saturated rows at initialisation | 0.100 (3) |") for line in lines)
+
+
+def _record_scoring(
+    directory: Path, variant: str, seed: int, hypotheses: list[str], references: list[str]
+) -> None:
+    from transformer.evaluation.bleu import score_translations
+
+    append_result(
+        directory / "results.jsonl",
+        {
+            "experiment": "attention-scoring",
+            "scale": "tiny",
+            "variant": variant,
+            "seed": seed,
+            "dev_bleu": score_translations(hypotheses, references).bleu,
+            "init_saturated_share": 0.1,
+            "commit": "0123abcd",
+            "dev_hypotheses": store_sentences(directory, hypotheses),
+            "dev_references": store_sentences(directory, references),
+        },
+    )
+
+
+def test_a_section_names_its_experiment_by_the_longest_prefix() -> None:
+    assert experiment_of_section("table2-cpu-3seeds") == "table2"
+    assert experiment_of_section("attention-scoring-cpu") == "attention-scoring"
+    with pytest.raises(ValueError, match="starts with no experiment's name"):
+        experiment_of_section("table9-cpu")

@@ -60,7 +60,9 @@ ALLOWED: dict[str, set[str]] = {
         "autotune",
         "training",
     },
+    "serving": {"model", "architectures", "config", "data", "checkpoint", "decoding", "visualization"},
     "cli": {
+        "serving",
         "experiments",
         "atomic_files",
         "command_checks",

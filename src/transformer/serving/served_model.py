@@ -1,0 +1,150 @@
+"""A model the server offers: its translator (weights, tokenizer, search settings) and its languages."""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from transformer.checkpoint import STATE_FILE, resolve_checkpoint
+from transformer.config import DataConfig
+from transformer.decoding.translator import Translator
+
+#: The language code of a model whose checkpoint does not record its languages (ISO 639-2 "undetermined").
+UNKNOWN_LANGUAGE = "und"
+#: The tokenizer settings file of a checkpoint converted from HuggingFace Marian.
+MARIAN_TOKENIZER_CONFIG = "tokenizer_config.json"
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """One model behind the server, with what the API needs to describe and use it.
+
+    Parameters
+    ----------
+    name : str
+        The name clients choose it by (``"model"`` in ``/v1/translate``).
+    translator : Translator
+        Model, tokenizer and default search settings, on the serving device and precision.
+    source_lang, target_lang : str
+        Language codes (ISO 639-1 where known), ``"und"`` when the checkpoint does not say.
+    checkpoint : Path
+        The checkpoint directory it was loaded from.
+
+    Notes
+    -----
+    The server encodes and decodes text with ``translator.tokenizer`` and searches with the worker, not
+    with ``translator.translate``, so that sentences of all requests share batches.
+    """
+
+    name: str
+    translator: Translator
+    source_lang: str
+    target_lang: str
+    checkpoint: Path
+
+    def encode(self, sentence: str) -> list[int]:
+        """Encode a source sentence as the translator does: BPE ids, cut to the input limit, then EOS.
+
+        Parameters
+        ----------
+        sentence : str
+            One non-empty source sentence.
+
+        Returns
+        -------
+        list of int
+            Token ids ending with EOS, at most ``translator.max_input_tokens`` long.
+
+        Notes
+        -----
+        The same ids as ``Translator.translate``'s, so a sentence decodes to the same translation as with
+        ``transformer translate``; longer inputs are cut as there.
+        """
+        translator = self.translator
+        ids = translator.tokenizer.encode(sentence.strip())[: translator.max_input_tokens - 1]
+        return [*ids, translator.model.config.eos_id]
+
+    def decode(self, tokens: list[int]) -> str:
+        """Turn output token ids into text, as ``Translator.translate`` does.
+
+        Parameters
+        ----------
+        tokens : list of int
+            A hypothesis's tokens.
+
+        Returns
+        -------
+        str
+            Detokenised text without surrounding whitespace.
+
+        Notes
+        -----
+        Special tokens are skipped by the tokenizer.
+        """
+        return self.translator.tokenizer.decode(tokens).strip()
+
+
+def load_served_model(name: str, checkpoint: Path, device: str, precision: str) -> ServedModel:
+    """Load a checkpoint for serving.
+
+    Parameters
+    ----------
+    name : str
+        Name to serve it under.
+    checkpoint : Path
+        Checkpoint or run directory (a run serves its best checkpoint).
+    device : str
+        "auto", "cpu", "cuda" or "cuda:N".
+    precision : {"fp32", "bf16", "int8"}
+        As ``transformer translate --precision``.
+
+    Returns
+    -------
+    ServedModel
+        Ready to translate, with the search settings the checkpoint's run used.
+
+    Notes
+    -----
+    Raises the same one-line errors as ``transformer translate`` for a missing or damaged checkpoint and
+    an unsupported precision.
+    """
+    translator = Translator.from_checkpoint(checkpoint, None, device, precision)
+    directory = resolve_checkpoint(Path(checkpoint))
+    source_lang, target_lang = checkpoint_languages(directory)
+    return ServedModel(name, translator, source_lang, target_lang, directory)
+
+
+def checkpoint_languages(directory: Path) -> tuple[str, str]:
+    """Read a checkpoint's source and target languages from what it stores.
+
+    Parameters
+    ----------
+    directory : Path
+        A checkpoint directory.
+
+    Returns
+    -------
+    tuple of str
+        (source, target): from the training run's data settings (``trainer_state.json``), else from a
+        converted Marian model's ``tokenizer_config.json``, else ``("und", "und")``.
+
+    Notes
+    -----
+    The languages name the model in ``GET /languages`` and pick the sentence splitter's rules; an unknown
+    language gets the splitter's generic rules and matches any language a LibreTranslate client names.
+    """
+    state_file = directory / STATE_FILE
+    if state_file.is_file():
+        data = json.loads(state_file.read_text(encoding="utf-8")).get("experiment", {}).get("data")
+        if isinstance(data, dict):
+            defaults = DataConfig()
+            return (
+                str(data.get("source_lang", defaults.source_lang)),
+                str(data.get("target_lang", defaults.target_lang)),
+            )
+    marian_file = directory / MARIAN_TOKENIZER_CONFIG
+    if marian_file.is_file():
+        settings = json.loads(marian_file.read_text(encoding="utf-8"))
+        source, target = settings.get("source_lang"), settings.get("target_lang")
+        if isinstance(source, str) and isinstance(target, str):
+            return source, target
+    return UNKNOWN_LANGUAGE, UNKNOWN_LANGUAGE

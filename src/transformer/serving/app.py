@@ -7,7 +7,7 @@ the OpenAPI page at ``/docs`` without code of ours; uvicorn serves it (see docs/
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -16,9 +16,11 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from transformer.serving import api_v1, libretranslate
 from transformer.serving.api_v1 import server_of
+from transformer.serving.metrics import ServingMetrics
 from transformer.serving.model_worker import QueueFullError, WorkerStoppedError
 from transformer.serving.page import render_index_page
 from transformer.serving.server_state import ServerState
@@ -71,7 +73,7 @@ def create_app(server: ServerState) -> FastAPI:
     app.add_exception_handler(QueueFullError, _queue_full)  # type: ignore[arg-type]
     app.add_exception_handler(WorkerStoppedError, _stopping)  # type: ignore[arg-type]
     app.add_exception_handler(TranslationError, _translation_failed)  # type: ignore[arg-type]
-    app.middleware("http")(_count_requests)
+    app.add_middleware(RequestMetricsMiddleware, metrics=server.metrics)
     app.add_api_route("/", _index, methods=["GET"], response_class=HTMLResponse, include_in_schema=False)
     app.add_api_route("/health", _health, methods=["GET"], tags=["operations"])
     app.add_api_route("/ready", _ready, methods=["GET"], tags=["operations"])
@@ -112,16 +114,63 @@ async def _metrics(request: Request) -> Response:
     return Response(server_of(request).metrics.export(), media_type=CONTENT_TYPE_LATEST)
 
 
-async def _count_requests(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-    """Count every request by route and status, and time it."""
-    start = time.perf_counter()
-    response = await call_next(request)
-    route = request.scope.get("route")
-    path = getattr(route, "path", "unmatched")
-    metrics = server_of(request).metrics
-    metrics.requests.labels(path, str(response.status_code)).inc()
-    metrics.request_latency.labels(path).observe(time.perf_counter() - start)
-    return response
+class RequestMetricsMiddleware:
+    """Count every HTTP request by route and status, and time it (a plain ASGI middleware).
+
+    Parameters
+    ----------
+    app : ASGIApp
+        The application it wraps.
+    metrics : ServingMetrics
+        Where the counts go.
+
+    Notes
+    -----
+    Written against ASGI directly rather than as Starlette's ``BaseHTTPMiddleware``, which wraps ``receive``
+    and so hides a client's disconnect from the route (it would never drop that client's sentences).
+    """
+
+    def __init__(self, app: ASGIApp, metrics: ServingMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on, noting its status as the response starts.
+
+        Parameters
+        ----------
+        scope : Scope
+            The ASGI connection scope.
+        receive : Receive
+            The ASGI receive channel, passed on untouched.
+        send : Send
+            The ASGI send channel, wrapped to read the status.
+
+        Returns
+        -------
+        None
+
+        Notes
+        -----
+        The route is read from the scope after routing (Starlette stores it there); requests that match
+        no route count as "unmatched".
+        """
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start, status = time.perf_counter(), [500]
+
+        async def send_noting_status(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_noting_status)
+        finally:
+            path = getattr(scope.get("route"), "path", "unmatched")
+            self.metrics.requests.labels(path, str(status[0])).inc()
+            self.metrics.request_latency.labels(path).observe(time.perf_counter() - start)
 
 
 async def _validation_error(request: Request, error: RequestValidationError) -> JSONResponse:

@@ -1,6 +1,9 @@
 """Load the models and run the server until SIGTERM or Ctrl-C: what ``transformer serve`` calls."""
 
+import signal
 import socket
+import threading
+from types import FrameType
 
 import uvicorn
 
@@ -73,8 +76,24 @@ def serve(config: ServeConfig) -> int:
     server = uvicorn.Server(
         uvicorn.Config(create_app(state), host=config.host, port=config.port, log_level="info")
     )
-    server.run(sockets=[listening])
+    # uvicorn re-raises the signal it shut down on, once its own handler is removed; with the default
+    # SIGTERM handler that would end the process with status -15 after a clean shutdown. A handler that
+    # ignores it makes SIGTERM end the command with status 0 (SIGINT still ends it as an interrupt).
+    previous = signal.signal(signal.SIGTERM, _note_sigterm) if _in_main_thread() else None
+    try:
+        server.run(sockets=[listening])
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _note_sigterm(signal_number: int, frame: FrameType | None) -> None:
+    """Accept the SIGTERM uvicorn re-raises after its graceful shutdown: the shutdown is already done."""
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

@@ -124,7 +124,8 @@ function showAttention(index) {
   const query = new URLSearchParams({source: sentence.source, translation: sentence.translation,
                                      model: lastResult.model});
   if ($("key").value) query.set("api_key", $("key").value);
-  $("attention").src = "/v1/attention?" + query.toString();
+  // Open on encoder-decoder attention, averaged over heads: what a translation's reader asks first.
+  $("attention").src = "/v1/attention?" + query.toString() + "#kind=cross&layer=0&head=mean";
   $("attention").hidden = false;
 }
 

@@ -49,6 +49,18 @@ def test_a_list_gives_a_list_and_empty_texts_give_empty_translations(
     assert client.post("/v1/translate", json={"text": ""}).json()["translation"] == ""
 
 
+def test_list_items_are_already_split_one_row_each(
+    make_client, translator: Translator, valid_sentences
+) -> None:
+    client = make_client()
+    two_sentences = f"{valid_sentences[0]} {valid_sentences[1]}"
+    data = client.post("/v1/translate", json={"text": [two_sentences]}).json()
+    assert len(data["sentences"][0]) == 1  # not re-split
+    assert data["translation"] == [offline(translator, two_sentences)]
+    as_text = client.post("/v1/translate", json={"text": two_sentences}).json()
+    assert len(as_text["sentences"][0]) == 2
+
+
 def test_beam_nbest_and_alpha_are_per_request(make_client, served_run: Path, valid_sentences) -> None:
     client = make_client()
     sentence = valid_sentences[5]

@@ -2,7 +2,12 @@
 
 import pytest
 
-from transformer.serving.sentence_splitting import TextPiece, join_translations, split_into_sentences
+from transformer.serving.sentence_splitting import (
+    TextPiece,
+    join_translations,
+    keep_as_one_sentence,
+    split_into_sentences,
+)
 
 
 @pytest.mark.parametrize(
@@ -35,3 +40,8 @@ def test_join_puts_translations_in_the_whitespace() -> None:
     with pytest.raises(ValueError, match="2 translations for 3 sentences"):
         join_translations(pieces, ["1", "2"])
     assert join_translations([TextPiece(" ", "", "")], []) == " "
+
+
+def test_an_already_split_item_is_one_sentence_with_its_whitespace() -> None:
+    assert keep_as_one_sentence(" One. Two. ") == [TextPiece(" ", "One. Two.", " ")]
+    assert keep_as_one_sentence("") == []

@@ -37,7 +37,8 @@ class TranslateRequest(BaseModel):
     Parameters
     ----------
     text : str or list of str
-        A text (split into sentences, line breaks kept) or a list of texts.
+        A text (split into sentences, line breaks kept) or a list of sentences already split (one batch row
+        each, as ``transformer translate`` takes a file's lines).
     model : str or None
         Served model name; None for the first ``--checkpoint``.
     beam : int or None
@@ -220,7 +221,8 @@ async def translate(
     except ValueError as error:
         raise HTTPException(422, f"nbest/beam: {error}") from None
     results = await until_disconnected(
-        request, translate_texts(texts, model, options, server.worker, server.metrics)
+        request,
+        translate_texts(texts, model, options, server.worker, server.metrics, isinstance(body.text, str)),
     )
     if results is None:
         return Response(status_code=CLIENT_CLOSED_REQUEST)

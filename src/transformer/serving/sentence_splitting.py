@@ -66,6 +66,27 @@ def split_into_sentences(text: str, language: str) -> list[TextPiece]:
     return pieces
 
 
+def keep_as_one_sentence(text: str) -> list[TextPiece]:
+    """Treat a text as one sentence already split by the client, keeping its surrounding whitespace.
+
+    Parameters
+    ----------
+    text : str
+        One sentence (an item of a list sent to ``/v1/translate``).
+
+    Returns
+    -------
+    list of TextPiece
+        One piece, or none for an empty text.
+
+    Notes
+    -----
+    The list form is for clients that split their text themselves (a corpus, one segment per line, as
+    ``transformer translate`` reads a file): each item becomes exactly one batch row, never re-split.
+    """
+    return [_piece(text)] if text else []
+
+
 def _piece(part: str) -> TextPiece:
     """Separate a segment into its leading whitespace, its sentence and its trailing whitespace."""
     sentence = part.strip()

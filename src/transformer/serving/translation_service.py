@@ -17,7 +17,12 @@ from transformer.decoding.translator import Candidate
 from transformer.serving.continuous_batching import DecodedSentence
 from transformer.serving.metrics import ServingMetrics
 from transformer.serving.model_worker import ModelWorker, RequestHandle, SentenceJob, SentenceTiming
-from transformer.serving.sentence_splitting import TextPiece, join_translations, split_into_sentences
+from transformer.serving.sentence_splitting import (
+    TextPiece,
+    join_translations,
+    keep_as_one_sentence,
+    split_into_sentences,
+)
 from transformer.serving.served_model import ServedModel
 
 
@@ -130,6 +135,7 @@ async def translate_texts(
     options: SearchOptions,
     worker: ModelWorker,
     metrics: ServingMetrics,
+    split: bool = True,
 ) -> list[TextTranslation]:
     """Translate texts through the worker, every sentence its own batch row.
 
@@ -145,6 +151,8 @@ async def translate_texts(
         Where the sentences are decoded.
     metrics : ServingMetrics
         Sentence and token counters.
+    split : bool
+        Split each text into sentences (True), or take each text as one sentence the client already split.
 
     Returns
     -------
@@ -158,7 +166,10 @@ async def translate_texts(
     and its sentences are dropped. Raises :class:`TranslationError` when the model fails on a sentence.
     """
     config = options.decode_config(model.translator.decode_config)
-    pieces = [split_into_sentences(text, model.source_lang) for text in texts]
+    pieces = [
+        split_into_sentences(text, model.source_lang) if split else keep_as_one_sentence(text)
+        for text in texts
+    ]
     sentences = [piece.sentence for text_pieces in pieces for piece in text_pieces if piece.sentence]
     loop = asyncio.get_running_loop()
     handle = RequestHandle()

@@ -34,7 +34,7 @@ router = APIRouter()
 class TranslateRequest(BaseModel):
     """Body of ``POST /v1/translate``.
 
-    Parameters
+    Attributes
     ----------
     text : str or list of str
         A text (split into sentences, line breaks kept) or a list of sentences already split (one batch row

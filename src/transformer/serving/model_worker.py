@@ -123,6 +123,10 @@ class SentenceJob:
     deliver : callable
         Called on the worker thread with the :class:`DecodedSentence` and :class:`SentenceTiming`; it must
         return quickly (e.g. schedule the result on the event loop).
+    submitted_at : float
+        ``time.perf_counter()`` when it was queued (set on creation).
+    admitted_at : float
+        ``time.perf_counter()`` when it joined a batch (set by the worker).
 
     Notes
     -----

@@ -1,11 +1,14 @@
 """LibreTranslate's API: its request forms, reply fields, error shape and codes."""
 
 import dataclasses
+import urllib.error
 from pathlib import Path
 
 import pytest
 
+from tests.serving.conftest import free_port, running_server
 from transformer.decoding.translator import Translator
+from transformer.serving.config import ServeConfig
 
 
 @pytest.fixture(scope="module")
@@ -96,3 +99,18 @@ def test_full_queue_is_503_with_retry_after(make_client, valid_sentences) -> Non
 
 def test_languages(make_client) -> None:
     assert make_client().get("/languages").json() == [{"code": "en", "name": "English", "targets": ["de"]}]
+
+
+def test_libretranslates_own_client_talks_to_the_server(
+    served_run: Path, translator: Translator, valid_sentences
+) -> None:
+    libretranslatepy = pytest.importorskip("libretranslatepy")
+    config = ServeConfig(checkpoints={"default": served_run}, port=free_port(), api_keys=frozenset({"k1"}))
+    with running_server(config) as base_url:
+        client = libretranslatepy.LibreTranslateAPI(base_url, api_key="k1")
+        assert (
+            client.translate(valid_sentences[0], "en", "de") == translator.translate([valid_sentences[0]])[0]
+        )
+        assert client.languages() == [{"code": "en", "name": "English", "targets": ["de"]}]
+        with pytest.raises(urllib.error.HTTPError, match="403"):
+            libretranslatepy.LibreTranslateAPI(base_url, api_key="wrong").translate("a", "en", "de")

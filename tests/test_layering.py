@@ -60,7 +60,16 @@ ALLOWED: dict[str, set[str]] = {
         "autotune",
         "training",
     },
-    "serving": {"model", "architectures", "config", "data", "checkpoint", "decoding", "visualization"},
+    "serving": {
+        "model",
+        "architectures",
+        "config",
+        "data",
+        "checkpoint",
+        "decoding",
+        "interop",
+        "visualization",
+    },
     "cli": {
         "serving",
         "experiments",

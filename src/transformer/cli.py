@@ -769,7 +769,7 @@ def run_serve(args: argparse.Namespace) -> int:
         engine=args.engine,
         device=args.device,
         precision=args.precision,
-        batching=args.batching,
+        batching=args.batching or ("request" if args.engine == "ctranslate2" else "continuous"),
         max_batch_tokens=args.max_batch_tokens,
         max_queue=args.max_queue,
         max_chars=args.max_chars,
@@ -1246,7 +1246,13 @@ def add_serve_parser(commands: Any) -> None:
     serve.add_argument(
         "--port", type=integer_in_range(0, 65535), default=8000, help="TCP port (default 8000)"
     )
-    serve.add_argument("--engine", choices=["pytorch"], default="pytorch", help="inference engine")
+    serve.add_argument(
+        "--engine",
+        choices=["pytorch", "ctranslate2"],
+        default="pytorch",
+        help="pytorch (default); ctranslate2: each --checkpoint is a 'convert --to ctranslate2' directory, "
+        "batched per request",
+    )
     serve.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     serve.add_argument(
         "--precision",
@@ -1257,9 +1263,9 @@ def add_serve_parser(commands: Any) -> None:
     serve.add_argument(
         "--batching",
         choices=["continuous", "request"],
-        default="continuous",
-        help="continuous: sentences join and leave the batch at every decoder step (default); request: each "
-        "batch runs to its end (the baseline)",
+        default=None,
+        help="continuous: sentences join and leave the batch at every decoder step (default with pytorch); "
+        "request: each batch runs to its end (the baseline; the default, and the only mode, with ctranslate2)",
     )
     serve.add_argument(
         "--max-batch-tokens",

@@ -217,7 +217,7 @@ async def translate(
         )
     try:
         options = SearchOptions(body.beam, body.nbest, body.alpha)
-        options.decode_config(model.translator.decode_config)
+        options.decode_config(model.decode_config)
     except ValueError as error:
         raise HTTPException(422, f"nbest/beam: {error}") from None
     results = await until_disconnected(
@@ -289,8 +289,8 @@ async def list_models(request: Request) -> dict[str, Any]:
                 "name": model.name,
                 "source": model.source_lang,
                 "target": model.target_lang,
-                "beam": model.translator.decode_config.beam_size,
-                "alpha": model.translator.decode_config.length_penalty,
+                "beam": model.decode_config.beam_size,
+                "alpha": model.decode_config.length_penalty,
                 "attention": attention_unavailable_reason(model) is None,
             }
             for model in server.models.values()
@@ -316,10 +316,10 @@ def attention_unavailable_reason(model: ServedModel) -> str | None:
     The maps come from the float32 Transformer's explicit attention; int8 layers and the recurrent
     baseline do not provide them.
     """
-    if not isinstance(model.translator.model, Transformer):
+    if not isinstance(model.engine_model, Transformer):
         return f"model {model.name!r} is not a Transformer: no attention maps"
-    if model.translator.precision != "fp32":
-        return f"model {model.name!r} is served in {model.translator.precision}; attention maps need fp32"
+    if model.precision != "fp32":
+        return f"model {model.name!r} is served in {model.precision}; attention maps need fp32"
     return None
 
 
@@ -367,9 +367,9 @@ async def attention_page(
         raise HTTPException(
             413, f"source and translation: over the limit of {server.config.max_chars} characters"
         )
-    transformer = served.translator.model
+    transformer = served.engine_model
     assert isinstance(transformer, Transformer)
-    tokenizer = served.translator.tokenizer
+    tokenizer = served.tokenizer
     maps = await asyncio.wrap_future(
         server.worker.call(lambda: sentence_attention(transformer, tokenizer, source, translation))
     )

@@ -8,7 +8,7 @@ from transformer.decoding.translator import TRANSLATION_PRECISIONS
 from transformer.serving.model_worker import BATCHING_MODES
 
 #: The values of ``--engine``.
-SERVE_ENGINES = ("pytorch",)
+SERVE_ENGINES = ("pytorch", "ctranslate2")
 #: The most hypotheses per sentence a client may ask for: a beam of thousands would hold the batch's memory.
 MAX_BEAM_SIZE = 16
 
@@ -25,8 +25,9 @@ class ServeConfig:
         Address to listen on; 127.0.0.1 keeps the server local.
     port : int
         TCP port (0: any free port).
-    engine : {"pytorch"}
-        Inference engine.
+    engine : {"pytorch", "ctranslate2"}
+        Inference engine; "ctranslate2" serves directories from ``transformer convert --to ctranslate2``
+        and batches per request (CTranslate2 exposes no decoder step).
     device : str
         "auto", "cpu", "cuda" or "cuda:N".
     precision : {"fp32", "bf16", "int8"}
@@ -74,6 +75,11 @@ class ServeConfig:
             )
         if self.batching not in BATCHING_MODES:
             raise ValueError(f"ServeConfig.batching={self.batching!r} is not one of {BATCHING_MODES}")
+        if self.engine == "ctranslate2" and self.batching == "continuous":
+            raise ValueError(
+                "--engine ctranslate2 --batching continuous: CTranslate2 runs its whole search in C++ with no "
+                "decoder step to batch at; use --batching request (the default with this engine)"
+            )
         if not 0 <= self.port <= 65535:
             raise ValueError(f"ServeConfig.port={self.port} is not a TCP port (0 to 65535)")
         for name in ("max_batch_tokens", "max_queue", "max_chars"):

@@ -157,7 +157,7 @@ async def translate(request: Request) -> Response:
     if isinstance(model, str):
         return lt_error(400, model)
     alternatives = int(values.get("alternatives") or 0)
-    beam = max(model.translator.decode_config.beam_size, alternatives + 1)
+    beam = max(model.decode_config.beam_size, alternatives + 1)
     options = SearchOptions(beam=beam, nbest=alternatives + 1)
     query = values["q"]
     texts = [query] if isinstance(query, str) else list(query)

@@ -28,6 +28,8 @@ from transformer.architectures import SequenceModel
 from transformer.config import DecodeConfig
 from transformer.data.batching import pad_sequences
 from transformer.decoding.beam_search import search
+from transformer.decoding.search import Hypothesis
+from transformer.interop.ctranslate2 import CTranslate2Translator
 from transformer.model.transformer import Transformer
 from transformer.serving.continuous_batching import (
     ContinuousBatch,
@@ -35,6 +37,7 @@ from transformer.serving.continuous_batching import (
     SentenceToDecode,
     model_device,
 )
+from transformer.serving.ctranslate2_engine import ctranslate2_search
 from transformer.serving.metrics import ServingMetrics
 
 #: The values of ``--batching``.
@@ -147,8 +150,9 @@ class ModelWorker:
 
     Parameters
     ----------
-    models : dict of str to SequenceModel
-        Served models by name, on their device, in eval mode and their serving precision.
+    models : dict of str to SequenceModel or CTranslate2Translator
+        What decodes each served model: a PyTorch model (on its device, in eval mode and its serving
+        precision) or a CTranslate2 export.
     batching : {"continuous", "request"}
         Step-level batching, or the request-level baseline.
     max_batch_tokens : int
@@ -162,12 +166,12 @@ class ModelWorker:
     Notes
     -----
     Continuous batching needs the Transformer's incremental cache; other architectures (the recurrent
-    baseline) are refused there, and serve with ``batching="request"``.
+    baseline) and CTranslate2 (no step-level API) are refused there, and serve with ``batching="request"``.
     """
 
     def __init__(
         self,
-        models: dict[str, SequenceModel],
+        models: dict[str, SequenceModel | CTranslate2Translator],
         batching: str,
         max_batch_tokens: int,
         max_queue: int,
@@ -179,8 +183,8 @@ class ModelWorker:
             for name, model in models.items():
                 if not isinstance(model, Transformer):
                     raise ValueError(
-                        f"model {name!r}: continuous batching decodes Transformer models; serve this "
-                        "architecture with --batching request"
+                        f"model {name!r}: continuous batching decodes PyTorch Transformer models; serve "
+                        "this one with --batching request"
                     )
         self.models = models
         self.batching = batching
@@ -401,8 +405,7 @@ class ModelWorker:
             self.metrics.batch_rows.observe(len(jobs) * config.beam_size)
             self.metrics.running_sentences.set(len(jobs))
             try:
-                src_tokens = pad_sequences([job.src_ids for job in jobs], model.config.pad_id)
-                hypotheses = search(model, src_tokens.to(model_device(model)), config)
+                hypotheses = _search_to_the_end(model, [job.src_ids for job in jobs], config)
             except Exception as error:
                 self._fail([SentenceToDecode(job, job.src_ids, config) for job in jobs], error)
                 continue
@@ -424,6 +427,16 @@ class ModelWorker:
         message = f"{type(error).__name__}: {error}"
         for sentence in sentences:
             self._deliver(DecodedSentence(sentence.key, [], 0, message))
+
+
+def _search_to_the_end(
+    model: SequenceModel | CTranslate2Translator, src_ids: list[list[int]], config: DecodeConfig
+) -> list[list[Hypothesis]]:
+    """Decode a padded batch to its end: the offline search, or CTranslate2's."""
+    if isinstance(model, CTranslate2Translator):
+        return ctranslate2_search(model, src_ids, config)
+    src_tokens = pad_sequences(src_ids, model.config.pad_id)
+    return search(model, src_tokens.to(model_device(model)), config)
 
 
 def _run_call(function: Callable[[], Any], future: "Future[Any]") -> None:

@@ -36,10 +36,10 @@ def build_server_state(config: ServeConfig) -> ServerState:
     """
     models: dict[str, ServedModel] = {}
     for name, directory in config.checkpoints.items():
-        models[name] = load_served_model(name, directory, config.device, config.precision)
+        models[name] = load_served_model(name, directory, config.engine, config.device, config.precision)
     metrics = ServingMetrics()
     worker = ModelWorker(
-        {name: model.translator.model for name, model in models.items()},
+        {name: model.engine_model for name, model in models.items()},
         config.batching,
         config.max_batch_tokens,
         config.max_queue,

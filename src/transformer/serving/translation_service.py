@@ -165,7 +165,7 @@ async def translate_texts(
     when they do not fit). If this coroutine is cancelled (client gone), the request's handle is cancelled
     and its sentences are dropped. Raises :class:`TranslationError` when the model fails on a sentence.
     """
-    config = options.decode_config(model.translator.decode_config)
+    config = options.decode_config(model.decode_config)
     pieces = [
         split_into_sentences(text, model.source_lang) if split else keep_as_one_sentence(text)
         for text in texts

@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from transformer.decoding.translator import Translator
 
@@ -218,3 +219,18 @@ def test_attention_viewer_of_a_sentence(make_client) -> None:
     assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/html")
     assert '<script type="application/json" id="attention-data">' in reply.text
     assert client.get("/v1/attention", params={"source": "", "translation": "x"}).status_code == 422
+
+
+def test_a_model_that_computes_nan_fails_that_request_with_500_and_the_server_goes_on(make_client) -> None:
+    client = make_client()
+    model = client.app.state.server.models["default"].engine_model
+    weight = next(model.decoder.parameters())  # the decoder only: encoding stays finite, scores turn NaN
+    saved = weight.detach().clone()
+    with torch.no_grad():
+        weight.fill_(float("nan"))
+    reply = client.post("/v1/translate", json={"text": "The cooks do not love the cow."})
+    assert reply.status_code == 500
+    assert "model 'default'" in reply.json()["detail"] and "NaN" in reply.json()["detail"]
+    with torch.no_grad():
+        weight.copy_(saved)
+    assert client.post("/v1/translate", json={"text": "The cooks do not love the cow."}).status_code == 200

@@ -374,7 +374,7 @@ class ModelWorker:
             try:
                 batch.admit([SentenceToDecode(job, job.src_ids, job.decode_config) for job in joining])
             except Exception as error:  # a bad input must not take the worker down
-                self._fail([SentenceToDecode(job, job.src_ids, job.decode_config) for job in joining], error)
+                self._fail(joining, error)
             cancelled = {job for job in batch.keys if isinstance(job, SentenceJob) and job.handle.cancelled}
             if cancelled:
                 self.metrics.sentences_cancelled.inc(batch.drop(set(cancelled)))
@@ -386,7 +386,7 @@ class ModelWorker:
             try:
                 results = batch.step()
             except Exception as error:  # fail this batch's sentences, keep serving the others
-                failed = [SentenceToDecode(key, [], DecodeConfig()) for key in batch.keys]
+                failed = [job for job in batch.keys if isinstance(job, SentenceJob)]
                 batch.drop(set(batch.keys))
                 self._fail(failed, error)
                 continue
@@ -407,7 +407,7 @@ class ModelWorker:
             try:
                 hypotheses = _search_to_the_end(model, [job.src_ids for job in jobs], config)
             except Exception as error:
-                self._fail([SentenceToDecode(job, job.src_ids, config) for job in jobs], error)
+                self._fail(jobs, error)
                 continue
             for job, sentence_hypotheses in zip(jobs, hypotheses, strict=True):
                 steps = max((len(item.tokens) for item in sentence_hypotheses), default=0)
@@ -423,10 +423,10 @@ class ModelWorker:
         self.metrics.sentence_latency.labels("decoding").observe(timing.decoding)
         job.deliver(result, timing)
 
-    def _fail(self, sentences: list[SentenceToDecode], error: Exception) -> None:
+    def _fail(self, jobs: list[SentenceJob], error: Exception) -> None:
         message = f"{type(error).__name__}: {error}"
-        for sentence in sentences:
-            self._deliver(DecodedSentence(sentence.key, [], 0, message))
+        for job in jobs:
+            self._deliver(DecodedSentence(job, [], 0, message))
 
 
 def _search_to_the_end(

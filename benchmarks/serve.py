@@ -37,6 +37,7 @@ from typing import Any
 import httpx
 import torch
 
+from benchmarks.bench_allocator import TCMALLOC_PATH
 from benchmarks.bench_environment import cpu_description, git_commit
 from transformer.data.dataset import read_lines
 from transformer.decoding.translator import Translator
@@ -80,6 +81,11 @@ def percentile(values: list[float], percent: float) -> float | None:
     return round(values[rank], 2)
 
 
+def server_allocator(no_tcmalloc: bool) -> str:
+    """The malloc the server processes run with: tcmalloc where installed (unless refused), else glibc's."""
+    return "tcmalloc" if TCMALLOC_PATH.exists() and not no_tcmalloc else "glibc malloc"
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now."""
     with socket.socket() as probe:
@@ -99,6 +105,7 @@ class ServerProcess:
             "--max-batch-tokens", str(args.max_batch_tokens), "--max-queue", "100000", "--max-chars", "100000",
         ]  # fmt: skip
         self.log_path = args.output_dir / f"serve-{batching}.log"
+        self.no_tcmalloc = args.no_tcmalloc
         self.process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> "ServerProcess":
@@ -107,6 +114,11 @@ class ServerProcess:
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(REPOSITORY / "src"), str(REPOSITORY)]),
         }
+        if (
+            server_allocator(self.no_tcmalloc) == "tcmalloc"
+        ):  # as the suite runs PyTorch (benchmarks/README.md)
+            preload = [part for part in (os.environ.get("LD_PRELOAD", ""), str(TCMALLOC_PATH)) if part]
+            environment["LD_PRELOAD"] = " ".join(preload)
         self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=environment)
         log.close()
         deadline = time.monotonic() + SERVER_TIMEOUT_S
@@ -252,7 +264,8 @@ def render_markdown(record: dict[str, Any]) -> str:
         "# Serving benchmark",
         "",
         f"- CPU: {environment['cpu']['summary']}, {environment['cpu']['logical_cpus']} logical CPUs",
-        f"- date: {environment['date']}; commit {environment['commit']}",
+        f"- date: {environment['date']}; commit {environment['commit']}; torch {environment['torch']}; "
+        f"server allocator: {environment['server_allocator']}",
         f"- command: `{environment['command']}`",
         f"- note: {record['note']}" if record["note"] else "- note: none",
         f"- model: {record['checkpoint']}, {record['precision']}, beam {offline['beam']}; "
@@ -304,6 +317,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-batch-tokens", type=int, default=4096, help="server and offline batch budget")
     parser.add_argument("--soak-minutes", type=float, default=0.0, help="soak at 64 clients (0: none)")
     parser.add_argument("--quick", action="store_true", help="200 sentences, 10 s per cell")
+    parser.add_argument("--no-tcmalloc", action="store_true", help="run the servers with glibc malloc")
     parser.add_argument(
         "--note", default="", help="a line for the report, e.g. 'machine shared with other jobs'"
     )
@@ -342,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
                 ["python -m benchmarks.serve", *(argv if argv is not None else sys.argv[1:])]
             ),
             "torch": torch.__version__,
+            "server_allocator": server_allocator(args.no_tcmalloc),
         },
         "note": args.note,
         "checkpoint": str(args.checkpoint),

@@ -78,7 +78,7 @@ def serve(config: ServeConfig) -> int:
     )
     # uvicorn re-raises the signal it shut down on, once its own handler is removed; with the default
     # SIGTERM handler that would end the process with status -15 after a clean shutdown. A handler that
-    # ignores it makes SIGTERM end the command with status 0 (SIGINT still ends it as an interrupt).
+    # ignores it makes SIGTERM end the command with status 0 (SIGINT keeps its handler: an interrupt).
     previous = signal.signal(signal.SIGTERM, _note_sigterm) if _in_main_thread() else None
     try:
         server.run(sockets=[listening])

@@ -110,10 +110,7 @@ class ServerProcess:
 
     def __enter__(self) -> "ServerProcess":
         log = self.log_path.open("wb")
-        environment = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(REPOSITORY / "src"), str(REPOSITORY)]),
-        }
+        environment = dict(os.environ)  # the server imports the same installed package as this process
         if (
             server_allocator(self.no_tcmalloc) == "tcmalloc"
         ):  # as the suite runs PyTorch (benchmarks/README.md)

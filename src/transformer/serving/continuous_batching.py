@@ -21,7 +21,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from torch.nn import functional as F
 
 from transformer.config import DecodeConfig
@@ -31,6 +31,7 @@ from transformer.decoding.search import Hypothesis, normalise_scores, output_len
 from transformer.model.decoder import DecoderCache
 from transformer.model.masks import build_padding_mask
 from transformer.model.transformer import Transformer
+from transformer.serving.padded_cache import append_sentences, model_device, trim_unused_columns
 
 
 @dataclass(frozen=True)
@@ -246,33 +247,12 @@ class ContinuousBatch:
 
     def _append_cache(self, new_cache: DecoderCache, new_rows: int) -> None:
         """Append new sentences' cross-attention cache and padding self-attention rows."""
-        old_mask = self.cache.cross_attend_mask
-        new_mask = new_cache.cross_attend_mask
-        assert new_mask is not None
-        if old_mask is None or not self.cache.layers:
+        if self.cache.cross_attend_mask is None or not self.cache.layers:
             self.cache.layers = new_cache.layers
-            self.cache.cross_attend_mask = new_mask
+            self.cache.cross_attend_mask = new_cache.cross_attend_mask
             self.self_valid = torch.zeros((new_rows, 0), dtype=torch.bool, device=self.device)
             return
-        src_len = max(old_mask.size(-1), new_mask.size(-1))
-        self.cache.cross_attend_mask = torch.cat(
-            [_pad_last(old_mask, src_len, False), _pad_last(new_mask, src_len, False)]
-        )  # (sentences, 1, 1, src_len)
-        key_len = self.self_valid.size(1)
-        for layer, new_layer in zip(self.cache.layers, new_cache.layers, strict=True):
-            cross_key = torch.cat(
-                [_pad_keys(layer.cross_key, src_len), _pad_keys(new_layer.cross_key, src_len)]
-            )  # (sentences, num_heads, src_len, d_k)
-            # The layout Decoder.init_cache chose: key.transpose(-2, -1) contiguous for every step's matmul.
-            layer.cross_key = cross_key.transpose(-2, -1).contiguous().transpose(-2, -1)
-            layer.cross_value = torch.cat(
-                [_pad_keys(layer.cross_value, src_len), _pad_keys(new_layer.cross_value, src_len)]
-            )
-            if layer.self_key is not None and layer.self_value is not None:
-                layer.self_key = _append_padding_rows(layer.self_key, new_rows)
-                layer.self_value = _append_padding_rows(layer.self_value, new_rows)
-        padding = torch.zeros((new_rows, key_len), dtype=torch.bool, device=self.device)
-        self.self_valid = torch.cat([self.self_valid, padding])  # (rows, key_len)
+        self.self_valid = append_sentences(self.cache, new_cache, self.self_valid, new_rows)
 
     def drop(self, keys: set[Hashable]) -> int:
         """Remove sentences from the batch without a result (their clients went away).
@@ -484,64 +464,4 @@ class ContinuousBatch:
 
     def _trim(self) -> None:
         """Drop self-attention columns and source columns that no remaining row uses."""
-        used_columns = self.self_valid.any(dim=0)  # (key_len,)
-        if used_columns.numel() and not bool(used_columns[0]):
-            first = int(used_columns.nonzero()[0]) if bool(used_columns.any()) else used_columns.numel()
-            self.self_valid = self.self_valid[:, first:]
-            for layer in self.cache.layers:
-                if layer.self_key is not None and layer.self_value is not None:
-                    layer.self_key = layer.self_key[:, :, first:]
-                    layer.self_value = layer.self_value[:, :, first:]
-        mask = self.cache.cross_attend_mask
-        if mask is not None:
-            src_len = max(self.src_lengths)
-            if src_len < mask.size(-1):
-                self.cache.cross_attend_mask = mask[..., :src_len]
-                for layer in self.cache.layers:
-                    layer.cross_key = layer.cross_key[:, :, :src_len]
-                    layer.cross_value = layer.cross_value[:, :, :src_len]
-
-
-def model_device(model: nn.Module) -> torch.device:
-    """Find where a model runs.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        A model.
-
-    Returns
-    -------
-    torch.device
-        The device of its first parameter, else of its first buffer (an int8 model packs its weights), else
-        the CPU.
-
-    Notes
-    -----
-    Inputs must be moved there before a forward pass.
-    """
-    for tensor in [*model.parameters(), *model.buffers()]:
-        return tensor.device
-    return torch.device("cpu")
-
-
-def _pad_last(mask: Tensor, length: int, value: bool) -> Tensor:
-    """Right-pad a mask's last dimension to ``length`` with ``value``."""
-    if mask.size(-1) == length:
-        return mask
-    padding = mask.new_full((*mask.shape[:-1], length - mask.size(-1)), value)
-    return torch.cat([mask, padding], dim=-1)
-
-
-def _pad_keys(keys: Tensor, length: int) -> Tensor:
-    """Right-pad projected keys or values, shape (sources, num_heads, src_len, d_k), to ``length`` columns."""
-    if keys.size(2) == length:
-        return keys
-    padding = keys.new_zeros((keys.size(0), keys.size(1), length - keys.size(2), keys.size(3)))
-    return torch.cat([keys, padding], dim=2)
-
-
-def _append_padding_rows(keys: Tensor, new_rows: int) -> Tensor:
-    """Append ``new_rows`` all-padding rows to self-attention keys, shape (rows, num_heads, key_len, d_k)."""
-    padding = keys.new_zeros((new_rows, *keys.shape[1:]))
-    return torch.cat([keys, padding])
+        self.self_valid = trim_unused_columns(self.cache, self.self_valid, max(self.src_lengths))

@@ -31,14 +31,10 @@ from transformer.decoding.beam_search import search
 from transformer.decoding.search import Hypothesis
 from transformer.interop.ctranslate2 import CTranslate2Translator
 from transformer.model.transformer import Transformer
-from transformer.serving.continuous_batching import (
-    ContinuousBatch,
-    DecodedSentence,
-    SentenceToDecode,
-    model_device,
-)
+from transformer.serving.continuous_batching import ContinuousBatch, DecodedSentence, SentenceToDecode
 from transformer.serving.ctranslate2_engine import ctranslate2_search
 from transformer.serving.metrics import ServingMetrics
+from transformer.serving.padded_cache import model_device
 
 #: The values of ``--batching``.
 BATCHING_MODES = ("continuous", "request")
@@ -288,21 +284,6 @@ class ModelWorker:
             self._condition.notify()
         if self._thread.is_alive():
             self._thread.join(timeout)
-
-    @property
-    def busy(self) -> bool:
-        """Whether sentences are waiting or decoding.
-
-        Returns
-        -------
-        bool
-            True while any sentence is queued or in a running batch.
-
-        Notes
-        -----
-        Read without the lock: a hint for tests and the benchmark, not a synchronisation point.
-        """
-        return bool(self._waiting) or any(batch.num_sentences for batch in self._batches.values())
 
     def _run(self) -> None:
         """Loop over calls, cancellations, admissions and one step per batch, until stopped and idle."""

@@ -1,6 +1,7 @@
 """LibreTranslate's API: its request forms, reply fields, error shape and codes."""
 
 import dataclasses
+import html
 import urllib.error
 from pathlib import Path
 
@@ -55,10 +56,6 @@ def test_form_body_auto_source_and_alternatives(make_client, served_run: Path, v
         ({"q": 5, "source": "en", "target": "de"}, "q must be a string or a list of strings"),
         ({"q": "a", "source": "fr", "target": "de"}, "fr is not supported"),
         ({"q": "a", "source": "en", "target": "fr"}, "fr is not supported"),
-        (
-            {"q": "<b>a</b>", "source": "en", "target": "de", "format": "html"},
-            "format 'html' is not supported",
-        ),
         ({"q": "a", "source": "en", "target": "de", "format": "pdf"}, "format must be 'text' or 'html'"),
         (
             {"q": "a", "source": "en", "target": "de", "alternatives": "many"},
@@ -114,3 +111,20 @@ def test_libretranslates_own_client_talks_to_the_server(
         assert client.languages() == [{"code": "en", "name": "English", "targets": ["de"]}]
         with pytest.raises(urllib.error.HTTPError, match="403"):
             libretranslatepy.LibreTranslateAPI(base_url, api_key="wrong").translate("a", "en", "de")
+
+
+def test_html_keeps_its_markup_and_translates_each_text_node(make_client, translator: Translator) -> None:
+    client = make_client()
+    first, second = "The cooks do not love the cow.", "A man sleeps."
+    fragment = f'<p title="x">{first} <b>{second}</b></p>'
+    reply = client.post("/translate", json={"q": fragment, "source": "en", "target": "de", "format": "html"})
+    assert reply.status_code == 200, reply.text
+    expected = [html.escape(text, quote=False) for text in translator.translate([first, second])]
+    assert reply.json() == {"translatedText": f'<p title="x">{expected[0]} <b>{expected[1]}</b></p>'}
+    with_alternative = client.post(
+        "/translate",
+        json={"q": [fragment], "source": "en", "target": "de", "format": "html", "alternatives": 1},
+    ).json()
+    assert len(with_alternative["alternatives"]) == 1 and len(with_alternative["alternatives"][0]) == 1
+    assert with_alternative["alternatives"][0][0].startswith('<p title="x">')
+    assert with_alternative["alternatives"][0][0].count("<b>") == 1

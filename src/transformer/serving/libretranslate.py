@@ -16,10 +16,16 @@ from fastapi.responses import JSONResponse, Response
 
 from transformer.serving.api_v1 import CLIENT_CLOSED_REQUEST, server_of, until_disconnected
 from transformer.serving.config import MAX_BEAM_SIZE
+from transformer.serving.html_text import HtmlPiece, join_html, split_html
 from transformer.serving.model_worker import QueueFullError, WorkerStoppedError
 from transformer.serving.served_model import UNKNOWN_LANGUAGE, ServedModel
 from transformer.serving.server_state import ServerState
-from transformer.serving.translation_service import SearchOptions, TranslationError, translate_texts
+from transformer.serving.translation_service import (
+    SearchOptions,
+    TextTranslation,
+    TranslationError,
+    translate_texts,
+)
 
 #: English names of the languages the LibreTranslate clients show; other codes are shown as they are.
 LANGUAGE_NAMES = {
@@ -128,7 +134,7 @@ async def translate(request: Request) -> Response:
     Parameters
     ----------
     request : Request
-        JSON or form with ``q`` (string or list), ``source``, ``target``, ``format`` ("text"),
+        JSON or form with ``q`` (string or list), ``source``, ``target``, ``format`` ("text" or "html"),
         ``alternatives`` (int) and ``api_key``.
 
     Returns
@@ -139,8 +145,8 @@ async def translate(request: Request) -> Response:
 
     Notes
     -----
-    ``format: html`` is refused with 400: the models here are trained on plain sentences, and translating
-    markup piecewise would silently reorder or drop tags.
+    ``format: html`` keeps the markup: each text node is translated on its own and put back between the same
+    tags (:mod:`transformer.serving.html_text`), so a sentence cut by inline tags is translated in pieces.
     """
     server = server_of(request)
     try:
@@ -161,9 +167,11 @@ async def translate(request: Request) -> Response:
     options = SearchOptions(beam=beam, nbest=alternatives + 1)
     query = values["q"]
     texts = [query] if isinstance(query, str) else list(query)
+    markup = [split_html(text) for text in texts] if values.get("format") == "html" else None
+    inputs = [piece.text for pieces in markup for piece in pieces if not piece.markup] if markup else texts
     try:
         results = await until_disconnected(
-            request, translate_texts(texts, model, options, server.worker, server.metrics)
+            request, translate_texts(inputs, model, options, server.worker, server.metrics)
         )
     except QueueFullError as error:
         return lt_error(503, f"Slowdown: {error}", {"Retry-After": "1"})
@@ -173,16 +181,33 @@ async def translate(request: Request) -> Response:
         return lt_error(500, f"Cannot translate text: {error}")
     if results is None:
         return Response(status_code=CLIENT_CLOSED_REQUEST)
+    translated = _rebuild(results, markup, alternatives)  # per text: best, then the alternatives
     reply: dict[str, Any] = {
-        "translatedText": results[0].text if isinstance(query, str) else [item.text for item in results]
+        "translatedText": translated[0][0] if isinstance(query, str) else [item[0] for item in translated]
     }
     if alternatives:
         reply["alternatives"] = (
-            results[0].alternatives if isinstance(query, str) else [item.alternatives for item in results]
+            translated[0][1:] if isinstance(query, str) else [item[1:] for item in translated]
         )
     if source == "auto":
         reply["detectedLanguage"] = {"confidence": 0.0, "language": model.source_lang}
     return JSONResponse(reply)
+
+
+def _rebuild(
+    results: list[TextTranslation], markup: list[list[HtmlPiece]] | None, alternatives: int
+) -> list[list[str]]:
+    """Per text, its best translation then its alternatives; HTML texts rebuilt around their markup."""
+    if markup is None:
+        return [[result.text, *result.alternatives] for result in results]
+    remaining = iter(results)
+    rebuilt = []
+    for pieces in markup:
+        nodes = [next(remaining) for piece in pieces if not piece.markup]
+        ranks = [[node.text for node in nodes]]
+        ranks += [[node.alternatives[rank] for node in nodes] for rank in range(alternatives)]
+        rebuilt.append([join_html(pieces, translations) for translations in ranks])
+    return rebuilt
 
 
 def _string_or_none(value: Any) -> str | None:
@@ -203,11 +228,7 @@ def _check_parameters(values: dict[str, Any], max_chars: int) -> str | None:
         if not isinstance(values[name], str):
             return f"Invalid request: {name} must be a string"
     text_format = values.get("format") or "text"
-    if text_format == "html":
-        return (
-            "Invalid request: format 'html' is not supported by this server; send plain text (format: text)"
-        )
-    if text_format != "text":
+    if text_format not in ("text", "html"):
         return f"Invalid request: format must be 'text' or 'html', got {text_format!r}"
     alternatives = values.get("alternatives") or 0
     try:

@@ -49,6 +49,7 @@ PAGE_SCRIPT = """
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(window.location.search);
 let lastResult = null;
+const attentionByModel = {};
 
 function setStatus(message, isError) {
   $("status").textContent = message;
@@ -65,6 +66,7 @@ async function loadModels() {
   const reply = await fetch("/v1/models");
   const data = await reply.json();
   for (const model of data.models) {
+    attentionByModel[model.name] = model.attention;
     const option = document.createElement("option");
     option.value = model.name;
     option.textContent = model.name + " (" + model.source + " \\u2192 " + model.target + ")";
@@ -106,11 +108,13 @@ function showResult(data) {
       row.appendChild(cell);
     }
     const cell = document.createElement("td");
-    const button = document.createElement("button");
-    button.type = "button";
-    button.textContent = "attention";
-    button.addEventListener("click", () => showAttention(index));
-    cell.appendChild(button);
+    if (attentionByModel[data.model]) {  // not for CTranslate2, int8 or recurrent models
+      const button = document.createElement("button");
+      button.type = "button";
+      button.textContent = "attention";
+      button.addEventListener("click", () => showAttention(index));
+      cell.appendChild(button);
+    }
     row.appendChild(cell);
     body.appendChild(row);
   });

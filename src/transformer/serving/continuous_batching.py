@@ -458,7 +458,8 @@ class ContinuousBatch:
         self.finished = [self.finished[index] for index in kept_list]
         self.steps, self.min_lengths = self.steps[kept], self.min_lengths[kept]
         self.max_lengths, self.log_probs = self.max_lengths[kept], self.log_probs[kept]
-        self.tokens = self.tokens[kept]
+        # Tokens sit at their step's column: the longest running sentence's step count is all the width needed.
+        self.tokens = self.tokens[kept][:, :, : int(self.steps.max())]
         self.last_tokens = self.last_tokens.view(-1, beam)[kept].reshape(-1)
         self._trim()
 

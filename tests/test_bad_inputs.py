@@ -308,6 +308,16 @@ BAD_INPUTS = [
         "max_steps='many'",
     ),
     bad("experiment table9", "argument name: invalid choice: 'table9'"),
+    # --- serve (#27): refused before it serves; --port 0 so no fixed port is taken meanwhile ---
+    bad(
+        "serve --checkpoint damaged --port 0",
+        "damaged/model.safetensors: the weights do not match the SHA-256 recorded when they were saved",
+    ),
+    bad("serve --checkpoint run --checkpoint run --port 0", "model name 'run' is given twice"),
+    bad(
+        "serve --checkpoint run --api-keys src.en --port 0",
+        "--api-keys src.en:1: a key may not contain whitespace",
+    ),
 ]
 
 

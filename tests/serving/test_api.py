@@ -234,3 +234,17 @@ def test_a_model_that_computes_nan_fails_that_request_with_500_and_the_server_go
     with torch.no_grad():
         weight.copy_(saved)
     assert client.post("/v1/translate", json={"text": "The cooks do not love the cow."}).status_code == 200
+
+
+def test_int8_serves_with_continuous_batching(make_client, served_run: Path, valid_sentences) -> None:
+    client = make_client(precision="int8", device="cpu")
+    reply = client.post("/v1/translate", json={"text": valid_sentences[:4]})
+    assert reply.status_code == 200, reply.text
+    translations = reply.json()["translation"]
+    assert len(translations) == 4 and all(translations)
+    # Alone, a sentence gets what the offline int8 translator gives it (int8 activation ranges are measured
+    # per batch, so only a lone sentence is comparable).
+    offline = Translator.from_checkpoint(served_run, device="cpu", precision="int8")
+    alone = client.post("/v1/translate", json={"text": [valid_sentences[0]]}).json()["translation"]
+    assert alone == offline.translate([valid_sentences[0]])
+    assert client.get("/v1/models").json()["models"][0]["attention"] is False

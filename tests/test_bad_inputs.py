@@ -476,6 +476,16 @@ BAD_INPUTS = [
         "experiment table2 --scale tiny --check --output-dir experiment",
         "table2 trains or measures, it does not report: --check does not apply",
     ),
+    # --- serve (#27): refused before it serves; --port 0 so no fixed port is taken meanwhile ---
+    bad(
+        "serve --checkpoint damaged --port 0",
+        "damaged/model.safetensors: the weights do not match the SHA-256 recorded when they were saved",
+    ),
+    bad("serve --checkpoint run --checkpoint run --port 0", "model name 'run' is given twice"),
+    bad(
+        "serve --checkpoint run --api-keys src.en --port 0",
+        "--api-keys src.en:1: a key may not contain whitespace",
+    ),
 ]
 
 

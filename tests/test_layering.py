@@ -82,7 +82,18 @@ ALLOWED: dict[str, set[str]] = {
         "autotune",
         "training",
     },
+    "serving": {
+        "model",
+        "architectures",
+        "config",
+        "data",
+        "checkpoint",
+        "decoding",
+        "interop",
+        "visualization",
+    },
     "cli": {
+        "serving",
         "experiments",
         "atomic_files",
         "command_checks",

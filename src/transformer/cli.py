@@ -11,7 +11,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import torch
 from tqdm import tqdm
@@ -866,6 +866,50 @@ def run_translate(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_serve(args: argparse.Namespace) -> int:
+    """Serve checkpoints over HTTP until SIGTERM or Ctrl-C (see docs/serving.md).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``--checkpoint`` (repeatable, ``NAME=DIR``), ``--host``, ``--port``, ``--engine``, ``--device``,
+        ``--precision``, ``--batching``, ``--max-batch-tokens``, ``--max-queue``, ``--max-chars`` and
+        ``--api-keys``.
+
+    Returns
+    -------
+    int
+        0 after a graceful shutdown.
+
+    Notes
+    -----
+    The server lives in :mod:`transformer.serving`, an optional extra: without it installed the command
+    says which one to install instead of failing on an import.
+    """
+    try:
+        from transformer.serving.config import ServeConfig, parse_checkpoint_options, read_api_keys
+        from transformer.serving.server import serve
+    except ImportError as error:
+        raise ValueError(
+            f"the server needs the serve extra (missing {error.name}): pip install 'transformer[serve]'"
+        ) from None
+    check_device_flag(args.device)
+    config = ServeConfig(
+        checkpoints=parse_checkpoint_options(args.checkpoint),
+        host=args.host,
+        port=args.port,
+        engine=args.engine,
+        device=args.device,
+        precision=args.precision,
+        batching=args.batching or ("request" if args.engine == "ctranslate2" else "continuous"),
+        max_batch_tokens=args.max_batch_tokens,
+        max_queue=args.max_queue,
+        max_chars=args.max_chars,
+        api_keys=read_api_keys(Path(args.api_keys)) if args.api_keys else frozenset(),
+    )
+    return serve(config)
+
+
 def is_pytorch_checkpoint(path: Path) -> bool:
     """Whether a path is one of this project's checkpoints (or a run holding one).
 
@@ -1686,6 +1730,76 @@ def add_translation_output_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_serve_parser(commands: Any) -> None:
+    """Add ``transformer serve`` and its options.
+
+    Parameters
+    ----------
+    commands : argparse._SubParsersAction
+        The subcommands of the ``transformer`` parser.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Each limit protects the server from one kind of overload; the README says what each one does.
+    """
+    serve = commands.add_parser("serve", help="translation server: HTTP API, LibreTranslate API and a page")
+    serve.add_argument(
+        "--checkpoint",
+        action="append",
+        required=True,
+        help="checkpoint or run directory; repeat as NAME=DIR to serve several models (the first is the default)",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument(
+        "--port", type=integer_in_range(0, 65535), default=8000, help="TCP port (default 8000)"
+    )
+    serve.add_argument(
+        "--engine",
+        choices=["pytorch", "ctranslate2"],
+        default="pytorch",
+        help="pytorch (default); ctranslate2: each --checkpoint is a 'convert --to ctranslate2' directory, "
+        "batched per request",
+    )
+    serve.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    serve.add_argument(
+        "--precision",
+        choices=TRANSLATION_PRECISIONS,
+        default="fp32",
+        help="fp32 (default), bf16 or int8 (CPU)",
+    )
+    serve.add_argument(
+        "--batching",
+        choices=["continuous", "request"],
+        default=None,
+        help="continuous: sentences join and leave the batch at every decoder step (default with pytorch); "
+        "request: each batch runs to its end (the baseline; the default, and the only mode, with ctranslate2)",
+    )
+    serve.add_argument(
+        "--max-batch-tokens",
+        type=integer_in_range(1, 10**7),
+        default=4096,
+        help="source tokens x beam of the sentences decoding together (default 4096)",
+    )
+    serve.add_argument(
+        "--max-queue",
+        type=integer_in_range(1, 10**7),
+        default=1024,
+        help="sentences waiting to join the batch; beyond it requests get 503 + Retry-After (default 1024)",
+    )
+    serve.add_argument(
+        "--max-chars",
+        type=integer_in_range(1, 10**8),
+        default=5000,
+        help="characters per request; beyond it 413 (LibreTranslate endpoint: 400) (default 5000)",
+    )
+    serve.add_argument("--api-keys", help="file of API keys, one per line; clients must send one")
+    serve.set_defaults(handler=run_serve)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the argument parser of every subcommand.
 
@@ -1746,6 +1860,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_translation_output_arguments(translate)
     add_decode_arguments(translate)
     translate.set_defaults(handler=run_translate)
+
+    add_serve_parser(commands)
 
     evaluate = commands.add_parser("evaluate", help="BLEU/chrF with sacreBLEU, and perplexity")
     evaluate.add_argument("--reference", required=True, help="reference translations, one per line")

@@ -1,0 +1,377 @@
+"""The server's own API: ``POST /v1/translate``, ``GET /v1/models`` and ``GET /v1/attention``."""
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable
+from typing import Annotated, Any, TypeVar
+
+from fastapi import APIRouter, Header, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from transformer.model.transformer import Transformer
+from transformer.serving.config import MAX_BEAM_SIZE
+from transformer.serving.served_model import ServedModel
+from transformer.serving.server_state import ServerState
+from transformer.serving.translation_service import (
+    SearchOptions,
+    TextTranslation,
+    elapsed_ms,
+    translate_texts,
+)
+from transformer.visualization.attention_html import build_attention_payload, render_attention_page
+from transformer.visualization.attention_inputs import sentence_attention
+
+#: HTTP status of a request whose client went away before its answer (nginx's convention; nobody reads it).
+CLIENT_CLOSED_REQUEST = 499
+
+ResultT = TypeVar("ResultT")
+
+router = APIRouter()
+
+
+class TranslateRequest(BaseModel):
+    """Body of ``POST /v1/translate``.
+
+    Attributes
+    ----------
+    text : str or list of str
+        A text (split into sentences, line breaks kept) or a list of sentences already split (one batch row
+        each, as ``transformer translate`` takes a file's lines).
+    model : str or None
+        Served model name; None for the first ``--checkpoint``.
+    beam : int or None
+        Beam size (1 = greedy); None for the model's.
+    nbest : int or None
+        Hypotheses per sentence, at most ``beam``.
+    alpha : float or None
+        Length penalty; None for the model's.
+
+    Notes
+    -----
+    Strict types and no unknown fields: ``"beam": "4"`` or a misspelt ``"nbset"`` is a 422 naming the field
+    rather than a silently different search.
+    """
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    text: str | list[str]
+    model: str | None = None
+    beam: int | None = Field(default=None, ge=1, le=MAX_BEAM_SIZE)
+    nbest: int | None = Field(default=None, ge=1, le=MAX_BEAM_SIZE)
+    alpha: float | None = Field(default=None, ge=0.0, le=10.0, allow_inf_nan=False)
+
+
+def server_of(request: Request) -> ServerState:
+    """Find the :class:`ServerState` of the app serving ``request``.
+
+    Parameters
+    ----------
+    request : Request
+        The current request.
+
+    Returns
+    -------
+    ServerState
+        ``request.app.state.server``.
+
+    Notes
+    -----
+    Kept on the app, not in a module global, so tests can run several servers in one process.
+    """
+    state: ServerState = request.app.state.server
+    return state
+
+
+def check_api_key(server: ServerState, authorization: str | None, api_key: str | None) -> None:
+    """Refuse a request without a valid key (403) when keys are configured.
+
+    Parameters
+    ----------
+    server : ServerState
+        The server.
+    authorization : str or None
+        The ``Authorization`` header (``Bearer KEY``).
+    api_key : str or None
+        The ``X-API-Key`` header or ``api_key`` query parameter.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Raises HTTPException(403) for a missing or wrong key.
+    """
+    key = api_key
+    if authorization is not None and authorization.startswith("Bearer "):
+        key = authorization.removeprefix("Bearer ").strip()
+    if not server.key_is_valid(key):
+        raise HTTPException(403, "missing or invalid API key (send 'Authorization: Bearer KEY')")
+
+
+def find_model(server: ServerState, name: str | None) -> ServedModel:
+    """Look up a served model by name (None: the default).
+
+    Parameters
+    ----------
+    server : ServerState
+        The server.
+    name : str or None
+        The request's ``model``.
+
+    Returns
+    -------
+    ServedModel
+        The model.
+
+    Notes
+    -----
+    Raises HTTPException(422) naming the field and the served models for an unknown name.
+    """
+    if name is None:
+        return server.default_model
+    if name not in server.models:
+        raise HTTPException(422, f"model: unknown model {name!r}; served: {', '.join(server.models)}")
+    return server.models[name]
+
+
+async def until_disconnected(request: Request, work: Awaitable[ResultT]) -> ResultT | None:
+    """Await ``work`` unless the client disconnects first; then cancel it and return None.
+
+    Parameters
+    ----------
+    request : Request
+        The request whose connection to watch.
+    work : awaitable
+        The request's translation.
+
+    Returns
+    -------
+    object or None
+        The result of ``work``; None when the client went away.
+
+    Notes
+    -----
+    Starlette does not cancel a handler whose client disconnects, so without this its sentences would
+    keep their batch rows until they finished for nobody. After the body has been read, the ASGI
+    ``receive`` returns only when the connection closes.
+    """
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_wait_for_disconnect(request))
+    done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    if task in done:
+        watcher.cancel()
+        return task.result()
+    task.cancel()  # translate_texts cancels the request's handle: its sentences leave queue and batch
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return None
+
+
+async def _wait_for_disconnect(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+@router.post("/v1/translate", tags=["translation"])
+async def translate(
+    body: TranslateRequest,
+    request: Request,
+    authorization: Annotated[str | None, Header()] = None,
+    x_api_key: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Translate a text or a list of texts.
+
+    Parameters
+    ----------
+    body : TranslateRequest
+        Texts and search options.
+    request : Request
+        The HTTP request.
+    authorization, x_api_key : str or None
+        API key headers (when the server has keys).
+
+    Returns
+    -------
+    Response
+        JSON: ``model``, ``translation`` (a string for a string ``text``, else a list), ``sentences`` (per
+        text, per sentence: ``source``, ``translation``, ``score``, ``log_prob``, ``nbest``) and ``timing``
+        (``total_ms``, and the slowest sentence's ``queue_ms`` and ``decode_ms``).
+
+    Notes
+    -----
+    Errors: 403 key, 413 over ``--max-chars``, 422 bad field or unknown model, 503 queue full (with
+    ``Retry-After``) or shutting down, 500 model failure.
+    """
+    start = time.perf_counter()
+    server = server_of(request)
+    check_api_key(server, authorization, x_api_key)
+    model = find_model(server, body.model)
+    texts = [body.text] if isinstance(body.text, str) else body.text
+    characters = sum(len(text) for text in texts)
+    if characters > server.config.max_chars:
+        raise HTTPException(
+            413, f"text: {characters} characters, over the limit of {server.config.max_chars}"
+        )
+    try:
+        options = SearchOptions(body.beam, body.nbest, body.alpha)
+        options.decode_config(model.decode_config)
+    except ValueError as error:
+        raise HTTPException(422, f"nbest/beam: {error}") from None
+    results = await until_disconnected(
+        request,
+        translate_texts(texts, model, options, server.worker, server.metrics, isinstance(body.text, str)),
+    )
+    if results is None:
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
+    translations = [result.text for result in results]
+    return JSONResponse(
+        {
+            "model": model.name,
+            "translation": translations[0] if isinstance(body.text, str) else translations,
+            "sentences": [_sentences_json(result) for result in results],
+            "timing": _timing_json(results, start),
+        }
+    )
+
+
+def _sentences_json(result: TextTranslation) -> list[dict[str, Any]]:
+    return [
+        {
+            "source": sentence.source,
+            "translation": sentence.candidates[0].text if sentence.candidates else "",
+            "score": sentence.candidates[0].score if sentence.candidates else None,
+            "log_prob": sentence.candidates[0].log_prob if sentence.candidates else None,
+            "nbest": [
+                {"translation": item.text, "score": item.score, "log_prob": item.log_prob}
+                for item in sentence.candidates
+            ],
+        }
+        for sentence in result.sentences
+    ]
+
+
+def _timing_json(results: list[TextTranslation], start: float) -> dict[str, float]:
+    timings = [sentence.timing for result in results for sentence in result.sentences]
+    return {
+        "total_ms": elapsed_ms(start),
+        "queue_ms": round(max((item.queued for item in timings), default=0.0) * 1000.0, 2),
+        "decode_ms": round(max((item.decoding for item in timings), default=0.0) * 1000.0, 2),
+    }
+
+
+@router.get("/v1/models", tags=["translation"])
+async def list_models(request: Request) -> dict[str, Any]:
+    """Describe the served models.
+
+    Parameters
+    ----------
+    request : Request
+        The HTTP request.
+
+    Returns
+    -------
+    dict
+        ``models``: per model its ``name``, ``source``, ``target`` language, ``beam`` and ``alpha``
+        defaults and whether attention maps are available; ``default``: the default model's name.
+
+    Notes
+    -----
+    Open without a key: it names models, it translates nothing. The page builds its model menu from it.
+    """
+    server = server_of(request)
+    return {
+        "default": server.default_model.name,
+        "models": [
+            {
+                "name": model.name,
+                "source": model.source_lang,
+                "target": model.target_lang,
+                "beam": model.decode_config.beam_size,
+                "alpha": model.decode_config.length_penalty,
+                "attention": attention_unavailable_reason(model) is None,
+            }
+            for model in server.models.values()
+        ],
+    }
+
+
+def attention_unavailable_reason(model: ServedModel) -> str | None:
+    """Why a model cannot show attention maps, or None when it can.
+
+    Parameters
+    ----------
+    model : ServedModel
+        A served model.
+
+    Returns
+    -------
+    str or None
+        The reason, for a 400 answer.
+
+    Notes
+    -----
+    The maps come from the float32 Transformer's explicit attention; int8 layers and the recurrent
+    baseline do not provide them.
+    """
+    if not isinstance(model.engine_model, Transformer):
+        return f"model {model.name!r} is not a Transformer: no attention maps"
+    if model.precision != "fp32":
+        return f"model {model.name!r} is served in {model.precision}; attention maps need fp32"
+    return None
+
+
+@router.get("/v1/attention", tags=["translation"], response_class=HTMLResponse)
+async def attention_page(
+    request: Request,
+    source: Annotated[str, Query(min_length=1)],
+    translation: Annotated[str, Query()],
+    model: Annotated[str | None, Query()] = None,
+    api_key: Annotated[str | None, Query()] = None,
+    authorization: Annotated[str | None, Header()] = None,
+) -> HTMLResponse:
+    """Show the attention viewer of one sentence and its translation (every layer and head).
+
+    Parameters
+    ----------
+    request : Request
+        The HTTP request.
+    source : str
+        The source sentence.
+    translation : str
+        Its translation (the decoder input is the start token and this text).
+    model : str or None
+        Served model name.
+    api_key, authorization : str or None
+        API key (query parameter, so the page can load it in a frame).
+
+    Returns
+    -------
+    HTMLResponse
+        The page of :mod:`transformer.visualization.attention_html`.
+
+    Notes
+    -----
+    The forward pass runs on the model worker between decoder steps. 400 when the model cannot show maps,
+    413 over ``--max-chars``.
+    """
+    server = server_of(request)
+    check_api_key(server, authorization, api_key)
+    served = find_model(server, model)
+    reason = attention_unavailable_reason(served)
+    if reason is not None:
+        raise HTTPException(400, reason)
+    if len(source) + len(translation) > server.config.max_chars:
+        raise HTTPException(
+            413, f"source and translation: over the limit of {server.config.max_chars} characters"
+        )
+    transformer = served.engine_model
+    assert isinstance(transformer, Transformer)
+    tokenizer = served.tokenizer
+    maps = await asyncio.wrap_future(
+        server.worker.call(lambda: sentence_attention(transformer, tokenizer, source, translation))
+    )
+    payload = build_attention_payload(maps.attention, maps.source_tokens, maps.target_tokens, source)
+    return HTMLResponse(render_attention_page(payload))

@@ -1,0 +1,159 @@
+"""The settings of ``transformer serve``, checked when created."""
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformer.decoding.translator import TRANSLATION_PRECISIONS
+from transformer.serving.model_worker import BATCHING_MODES
+
+#: The values of ``--engine``.
+SERVE_ENGINES = ("pytorch", "ctranslate2")
+#: The most hypotheses per sentence a client may ask for: a beam of thousands would hold the batch's memory.
+MAX_BEAM_SIZE = 16
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """What ``transformer serve`` serves and how.
+
+    Parameters
+    ----------
+    checkpoints : dict of str to Path
+        Model name to checkpoint (or run) directory; the first is the default model.
+    host : str
+        Address to listen on; 127.0.0.1 keeps the server local.
+    port : int
+        TCP port (0: any free port).
+    engine : {"pytorch", "ctranslate2"}
+        Inference engine; "ctranslate2" serves directories from ``transformer convert --to ctranslate2``
+        and batches per request (CTranslate2 exposes no decoder step).
+    device : str
+        "auto", "cpu", "cuda" or "cuda:N".
+    precision : {"fp32", "bf16", "int8"}
+        Weights and arithmetic, as ``transformer translate --precision``.
+    batching : {"continuous", "request"}
+        Step-level batching, or the request-level baseline.
+    max_batch_tokens : int
+        Source tokens times beam size over the running sentences; bounds the work (and memory) of a step.
+    max_queue : int
+        Sentences waiting to join the batch; beyond it requests get 503 with ``Retry-After``.
+    max_chars : int
+        Characters per request (all texts together); beyond it 413 (400 on LibreTranslate's endpoint).
+    api_keys : frozenset of str
+        Keys a client must send; empty: no key needed.
+    warmup_text : str
+        Sentence each model translates before ``/ready`` says yes.
+
+    Notes
+    -----
+    A larger ``max_batch_tokens`` raises throughput until a step's matrix products saturate the cores, then
+    only raises latency; ``max_queue`` bounds how long an accepted request can wait.
+    """
+
+    checkpoints: dict[str, Path]
+    host: str = "127.0.0.1"
+    port: int = 8000
+    engine: str = "pytorch"
+    device: str = "auto"
+    precision: str = "fp32"
+    batching: str = "continuous"
+    max_batch_tokens: int = 4096
+    max_queue: int = 1024
+    max_chars: int = 5000
+    api_keys: frozenset[str] = field(default_factory=frozenset)
+    warmup_text: str = "Hello."
+
+    def __post_init__(self) -> None:
+        if not self.checkpoints:
+            raise ValueError("ServeConfig.checkpoints: serve at least one model")
+        if self.engine not in SERVE_ENGINES:
+            raise ValueError(f"ServeConfig.engine={self.engine!r} is not one of {SERVE_ENGINES}")
+        if self.precision not in TRANSLATION_PRECISIONS:
+            raise ValueError(
+                f"ServeConfig.precision={self.precision!r} is not one of {TRANSLATION_PRECISIONS}"
+            )
+        if self.batching not in BATCHING_MODES:
+            raise ValueError(f"ServeConfig.batching={self.batching!r} is not one of {BATCHING_MODES}")
+        if self.engine == "ctranslate2" and self.batching == "continuous":
+            raise ValueError(
+                "--engine ctranslate2 --batching continuous: CTranslate2 runs its whole search in C++ with no "
+                "decoder step to batch at; use --batching request (the default with this engine)"
+            )
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"ServeConfig.port={self.port} is not a TCP port (0 to 65535)")
+        for name in ("max_batch_tokens", "max_queue", "max_chars"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and 0 < value < math.inf):
+                raise ValueError(f"ServeConfig.{name}={value} must be a positive integer")
+
+
+def parse_checkpoint_options(values: list[str]) -> dict[str, Path]:
+    """Turn ``--checkpoint DIR`` / ``--checkpoint NAME=DIR`` options into a name-to-directory mapping.
+
+    Parameters
+    ----------
+    values : list of str
+        The options in order; a bare ``DIR`` is named after the directory (``"default"`` for the first
+        when it is the only one).
+
+    Returns
+    -------
+    dict of str to Path
+        Names in option order (the first is the default model).
+
+    Notes
+    -----
+    Raises ValueError naming ``--checkpoint`` for an empty name or directory and for a name given twice.
+    A name may hold letters, digits, ``.``, ``_`` and ``-``, so it can travel in URLs and JSON untouched.
+    """
+    checkpoints: dict[str, Path] = {}
+    for value in values:
+        name, separator, directory = value.partition("=")
+        if not separator:
+            name, directory = ("default" if len(values) == 1 else Path(value).name), value
+        if not directory:
+            raise ValueError(f"--checkpoint {value!r}: no directory after '='")
+        if not name or not all(character.isalnum() or character in "._-" for character in name):
+            raise ValueError(
+                f"--checkpoint {value!r}: the model name must be letters, digits, '.', '_' or '-'"
+            )
+        if name in checkpoints:
+            raise ValueError(f"--checkpoint {value!r}: model name {name!r} is given twice")
+        checkpoints[name] = Path(directory)
+    return checkpoints
+
+
+def read_api_keys(path: Path) -> frozenset[str]:
+    """Read the API keys file: one key per line; blank lines and lines starting with ``#`` are skipped.
+
+    Parameters
+    ----------
+    path : Path
+        The ``--api-keys`` file.
+
+    Returns
+    -------
+    frozenset of str
+        The keys.
+
+    Notes
+    -----
+    Raises ValueError naming the file (and the line) when it cannot be read, holds no key, or a key holds
+    whitespace (a pasted key with a space would never match).
+    """
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"--api-keys {path}: cannot read it ({error})") from None
+    keys = set()
+    for number, line in enumerate(lines, start=1):
+        key = line.strip()
+        if not key or key.startswith("#"):
+            continue
+        if any(character.isspace() for character in key):
+            raise ValueError(f"--api-keys {path}:{number}: a key may not contain whitespace")
+        keys.add(key)
+    if not keys:
+        raise ValueError(f"--api-keys {path}: no key in the file (one key per line)")
+    return frozenset(keys)

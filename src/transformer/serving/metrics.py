@@ -1,0 +1,76 @@
+"""The server's Prometheus metrics, in a registry of its own (no process-wide state)."""
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+#: Latency buckets in seconds: a short sentence on a CPU takes milliseconds, a long queue seconds.
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+#: Rows per decoder step: powers of two up to a large beam batch.
+ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+class ServingMetrics:
+    """Counters, gauges and histograms of one server, exported at ``GET /metrics``.
+
+    Parameters
+    ----------
+    registry : CollectorRegistry or None
+        Where to register; a new registry by default, so two servers in one process (tests) never share.
+
+    Notes
+    -----
+    Names follow Prometheus conventions (``_total`` counters, ``_seconds`` durations). The worker thread
+    updates the batch metrics and the event loop the request metrics; ``prometheus_client`` metrics are
+    thread-safe.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        prefix = "transformer_serve"
+        self.requests = Counter(
+            f"{prefix}_requests", "HTTP requests by route and status code", ["route", "status"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.request_latency = Histogram(
+            f"{prefix}_request_latency_seconds", "Time from receiving a request to answering it", ["route"],
+            buckets=LATENCY_BUCKETS, registry=self.registry,
+        )  # fmt: skip
+        self.sentences = Counter(
+            f"{prefix}_sentences", "Sentences translated, by model", ["model"], registry=self.registry
+        )
+        self.sentences_cancelled = Counter(
+            f"{prefix}_sentences_cancelled",
+            "Sentences dropped because their client disconnected",
+            registry=self.registry,
+        )
+        self.tokens = Counter(
+            f"{prefix}_tokens", "Tokens by model and side (source, target)", ["model", "side"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.queue_depth = Gauge(
+            f"{prefix}_queue_depth", "Sentences waiting to join the batch", registry=self.registry
+        )
+        self.running_sentences = Gauge(
+            f"{prefix}_running_sentences", "Sentences in the running batch", registry=self.registry
+        )
+        self.batch_rows = Histogram(
+            f"{prefix}_batch_rows", "Decoder rows per step (sentences times beam)",
+            buckets=ROW_BUCKETS, registry=self.registry,
+        )  # fmt: skip
+        self.sentence_latency = Histogram(
+            f"{prefix}_sentence_latency_seconds", "Time from queueing a sentence to its result", ["stage"],
+            buckets=LATENCY_BUCKETS, registry=self.registry,
+        )  # fmt: skip
+
+    def export(self) -> bytes:
+        """Render every metric in the Prometheus text format.
+
+        Returns
+        -------
+        bytes
+            The body of ``GET /metrics``.
+
+        Notes
+        -----
+        Served with ``prometheus_client.CONTENT_TYPE_LATEST`` as its content type.
+        """
+        return generate_latest(self.registry)

@@ -1,0 +1,430 @@
+"""The model worker: one thread owns the models and runs every forward pass; the event loop never does.
+
+Requests put sentences into one queue (:meth:`ModelWorker.submit`) and get each result through a callback
+the moment that sentence's search ends. The thread loops:
+
+1. take the functions queued with :meth:`ModelWorker.call` (warm-up, attention maps) and run them;
+2. forget queued sentences whose client went away, and drop such sentences from the running batches;
+3. **continuous batching**: admit waiting sentences, oldest first, into the running batch of their model
+   and beam size while the token budget allows; run one decoder step of every running batch; hand back
+   the sentences that ended. **Request batching** (the baseline): take waiting sentences up to the budget,
+   run the offline search over them to the end, hand back all.
+
+The thread sleeps on a condition variable when there is nothing to do, and :meth:`ModelWorker.stop`
+drains what was accepted before it returns.
+"""
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from transformer.architectures import SequenceModel
+from transformer.config import DecodeConfig
+from transformer.data.batching import pad_sequences
+from transformer.decoding.beam_search import search
+from transformer.decoding.search import Hypothesis
+from transformer.interop.ctranslate2 import CTranslate2Translator
+from transformer.model.transformer import Transformer
+from transformer.serving.continuous_batching import ContinuousBatch, DecodedSentence, SentenceToDecode
+from transformer.serving.ctranslate2_engine import ctranslate2_search
+from transformer.serving.metrics import ServingMetrics
+from transformer.serving.padded_cache import model_device
+
+#: The values of ``--batching``.
+BATCHING_MODES = ("continuous", "request")
+
+
+class QueueFullError(RuntimeError):
+    """The waiting queue has no room for a request's sentences (HTTP 503 with Retry-After).
+
+    Notes
+    -----
+    Raised before any of the request's sentences is queued, so a refused request leaves nothing behind.
+    """
+
+
+class WorkerStoppedError(RuntimeError):
+    """The worker is shutting down and accepts no more work (HTTP 503).
+
+    Notes
+    -----
+    Raised by :meth:`ModelWorker.submit` and :meth:`ModelWorker.call` after :meth:`ModelWorker.stop`.
+    """
+
+
+class RequestHandle:
+    """What the sentences of one request share: whether its client is still waiting.
+
+    Notes
+    -----
+    The event loop calls :meth:`cancel` when the client disconnects; the worker thread reads
+    :attr:`cancelled` between steps. A plain bool is enough: one writer, readers tolerate one step of delay.
+    """
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        """Mark the request's sentences as no longer wanted.
+
+        Returns
+        -------
+        None
+
+        Notes
+        -----
+        Queued sentences are forgotten and running ones leave their batch at the worker's next step.
+        """
+        self.cancelled = True
+
+
+@dataclass(frozen=True)
+class SentenceTiming:
+    """Where a sentence's time went, in seconds.
+
+    Parameters
+    ----------
+    queued : float
+        From :meth:`ModelWorker.submit` to joining a batch.
+    decoding : float
+        From joining a batch to its result.
+
+    Notes
+    -----
+    Under continuous batching ``queued`` stays small while the budget has room; under request batching it
+    includes waiting for the batch before to end.
+    """
+
+    queued: float
+    decoding: float
+
+
+@dataclass(eq=False)
+class SentenceJob:
+    """One sentence to translate, and where its result goes.
+
+    Parameters
+    ----------
+    model : str
+        Name of the model to use.
+    src_ids : list of int
+        Source token ids ending with EOS.
+    decode_config : DecodeConfig
+        Search settings.
+    handle : RequestHandle
+        Shared by the sentences of one request.
+    deliver : callable
+        Called on the worker thread with the :class:`DecodedSentence` and :class:`SentenceTiming`; it must
+        return quickly (e.g. schedule the result on the event loop).
+    submitted_at : float
+        ``time.perf_counter()`` when it was queued (set on creation).
+    admitted_at : float
+        ``time.perf_counter()`` when it joined a batch (set by the worker).
+
+    Notes
+    -----
+    Jobs compare by identity (``eq=False``) and serve as the batch's keys.
+    """
+
+    model: str
+    src_ids: list[int]
+    decode_config: DecodeConfig
+    handle: RequestHandle
+    deliver: Callable[[DecodedSentence, SentenceTiming], None]
+    submitted_at: float = field(default_factory=time.perf_counter)
+    admitted_at: float = 0.0
+
+
+class ModelWorker:
+    """The thread that owns the models and decodes every queued sentence.
+
+    Parameters
+    ----------
+    models : dict of str to SequenceModel or CTranslate2Translator
+        What decodes each served model: a PyTorch model (on its device, in eval mode and its serving
+        precision) or a CTranslate2 export.
+    batching : {"continuous", "request"}
+        Step-level batching, or the request-level baseline.
+    max_batch_tokens : int
+        Budget of source tokens times beam size over all running sentences; a sentence over it alone
+        still runs, alone.
+    max_queue : int
+        Most sentences waiting to join; :meth:`submit` refuses a request that would exceed it.
+    metrics : ServingMetrics
+        Where batch and queue metrics go.
+
+    Notes
+    -----
+    Continuous batching needs the Transformer's incremental cache; other architectures (the recurrent
+    baseline) and CTranslate2 (no step-level API) are refused there, and serve with ``batching="request"``.
+    """
+
+    def __init__(
+        self,
+        models: dict[str, SequenceModel | CTranslate2Translator],
+        batching: str,
+        max_batch_tokens: int,
+        max_queue: int,
+        metrics: ServingMetrics,
+    ) -> None:
+        if batching not in BATCHING_MODES:
+            raise ValueError(f"batching={batching!r} is not one of {BATCHING_MODES}")
+        if batching == "continuous":
+            for name, model in models.items():
+                if not isinstance(model, Transformer):
+                    raise ValueError(
+                        f"model {name!r}: continuous batching decodes PyTorch Transformer models; serve "
+                        "this one with --batching request"
+                    )
+        self.models = models
+        self.batching = batching
+        self.max_batch_tokens = max_batch_tokens
+        self.max_queue = max_queue
+        self.metrics = metrics
+        self._waiting: deque[SentenceJob] = deque()
+        self._calls: list[tuple[Callable[[], Any], Future[Any]]] = []
+        self._batches: dict[tuple[str, int], ContinuousBatch] = {}
+        self._condition = threading.Condition()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="model-worker", daemon=True)
+
+    def start(self) -> None:
+        """Start the worker thread.
+
+        Returns
+        -------
+        None
+
+        Notes
+        -----
+        Call once; the thread runs until :meth:`stop`.
+        """
+        self._thread.start()
+
+    def submit(self, jobs: list[SentenceJob]) -> None:
+        """Queue a request's sentences, all or none.
+
+        Parameters
+        ----------
+        jobs : list of SentenceJob
+            The sentences, in order; they are decoded oldest request first.
+
+        Returns
+        -------
+        None
+
+        Notes
+        -----
+        Raises :class:`QueueFullError` when they do not all fit in ``max_queue`` and
+        :class:`WorkerStoppedError` after :meth:`stop`.
+        """
+        with self._condition:
+            if self._stopping:
+                raise WorkerStoppedError("the server is shutting down")
+            if len(self._waiting) + len(jobs) > self.max_queue:
+                raise QueueFullError(
+                    f"{len(self._waiting)} sentences are waiting and this request adds {len(jobs)}; "
+                    f"the queue holds {self.max_queue}"
+                )
+            self._waiting.extend(jobs)
+            self.metrics.queue_depth.set(len(self._waiting))
+            self._condition.notify()
+
+    def call(self, function: Callable[[], Any]) -> "Future[Any]":
+        """Run a function on the worker thread, between decoder steps (warm-up, attention maps).
+
+        Parameters
+        ----------
+        function : callable
+            Takes no argument; runs under ``torch.inference_mode``.
+
+        Returns
+        -------
+        concurrent.futures.Future
+            Its result or exception.
+
+        Notes
+        -----
+        Keeps every forward pass on one thread, so the event loop never blocks on the model and two
+        computations never compete for the CPU's cores. Raises :class:`WorkerStoppedError` after :meth:`stop`.
+        """
+        future: Future[Any] = Future()
+        with self._condition:
+            if self._stopping:
+                raise WorkerStoppedError("the server is shutting down")
+            self._calls.append((function, future))
+            self._condition.notify()
+        return future
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Refuse new work, finish everything accepted, and end the thread.
+
+        Parameters
+        ----------
+        timeout : float or None
+            Most seconds to wait for the thread; None waits as long as it takes.
+
+        Returns
+        -------
+        None
+
+        Notes
+        -----
+        Called when the server shuts down (SIGTERM): uvicorn has stopped accepting connections and waited for
+        the open requests, whose sentences this lets end.
+        """
+        with self._condition:
+            self._stopping = True
+            self._condition.notify()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        """Loop over calls, cancellations, admissions and one step per batch, until stopped and idle."""
+        with torch.inference_mode():
+            while True:
+                with self._condition:
+                    while not (self._waiting or self._calls or self._running() or self._stopping):
+                        self._condition.wait()
+                    if self._stopping and not (self._waiting or self._calls or self._running()):
+                        return
+                    calls, self._calls = self._calls, []
+                    self._forget_cancelled()
+                    admitted = self._take_admissible()
+                    self.metrics.queue_depth.set(len(self._waiting))
+                for function, future in calls:
+                    _run_call(function, future)
+                if self.batching == "continuous":
+                    self._step_continuous(admitted)
+                else:
+                    self._run_request_batch(admitted)
+
+    def _running(self) -> int:
+        return sum(batch.num_sentences for batch in self._batches.values())
+
+    def _forget_cancelled(self) -> None:
+        """Drop queued sentences of disconnected clients (called with the lock held)."""
+        cancelled = [job for job in self._waiting if job.handle.cancelled]
+        if cancelled:
+            self._waiting = deque(job for job in self._waiting if not job.handle.cancelled)
+            self.metrics.sentences_cancelled.inc(len(cancelled))
+
+    def _take_admissible(self) -> list[SentenceJob]:
+        """Pop waiting sentences, oldest first, while they fit the token budget (called with the lock held).
+
+        The oldest waiting sentence always goes first: a younger one never overtakes it, so a long sentence
+        waits at most until enough running ones end. With nothing running, one sentence goes in whatever
+        its size.
+        """
+        used = sum(batch.source_tokens for batch in self._batches.values())
+        taken: list[SentenceJob] = []
+        widest = 0
+        while self._waiting:
+            job = self._waiting[0]
+            if self.batching == "continuous":
+                cost = used + job.decode_config.beam_size * len(job.src_ids)
+            else:  # a padded batch: every row as wide as the longest
+                widest = max(widest, len(job.src_ids))
+                cost = (len(taken) + 1) * widest * job.decode_config.beam_size
+            if (used or taken) and cost > self.max_batch_tokens:
+                break
+            if self.batching == "continuous":
+                used = cost
+            taken.append(self._waiting.popleft())
+        now = time.perf_counter()
+        for job in taken:
+            job.admitted_at = now
+        return taken
+
+    def _step_continuous(self, admitted: list[SentenceJob]) -> None:
+        """Admit sentences to their batches, drop cancelled ones, run one step of every batch."""
+        for job in admitted:
+            key = (job.model, job.decode_config.beam_size)
+            if key not in self._batches:
+                model = self.models[job.model]
+                assert isinstance(model, Transformer)
+                self._batches[key] = ContinuousBatch(model, job.decode_config.beam_size)
+        for key, batch in self._batches.items():
+            joining = [job for job in admitted if (job.model, job.decode_config.beam_size) == key]
+            try:
+                batch.admit([SentenceToDecode(job, job.src_ids, job.decode_config) for job in joining])
+            except Exception as error:  # a bad input must not take the worker down
+                self._fail(joining, error)
+            cancelled = {job for job in batch.keys if isinstance(job, SentenceJob) and job.handle.cancelled}
+            if cancelled:
+                self.metrics.sentences_cancelled.inc(batch.drop(set(cancelled)))
+        running = 0
+        for batch in self._batches.values():
+            if not batch.num_sentences:
+                continue
+            self.metrics.batch_rows.observe(batch.num_rows)
+            try:
+                results = batch.step()
+            except Exception as error:  # fail this batch's sentences, keep serving the others
+                failed = [job for job in batch.keys if isinstance(job, SentenceJob)]
+                batch.drop(set(batch.keys))
+                self._fail(failed, error)
+                continue
+            for result in results:
+                self._deliver(result)
+            running += batch.num_sentences
+        self.metrics.running_sentences.set(running)
+
+    def _run_request_batch(self, admitted: list[SentenceJob]) -> None:
+        """Decode the admitted sentences to the end with the offline search (the baseline)."""
+        groups: dict[tuple[str, DecodeConfig], list[SentenceJob]] = {}
+        for job in admitted:
+            groups.setdefault((job.model, job.decode_config), []).append(job)
+        for (name, config), jobs in groups.items():
+            model = self.models[name]
+            self.metrics.batch_rows.observe(len(jobs) * config.beam_size)
+            self.metrics.running_sentences.set(len(jobs))
+            try:
+                hypotheses = _search_to_the_end(model, [job.src_ids for job in jobs], config)
+            except Exception as error:
+                self._fail(jobs, error)
+                continue
+            for job, sentence_hypotheses in zip(jobs, hypotheses, strict=True):
+                steps = max((len(item.tokens) for item in sentence_hypotheses), default=0)
+                self._deliver(DecodedSentence(job, sentence_hypotheses, steps))
+        self.metrics.running_sentences.set(0)
+
+    def _deliver(self, result: DecodedSentence) -> None:
+        job = result.key
+        assert isinstance(job, SentenceJob)
+        now = time.perf_counter()
+        timing = SentenceTiming(job.admitted_at - job.submitted_at, now - job.admitted_at)
+        self.metrics.sentence_latency.labels("queued").observe(timing.queued)
+        self.metrics.sentence_latency.labels("decoding").observe(timing.decoding)
+        job.deliver(result, timing)
+
+    def _fail(self, jobs: list[SentenceJob], error: Exception) -> None:
+        message = f"{type(error).__name__}: {error}"
+        for job in jobs:
+            self._deliver(DecodedSentence(job, [], 0, message))
+
+
+def _search_to_the_end(
+    model: SequenceModel | CTranslate2Translator, src_ids: list[list[int]], config: DecodeConfig
+) -> list[list[Hypothesis]]:
+    """Decode a padded batch to its end: the offline search, or CTranslate2's."""
+    if isinstance(model, CTranslate2Translator):
+        return ctranslate2_search(model, src_ids, config)
+    src_tokens = pad_sequences(src_ids, model.config.pad_id)
+    return search(model, src_tokens.to(model_device(model)), config)
+
+
+def _run_call(function: Callable[[], Any], future: "Future[Any]") -> None:
+    """Run one queued function and settle its future."""
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        future.set_result(function())
+    except Exception as error:
+        future.set_exception(error)

@@ -1,0 +1,202 @@
+"""A model the server offers: what decodes (PyTorch or CTranslate2), its tokenizer, search settings, languages."""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from transformer.architectures import SequenceModel
+from transformer.checkpoint import STATE_FILE, resolve_checkpoint
+from transformer.config import DataConfig, DecodeConfig
+from transformer.data.text_tokenizer import TextTokenizer
+from transformer.decoding.translator import DEFAULT_MAX_INPUT_TOKENS, Translator
+from transformer.interop.ctranslate2 import CTranslate2Translator
+
+#: The language code of a model whose checkpoint does not record its languages (ISO 639-2 "undetermined").
+UNKNOWN_LANGUAGE = "und"
+#: CTranslate2 compute type for each ``--precision``.
+CTRANSLATE2_COMPUTE_TYPES = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
+#: The tokenizer settings file of a checkpoint converted from HuggingFace Marian.
+MARIAN_TOKENIZER_CONFIG = "tokenizer_config.json"
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """One model behind the server, with what the API needs to describe and use it.
+
+    Parameters
+    ----------
+    name : str
+        The name clients choose it by (``"model"`` in ``/v1/translate``).
+    engine_model : SequenceModel or CTranslate2Translator
+        What decodes: the PyTorch model (on the serving device and precision), or a CTranslate2 export.
+    tokenizer : TextTokenizer
+        Its tokenizer.
+    decode_config : DecodeConfig
+        Default search settings (the checkpoint's run's; for CTranslate2 the paper's alpha with the power
+        penalty, the only one CTranslate2 has).
+    precision : {"fp32", "bf16", "int8"}
+        Arithmetic of the model.
+    max_input_tokens : int
+        Longer inputs are cut to this many tokens, EOS included, as ``transformer translate`` cuts them.
+    source_lang, target_lang : str
+        Language codes (ISO 639-1 where known), ``"und"`` when the checkpoint does not say.
+    checkpoint : Path
+        The directory it was loaded from.
+
+    Notes
+    -----
+    The server encodes and decodes text here and searches with the worker, not with
+    ``Translator.translate``, so that sentences of all requests share batches.
+    """
+
+    name: str
+    engine_model: SequenceModel | CTranslate2Translator
+    tokenizer: TextTokenizer
+    decode_config: DecodeConfig
+    precision: str
+    max_input_tokens: int
+    source_lang: str
+    target_lang: str
+    checkpoint: Path
+
+    def encode(self, sentence: str) -> list[int]:
+        """Encode a source sentence as the translator does: BPE ids, cut to the input limit, then EOS.
+
+        Parameters
+        ----------
+        sentence : str
+            One non-empty source sentence.
+
+        Returns
+        -------
+        list of int
+            Token ids ending with EOS, at most ``max_input_tokens`` long.
+
+        Notes
+        -----
+        The same ids as ``Translator.translate``'s (and ``CTranslate2Translator.encode``'s), so a sentence
+        decodes to the same translation as with ``transformer translate``; longer inputs are cut as there.
+        """
+        ids = self.tokenizer.encode(sentence.strip())[: self.max_input_tokens - 1]
+        return [*ids, self.engine_model.config.eos_id]
+
+    def decode(self, tokens: list[int]) -> str:
+        """Turn output token ids into text, as ``Translator.translate`` does.
+
+        Parameters
+        ----------
+        tokens : list of int
+            A hypothesis's tokens.
+
+        Returns
+        -------
+        str
+            Detokenised text without surrounding whitespace.
+
+        Notes
+        -----
+        Special tokens are skipped by the tokenizer.
+        """
+        return self.tokenizer.decode(tokens).strip()
+
+
+def load_served_model(name: str, checkpoint: Path, engine: str, device: str, precision: str) -> ServedModel:
+    """Load a checkpoint (or a CTranslate2 export) for serving.
+
+    Parameters
+    ----------
+    name : str
+        Name to serve it under.
+    checkpoint : Path
+        Checkpoint or run directory (a run serves its best checkpoint); with ``engine="ctranslate2"`` a
+        directory written by ``transformer convert --to ctranslate2``.
+    engine : {"pytorch", "ctranslate2"}
+        What decodes.
+    device : str
+        "auto", "cpu", "cuda" or "cuda:N" ("cuda:N" is PyTorch only).
+    precision : {"fp32", "bf16", "int8"}
+        As ``transformer translate --precision``; for CTranslate2 its compute type.
+
+    Returns
+    -------
+    ServedModel
+        Ready to translate, with the search settings the checkpoint's run used.
+
+    Notes
+    -----
+    Raises the same one-line errors as ``transformer translate`` for a missing or damaged checkpoint and
+    an unsupported precision.
+    """
+    if engine == "ctranslate2":
+        return _load_ctranslate2(name, Path(checkpoint), device, precision)
+    translator = Translator.from_checkpoint(checkpoint, None, device, precision)
+    directory = resolve_checkpoint(Path(checkpoint))
+    source_lang, target_lang = checkpoint_languages(directory)
+    return ServedModel(
+        name,
+        translator.model,
+        translator.tokenizer,
+        translator.decode_config,
+        precision,
+        translator.max_input_tokens,
+        source_lang,
+        target_lang,
+        directory,
+    )
+
+
+def _load_ctranslate2(name: str, directory: Path, device: str, precision: str) -> ServedModel:
+    """Load a CTranslate2 export; its compute type follows ``precision``."""
+    if device.startswith("cuda:"):
+        raise ValueError(f"--device {device}: with --engine ctranslate2 use --device cuda (or auto, cpu)")
+    compute_type = CTRANSLATE2_COMPUTE_TYPES[precision]
+    translator = CTranslate2Translator.from_directory(directory, device, compute_type)
+    source_lang, target_lang = checkpoint_languages(directory)
+    return ServedModel(
+        name,
+        translator,
+        translator.tokenizer,
+        DecodeConfig(length_penalty_form="power"),
+        precision,
+        min(DEFAULT_MAX_INPUT_TOKENS, translator.max_positions),
+        source_lang,
+        target_lang,
+        directory,
+    )
+
+
+def checkpoint_languages(directory: Path) -> tuple[str, str]:
+    """Read a checkpoint's source and target languages from what it stores.
+
+    Parameters
+    ----------
+    directory : Path
+        A checkpoint directory.
+
+    Returns
+    -------
+    tuple of str
+        (source, target): from the training run's data settings (``trainer_state.json``), else from a
+        converted Marian model's ``tokenizer_config.json``, else ``("und", "und")``.
+
+    Notes
+    -----
+    The languages name the model in ``GET /languages`` and pick the sentence splitter's rules; an unknown
+    language gets the splitter's generic rules and matches any language a LibreTranslate client names.
+    """
+    state_file = directory / STATE_FILE
+    if state_file.is_file():
+        data = json.loads(state_file.read_text(encoding="utf-8")).get("experiment", {}).get("data")
+        if isinstance(data, dict):
+            defaults = DataConfig()
+            return (
+                str(data.get("source_lang", defaults.source_lang)),
+                str(data.get("target_lang", defaults.target_lang)),
+            )
+    marian_file = directory / MARIAN_TOKENIZER_CONFIG
+    if marian_file.is_file():
+        settings = json.loads(marian_file.read_text(encoding="utf-8"))
+        source, target = settings.get("source_lang"), settings.get("target_lang")
+        if isinstance(source, str) and isinstance(target, str):
+            return source, target
+    return UNKNOWN_LANGUAGE, UNKNOWN_LANGUAGE

@@ -1,0 +1,128 @@
+"""Load the models and run the server until SIGTERM or Ctrl-C: what ``transformer serve`` calls."""
+
+import signal
+import socket
+import threading
+from types import FrameType
+
+import uvicorn
+
+from transformer.serving.app import create_app
+from transformer.serving.config import ServeConfig
+from transformer.serving.metrics import ServingMetrics
+from transformer.serving.model_worker import ModelWorker
+from transformer.serving.served_model import ServedModel, load_served_model
+from transformer.serving.server_state import ServerState
+
+
+def build_server_state(config: ServeConfig) -> ServerState:
+    """Load every model and prepare (not start) the worker.
+
+    Parameters
+    ----------
+    config : ServeConfig
+        The server's settings.
+
+    Returns
+    -------
+    ServerState
+        Models, worker, metrics; the app's lifespan starts the worker.
+
+    Notes
+    -----
+    Models load before the port opens, so a wrong ``--checkpoint`` ends the command with its one-line
+    error instead of a server that answers 503 forever. Raises ValueError (CheckpointError included) naming
+    the option at fault.
+    """
+    models: dict[str, ServedModel] = {}
+    for name, directory in config.checkpoints.items():
+        models[name] = load_served_model(name, directory, config.engine, config.device, config.precision)
+    metrics = ServingMetrics()
+    worker = ModelWorker(
+        {name: model.engine_model for name, model in models.items()},
+        config.batching,
+        config.max_batch_tokens,
+        config.max_queue,
+        metrics,
+    )
+    return ServerState(config, models, worker, metrics)
+
+
+def serve(config: ServeConfig) -> int:
+    """Serve until SIGTERM or SIGINT, then finish the requests in flight and return.
+
+    Parameters
+    ----------
+    config : ServeConfig
+        The server's settings.
+
+    Returns
+    -------
+    int
+        0 after a graceful shutdown.
+
+    Notes
+    -----
+    uvicorn handles the signals: it stops accepting connections, waits for the open requests to be answered
+    (their sentences keep decoding on the worker), then runs the app's shutdown, which stops the worker
+    once it is idle. Uvicorn's own log lines (listening address, access log) go to standard error.
+    """
+    listening = bind_socket(config.host, config.port)
+    try:
+        state = build_server_state(config)
+    except BaseException:
+        listening.close()
+        raise
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(state), host=config.host, port=config.port, log_level="info")
+    )
+    # uvicorn re-raises the signal it shut down on, once its own handler is removed; with the default
+    # SIGTERM handler that would end the process with status -15 after a clean shutdown. A handler that
+    # ignores it makes SIGTERM end the command with status 0 (SIGINT keeps its handler: an interrupt).
+    previous = signal.signal(signal.SIGTERM, _note_sigterm) if _in_main_thread() else None
+    try:
+        server.run(sockets=[listening])
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    return 0
+
+
+def _note_sigterm(signal_number: int, frame: FrameType | None) -> None:
+    """Accept the SIGTERM uvicorn re-raises after its graceful shutdown: the shutdown is already done."""
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Open the listening socket before anything slow, so a taken port is a one-line error.
+
+    Parameters
+    ----------
+    host : str
+        Address (IPv4 or IPv6) to listen on.
+    port : int
+        TCP port; 0 picks a free one.
+
+    Returns
+    -------
+    socket.socket
+        Bound, not yet listening (uvicorn listens on it).
+
+    Notes
+    -----
+    Raises ValueError naming ``--host``/``--port`` when the address cannot be bound (in use, not local,
+    no permission). Binding here rather than in uvicorn also keeps the port from being taken while the
+    models load.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+    except OSError as error:
+        listening.close()
+        raise ValueError(f"--host {host} --port {port}: cannot listen there ({error.strerror})") from None
+    return listening

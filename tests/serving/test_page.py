@@ -1,0 +1,74 @@
+"""The page at ``/`` in headless Chromium: the translation appears and the attention heatmap renders."""
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from urllib.parse import urlencode
+
+import numpy as np
+import pytest
+from matplotlib import colormaps
+from matplotlib.image import imread
+
+from tests.serving.conftest import free_port, running_server
+from transformer.decoding.translator import Translator
+from transformer.serving.config import ServeConfig
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1200,1600",
+    "--virtual-time-budget=8000",
+]
+
+
+def run_chromium(tmp_path: Path, url: str, *mode: str) -> subprocess.CompletedProcess[str]:
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("chromium is not on PATH (Debian: apt-get install chromium)")
+    profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
+    command = [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *mode, url]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=90, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
+
+def heatmap_pixels(path: Path) -> int:
+    """Pixels of a screenshot close to a colour of the viewer's viridis scale (none on the plain page)."""
+    image = imread(path)[..., :3]
+    samples = np.array([colormaps["viridis"](fraction)[:3] for fraction in np.linspace(0.0, 1.0, 21)])
+    distance = np.abs(image[:, :, None, :] - samples[None, None, :, :]).max(axis=-1)  # (h, w, samples)
+    return int((distance < 0.04).any(axis=-1).sum())
+
+
+def test_the_page_translates_and_shows_a_sentences_attention(
+    served_run: Path, valid_sentences, tmp_path
+) -> None:
+    first, second = valid_sentences[:2]
+    expected = Translator.from_checkpoint(served_run, device="cpu").translate([first, second])
+    config = ServeConfig(checkpoints={"default": served_run}, port=free_port())
+    with running_server(config) as base_url:
+        query = urlencode({"text": f"{first} {second}", "attention": "1"})
+        dom = run_chromium(tmp_path, f"{base_url}/?{query}", "--dump-dom").stdout
+        with_attention = tmp_path / "with-attention.png"
+        run_chromium(tmp_path, f"{base_url}/?{query}", f"--screenshot={with_attention}")
+        without_attention = tmp_path / "without-attention.png"
+        plain_query = urlencode({"text": f"{first} {second}"})
+        run_chromium(tmp_path, f"{base_url}/?{plain_query}", f"--screenshot={without_attention}")
+    translation = re.search(r'<div id="translation"[^>]*>(.*?)</div>', dom, re.S)
+    assert translation is not None, dom[-3000:]
+    assert translation.group(1) == f"{expected[0]} {expected[1]}".replace("&", "&amp;")
+    assert len(re.findall(r'<tr data-index="\d"', dom)) == 2
+    assert re.search(r'<tr data-index="1" class="chosen">', dom)
+    frame = re.search(r'<iframe id="attention"[^>]*src="(/v1/attention\?[^"]*)"', dom)
+    assert frame is not None and "hidden" not in frame.group(0)
+    # The viewer in the frame drew its heatmaps; the same page without a chosen sentence has none.
+    assert heatmap_pixels(with_attention) > 20_000
+    assert heatmap_pixels(without_attention) < 500

@@ -2,8 +2,10 @@
 
 Every public function, class, method and property carries a numpy-style docstring with a description,
 ``Parameters`` (when it takes any, each with a type), ``Returns`` (``Yields`` for generators; not for classes)
-and a ``Notes`` section that says something. The checker parses docstrings itself (a section is a title line
-followed by a line of dashes), so the convention costs no extra dependency.
+and a ``Notes`` section that says something. The exceptions an object raises are listed in a ``Raises``
+section (after ``Returns``, before ``Notes``), one type per line with an indented description, never told in
+the prose of ``Notes``. The checker parses docstrings itself (a section is a title line followed by a line of
+dashes), so the convention costs no extra dependency.
 
 ``python tests/test_docstrings.py`` prints every violation grouped by file and exits 1 if there is any.
 """
@@ -28,6 +30,12 @@ from typing import Any
 import pytest
 
 PACKAGE = "transformer"
+
+# Issue #30: modules that another change is rewriting while their exceptions move into Raises sections; their
+# Notes still tell some raises in prose. Only that check ("Notes say it raises ...") is waived for them, every
+# other one applies, and test_raises_waiver_is_still_needed fails once a module no longer needs its waiver, so
+# the list cannot outlive its reason.
+RAISES_NOT_YET_CONVERTED = ("transformer.cli", "transformer.serving")
 
 # numpydoc's section titles. Any other title is reported: "Note" or "Return" would otherwise show up only as
 # a missing "Notes" or "Returns", with no hint why.
@@ -281,6 +289,104 @@ def filler_reason(notes: str) -> str | None:
 
 
 # ==============================================================================================================
+# Exceptions: a Raises section, not prose in Notes
+# ==============================================================================================================
+
+# "Raises ValueError naming ...", "a bad key raises ``ValueError``", "raise :class:`~pkg.CorpusError`",
+# "a ValueError is raised": a raise that names the exception type. Case matters for the type (a capitalised
+# name ending in Error or Exception), so "raises an error" or "re-raises" without a type are prose, as are
+# "Raised by ..." in an exception class's own notes.
+_RAISING = re.compile(
+    r"""
+    \b[Rr]aise[sd]?\s+(?:an?\s+)?(?::\w+:`~?|``)?(?:\w+\.)*(?P<raised>[A-Z]\w*(?:Error|Exception))\b
+    | \b(?P<named>[A-Z]\w*(?:Error|Exception))(?:``|`)?\s+(?:is|are)\s+raised\b
+    """,
+    re.VERBOSE,
+)
+# A Raises item names one exception type, possibly qualified (``argparse.ArgumentTypeError``).
+_EXCEPTION_TYPE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*")
+# numpydoc's order; a section absent from a docstring constrains nothing.
+_BEFORE_RAISES = ("Parameters", "Returns", "Yields", "Receives", "Other Parameters")
+_AFTER_RAISES = ("Warns", "Warnings", "See Also", "Notes", "References", "Examples")
+
+
+def exceptions_raised_in_prose(text: str) -> list[str]:
+    """Name the exception types a piece of prose says are raised.
+
+    Parameters
+    ----------
+    text : str
+        A section body, e.g. of ``Notes``.
+
+    Returns
+    -------
+    list[str]
+        The unqualified type names in order of first mention, each once; empty when no raise names a type.
+
+    Notes
+    -----
+    ``:class:`~pkg.mod.CorpusError``` and ````argparse.ArgumentTypeError```` count as ``CorpusError`` and
+    ``ArgumentTypeError``, so a Raises item written either way matches them.
+    """
+    names: list[str] = []
+    for match in _RAISING.finditer(" ".join(text.split())):
+        name = match.group("raised") or match.group("named")
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def raises_problems(sections: dict[str, str]) -> list[str]:
+    """List what is wrong with how a docstring documents the exceptions it raises.
+
+    Parameters
+    ----------
+    sections : dict[str, str]
+        The docstring's sections, in their order (:attr:`ParsedDocstring.sections`).
+
+    Returns
+    -------
+    list[str]
+        One problem per item: a raise told in ``Notes`` with no ``Raises`` item for its type, a malformed
+        ``Raises`` item, an empty ``Raises`` section, or one out of numpydoc's order.
+
+    Notes
+    -----
+    Issue #30: exceptions go in a numpydoc ``Raises`` section, where a reader (and Sphinx) looks for them, not
+    in the prose of ``Notes``. A ``Raises`` item is a type at column 0 with its description indented below;
+    prose at column 0 ("Raises ValueError when ...") or a type with no description is reported.
+    """
+    problems = []
+    listed: set[str] = set()
+    if "Raises" in sections:
+        entries = section_entries(sections["Raises"], named=False)
+        if not entries:
+            problems.append("empty Raises")
+        for entry in entries:
+            header = " : ".join(part for part in (", ".join(entry.names), entry.type) if part)
+            if entry.names or not _EXCEPTION_TYPE.fullmatch(entry.type):
+                problems.append(f"Raises: {header!r} is not an exception type on a line of its own")
+            elif not entry.description:
+                problems.append(f"Raises: {entry.type} has no indented description")
+            else:
+                listed.add(entry.type.rpartition(".")[2])
+        titles = list(sections)
+        position = titles.index("Raises")
+        problems.extend(
+            f"Raises comes before {title}" for title in _BEFORE_RAISES if title in titles[position + 1 :]
+        )
+        problems.extend(
+            f"Raises comes after {title}" for title in _AFTER_RAISES if title in titles[:position]
+        )
+    problems.extend(
+        f"Notes say it raises {name}, which has no Raises item"
+        for name in exceptions_raised_in_prose(sections.get("Notes", ""))
+        if name not in listed
+    )
+    return problems
+
+
+# ==============================================================================================================
 # Checking one docstring
 # ==============================================================================================================
 
@@ -367,6 +473,7 @@ def check_docstring(
         reason = filler_reason(parsed.sections["Notes"])
         if reason is not None:
             problems.append(f"filler Notes ({reason}): {' '.join(parsed.sections['Notes'].split())!r}")
+    problems.extend(raises_problems(parsed.sections))
     return problems
 
 
@@ -637,12 +744,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("module_name", names, ids=names)
 
 
+def raises_waived(module_name: str) -> bool:
+    """Whether a module is exempt from the raises-in-Notes check (:data:`RAISES_NOT_YET_CONVERTED`)."""
+    return any(module_name == name or module_name.startswith(f"{name}.") for name in RAISES_NOT_YET_CONVERTED)
+
+
+def is_raise_in_notes(violation: str) -> bool:
+    """Whether a violation is a raise told in Notes, the one kind :data:`RAISES_NOT_YET_CONVERTED` waives."""
+    return ": Notes say it raises " in violation
+
+
 def test_module_docstrings(module_name: str) -> None:
     try:
         module = import_module(module_name)
     except OptionalDependencyMissingError as missing:
         pytest.skip(f"{module_name} needs {missing}, which is not installed")
     violations = check_module(module)
+    if raises_waived(module_name):
+        violations = [violation for violation in violations if not is_raise_in_notes(violation)]
     assert not violations, f"{len(violations)} docstring violations in {module_name}:\n" + "\n".join(
         violations
     )
@@ -653,6 +772,22 @@ def test_every_module_is_found() -> None:
     assert names[0] == PACKAGE
     assert len(names) == len(set(names)) > 1
     assert all(name.startswith(f"{PACKAGE}.") for name in names[1:])
+
+
+@pytest.mark.parametrize("waived", RAISES_NOT_YET_CONVERTED)
+def test_raises_waiver_is_still_needed(waived: str) -> None:
+    names = [
+        name for name in package_modules() if raises_waived(name) and (name + ".").startswith(waived + ".")
+    ]
+    if not names:
+        pytest.skip(f"{waived} is not in this checkout")
+    found = []
+    for name in names:
+        try:
+            found.extend(filter(is_raise_in_notes, check_module(import_module(name))))
+        except OptionalDependencyMissingError as missing:
+            pytest.skip(f"{name} needs {missing}, which is not installed")
+    assert found, f"{waived} tells no raise in Notes any more: remove it from RAISES_NOT_YET_CONVERTED"
 
 
 def test_only_a_missing_third_party_package_skips_a_module(
@@ -1017,6 +1152,109 @@ def test_exceptions_and_protocols_document_no_inherited_constructor() -> None:
     ]
 
 
+def with_notes(notes: str, raises: str = "") -> str:
+    """GOOD_FUNCTION with its Notes replaced and, when given, a Raises section (body lines) before them."""
+    source = GOOD_FUNCTION.replace(
+        "Section 3.4: the embeddings are multiplied by sqrt(d_model) so they are not drowned by the encodings.",
+        notes,
+    )
+    if raises:
+        body = "".join(
+            f"    {line}\n" if line else "\n" for line in textwrap.dedent(raises).strip("\n").split("\n")
+        )
+        source = source.replace("    Notes\n", f"    Raises\n    ------\n{body}\n    Notes\n")
+    return source
+
+
+def test_a_raise_told_in_notes_needs_a_raises_section() -> None:
+    source = with_notes("Scaling keeps the embeddings in range. Raises ValueError for a negative factor.")
+    assert violations_in(source) == ["fake.scale: Notes say it raises ValueError, which has no Raises item"]
+
+
+def test_a_raises_section_before_notes_complies() -> None:
+    source = with_notes(
+        "Scaling keeps the embeddings in range, whatever the factor's sign.",
+        raises="""
+        ValueError
+            For a negative factor.
+        argparse.ArgumentTypeError
+            For a factor that is not a number.
+        """,
+    )
+    assert violations_in(source) == []
+
+
+def test_notes_may_name_a_raise_the_raises_section_lists() -> None:
+    source = with_notes(
+        "Text raises ``ArgumentTypeError`` at parsing; a negative factor raises ValueError later.",
+        raises="""
+        argparse.ArgumentTypeError
+            For a factor that is not a number.
+        """,
+    )
+    assert violations_in(source) == ["fake.scale: Notes say it raises ValueError, which has no Raises item"]
+
+
+@pytest.mark.parametrize(
+    ("notes", "names"),
+    [
+        ("Raises ValueError naming the file.", ["ValueError"]),
+        ("An unknown key raises ``argparse.ArgumentTypeError`` quoting it.", ["ArgumentTypeError"]),
+        (
+            "Raises :class:`~transformer.data.corpora.CorpusError` when a side\n    is missing.",
+            ["CorpusError"],
+        ),
+        ("Without one a ValueError is raised before anything is created.", ["ValueError"]),
+        (
+            "Ids outside the vocabulary raise a KeyError; so does a negative one: raises KeyError.",
+            ["KeyError"],
+        ),
+        (
+            "Raises OSError for an unreadable file and raised TokenStoreError otherwise.",
+            ["OSError", "TokenStoreError"],
+        ),
+        ("Never raises, since it runs while an error may be on its way out.", []),
+        ("If the block raises (a full disk, Ctrl-C), the temporary file is removed.", []),
+        ("Raised by :func:`load_lexicon` in place of the ``KeyError`` a bad entry would cause.", []),
+        ("On Ctrl-C the workers are stopped and the runner re-raises; it raises an error too.", []),
+        ("Dividing by a larger penalty raises their score.", []),
+    ],
+)
+def test_raises_told_in_prose_are_found(notes: str, names: list[str]) -> None:
+    assert exceptions_raised_in_prose(notes) == names
+
+
+def test_malformed_raises_items_are_reported() -> None:
+    source = with_notes(
+        "Scaling keeps the embeddings in range, whatever the factor's sign.",
+        raises="""
+        Raises ValueError for a negative factor.
+        TypeError
+        KeyError : when the factor is missing
+            It is looked up by name.
+        """,
+    )
+    assert violations_in(source) == [
+        "fake.scale: Raises: 'KeyError : when the factor is missing' is not an exception type on a line of its own",
+        "fake.scale: Raises: 'Raises ValueError for a negative factor.' is not an exception type on a line of its own",
+        "fake.scale: Raises: TypeError has no indented description",
+    ]
+
+
+def test_an_empty_raises_section_is_reported() -> None:
+    source = with_notes("Scaling keeps the embeddings in range, whatever the factor's sign.")
+    source = source.replace("    Notes\n", "    Raises\n    ------\n\n    Notes\n")
+    assert violations_in(source) == ["fake.scale: empty Raises"]
+
+
+def test_raises_section_out_of_order_is_reported() -> None:
+    raises = "    Raises\n    ------\n    ValueError\n        For a negative factor.\n\n"
+    after_notes = GOOD_FUNCTION.replace('    """\n    return', f'\n{raises}    """\n    return')
+    before_returns = GOOD_FUNCTION.replace("    Returns\n", f"{raises}    Returns\n")
+    assert violations_in(after_notes) == ["fake.scale: Raises comes after Notes"]
+    assert violations_in(before_returns) == ["fake.scale: Raises comes before Returns"]
+
+
 # ==============================================================================================================
 # Script: the whole backlog, grouped by file
 # ==============================================================================================================
@@ -1029,7 +1267,8 @@ def collect_violations() -> tuple[dict[str, list[str]], list[str], int, int]:
     -------
     tuple[dict[str, list[str]], list[str], int, int]
         The violations by source file (files that have some), one line per module skipped for a missing
-        optional dependency, the number of objects checked, and how many of them comply.
+        optional dependency and per violation waived by :data:`RAISES_NOT_YET_CONVERTED`, the number of
+        objects checked, and how many of them comply.
 
     Notes
     -----
@@ -1051,6 +1290,11 @@ def collect_violations() -> tuple[dict[str, list[str]], list[str], int, int]:
         violations = sorted(
             f"{qualname}: {problem}" for qualname, problems in results for problem in problems
         )
+        if raises_waived(name):
+            skipped.extend(
+                f"{violation} (waived, issue #30)" for violation in violations if is_raise_in_notes(violation)
+            )
+            violations = [violation for violation in violations if not is_raise_in_notes(violation)]
         if violations:
             by_file.setdefault(source_file(name), []).extend(violations)
     return by_file, skipped, checked, compliant

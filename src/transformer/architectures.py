@@ -56,10 +56,18 @@ def model_config_from_dict(values: dict[str, Any]) -> ModelConfig:
     TransformerConfig or RNNConfig
         The validated config.
 
+    Raises
+    ------
+    ValueError
+        Naming ``model.architecture`` for an unknown architecture, or from the config class for an unknown or
+        invalid field.
+    TypeError
+        From the config class, for a wrongly typed field.
+
     Notes
     -----
-    Raises ValueError naming ``model.architecture`` for an unknown architecture, and the config class's own
-    errors for unknown or invalid fields (a ``d_model`` in an RNN config is refused, not ignored).
+    The config class's own ``from_dict`` builds the result, so a field of the other architecture (a
+    ``d_model`` in an RNN config) is refused, not ignored.
     """
     values = dict(values)
     architecture = values.get("architecture", ARCHITECTURES[0])

@@ -176,10 +176,14 @@ def write_text_atomically(path: Path, text: str) -> None:
     -------
     None
 
+    Raises
+    ------
+    UnicodeEncodeError
+        For text that cannot be encoded as UTF-8 (a lone surrogate); ``path`` is left untouched.
+
     Notes
     -----
-    Encoded here, before the file is opened, so text that cannot be encoded (a lone surrogate) raises without
-    touching ``path``.
+    Encoded here, before the file is opened, so text that cannot be encoded fails without touching ``path``.
     """
     write_bytes_atomically(path, text.encode("utf-8"))
 
@@ -198,9 +202,16 @@ def write_json_atomically(path: Path, values: Any) -> None:
     -------
     None
 
+    Raises
+    ------
+    TypeError
+        From ``json.dumps``, for a value that is not JSON-serialisable; ``path`` is left untouched.
+    ValueError
+        From ``json.dumps``, for a circular reference; ``path`` is left untouched.
+
     Notes
     -----
-    The JSON is serialised before the file is opened, so a value that cannot be serialised raises without
+    The JSON is serialised before the file is opened, so a value that cannot be serialised fails without
     touching ``path``.
     """
     write_text_atomically(path, json.dumps(values, indent=1))

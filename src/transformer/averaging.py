@@ -41,12 +41,18 @@ def select_last_checkpoints(run_dir: Path, last: int) -> list[Path]:
     list of Path
         Checkpoint directories by ascending step; fewer than ``last`` when the run kept fewer.
 
+    Raises
+    ------
+    ValueError
+        For ``last < 1``, naming the option.
+    CheckpointError
+        For a run without checkpoints, naming the directory.
+
     Notes
     -----
     The run keeps ``train.keep_checkpoints`` checkpoints (plus its best), so averaging the last 5 needs
-    ``keep_checkpoints >= 5``; with fewer, the selection can include the best checkpoint from much earlier
-    in the run, not a consecutive window. Raises ValueError for ``last < 1`` and CheckpointError for a run
-    without checkpoints; both name the option or directory at fault.
+    ``keep_checkpoints >= 5``; with fewer, the selection can include the best checkpoint from much earlier in
+    the run, not a consecutive window.
     """
     if last < 1:
         raise ValueError(f"--last {last}: average at least one checkpoint")
@@ -136,12 +142,17 @@ def check_average_output(destination: Path) -> None:
     -------
     None
 
+    Raises
+    ------
+    ValueError
+        Naming ``--output`` when it is anything else: a run, a training checkpoint, unrelated files or a file.
+
     Notes
     -----
-    The average replaces ``destination`` as a whole (see :func:`write_weights_checkpoint`), so it may only
-    be missing, empty, or an earlier average: a weights checkpoint with ``averaged_from.json`` and no
-    subdirectory or training state. Anything else (a run, a training checkpoint, unrelated files, a file)
-    raises ValueError naming ``--output``, as ``transformer convert`` refuses a foreign directory.
+    The average replaces ``destination`` as a whole (see :func:`write_weights_checkpoint`), so it may only be
+    missing, empty, or an earlier average: a weights checkpoint with ``averaged_from.json`` and no
+    subdirectory or training state. Anything else is refused, as ``transformer convert`` refuses a foreign
+    directory.
     """
     if destination.is_file():
         raise ValueError(f"--output {destination}: is a file; expected a checkpoint directory")

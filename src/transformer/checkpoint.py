@@ -113,9 +113,15 @@ def load_model_tensors(model: nn.Module, tensors: dict[str, Tensor], source: str
     -------
     None
 
+    Raises
+    ------
+    CheckpointError
+        Naming the source and the missing, unexpected or mis-shaped tensors.
+
     Notes
     -----
-    Raises CheckpointError naming missing, unexpected or mis-shaped tensors.
+    Names and shapes are compared before ``load_state_dict``, so a mismatch names the file it came from
+    instead of surfacing as PyTorch's size-mismatch error.
     """
     expected = model_tensors(model)
     missing = sorted(set(expected) - set(tensors))
@@ -176,11 +182,16 @@ def check_weights(weights: dict[str, Tensor], metadata: dict[str, str], model_fi
     -------
     None
 
+    Raises
+    ------
+    CheckpointError
+        Naming the file, when the checksum differs or a tensor holds NaN or infinite values.
+
     Notes
     -----
-    Raises CheckpointError naming the file. A weights file with a few kilobytes overwritten in the middle
-    still parses, and used to translate every line to an empty one with exit status 0; the checksum catches
-    any changed byte, and the finiteness check catches damage in files that carry no checksum yet.
+    A weights file with a few kilobytes overwritten in the middle still parses, and used to translate every
+    line to an empty one with exit status 0; the checksum catches any changed byte, and the finiteness check
+    catches damage in files that carry no checksum yet.
     """
     expected = metadata.get(CHECKSUM_METADATA_KEY)
     if expected is not None and weights_sha256(weights) != expected:
@@ -254,9 +265,14 @@ class Checkpoint:
         transformer.Transformer or transformer.baselines.RNNEncoderDecoder
             The architecture the config names, in eval mode, on the CPU.
 
+        Raises
+        ------
+        CheckpointError
+            If the weights do not fit the config.
+
         Notes
         -----
-        Raises CheckpointError if the weights do not fit the config.
+        Built on the CPU in eval mode, so dropout is off for decoding; the caller moves it to its device.
         """
         model = build_model(self.model_config)
         load_model_tensors(model, self.weights, str(self.path / MODEL_FILE))
@@ -411,10 +427,19 @@ def read_weights_metadata(model_file: Path) -> dict[str, str]:
     dict of str to str
         The header's ``__metadata__`` (``format``, ``model_config``, optionally ``decode_config``).
 
+    Raises
+    ------
+    OSError
+        When the file cannot be read.
+    KeyError
+        When the header has no ``__metadata__``.
+    ValueError
+        When the header is malformed.
+
     Notes
     -----
     The safetensors header is an 8-byte little-endian length followed by that much JSON; reading it directly
-    avoids a second pass over the weights. Raises OSError, KeyError or ValueError for a malformed file.
+    avoids a second pass over the weights.
     """
     with open(model_file, "rb") as handle:
         header_size = int.from_bytes(handle.read(8), "little")
@@ -437,11 +462,16 @@ def load_checkpoint_tokenizer(directory: Path) -> TextTokenizer:
         This project's SentencePiece tokenizer (``tokenizer.model``), or the Marian vocabulary adapter
         (``vocab.json`` with ``source.spm`` and ``target.spm``) for converted HuggingFace Marian models.
 
+    Raises
+    ------
+    ValueError
+        Naming the directory when neither is present.
+
     Notes
     -----
-    Raises ValueError naming the directory when neither is present. The Marian adapter
-    (:mod:`transformer.data.marian_tokenizer`) needs nothing beyond sentencepiece, so translating an imported
-    model does not need ``transformers``; it is imported only when a checkpoint holds ``vocab.json``.
+    The Marian adapter (:mod:`transformer.data.marian_tokenizer`) needs nothing beyond sentencepiece, so
+    translating an imported model does not need ``transformers``; it is imported only when a checkpoint holds
+    ``vocab.json``.
     """
     directory = Path(directory)
     if (directory / TOKENIZER_FILE).exists():
@@ -468,11 +498,17 @@ def resolve_checkpoint(path: Path) -> Path:
     Path
         A directory holding ``model.safetensors``.
 
+    Raises
+    ------
+    CheckpointError
+        For a file that is not part of a checkpoint, an index naming a checkpoint whose weights are gone
+        (naming that checkpoint), or a directory with neither weights nor an index.
+
     Notes
     -----
     A run resolves to its best checkpoint by validation loss, else its latest (the best is what one wants
     to translate with, and the manager never deletes it). The index is trusted: if the directory it names
-    has lost its weights, this raises naming that checkpoint rather than falling back to another one. A file
+    has lost its weights, that is an error rather than a fall-back to another checkpoint. A file
     of a checkpoint (``step-00000944/model.safetensors``) means its directory, and ``index.json`` its
     checkpoints directory; any other file is refused as not a checkpoint.
     """
@@ -549,9 +585,14 @@ def describe_mismatch(expected: ModelConfig, actual: ModelConfig, source: str) -
     -------
     None
 
+    Raises
+    ------
+    CheckpointError
+        When the architectures or any field differ, naming them, such as "run/step-1: model config differs:
+        d_model 256 (checkpoint) != 512".
+
     Notes
     -----
-    Raises CheckpointError such as "run/step-1: model config differs: d_model 256 (checkpoint) != 512".
     Every field is compared, including ones that do not change the weights' shapes (``dropout``,
     ``attention_implementation``), so a resume with such a setting changed is refused too. Configs of two
     architectures differ in ``model.architecture`` alone (their fields are not comparable).

@@ -99,12 +99,18 @@ def seed_selection(text: str) -> tuple[int, ...]:
     tuple of int
         The seeds, in the order given.
 
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Quoting the value, for a seed named twice, an empty item, a reversed range or more than
+        :data:`MAX_SEEDS` seeds.
+
     Notes
     -----
-    A bare number stays a count, as ``--seeds 3`` always meant; a list or a range names the seeds
-    themselves (non-negative), so a researcher can add seeds 4-6 to a table that has 1-3, or rerun seed 7
-    alone (``--seeds 7-7``). A seed named twice, an empty item, a reversed range or more than
-    :data:`MAX_SEEDS` seeds raise ``argparse.ArgumentTypeError`` quoting the value.
+    A bare number stays a count, as ``--seeds 3`` always meant; a list or a range names the seeds themselves
+    (non-negative), so a researcher can add seeds 4-6 to a table that has 1-3, or rerun seed 7 alone
+    (``--seeds 7-7``). Duplicates, empty items, reversed ranges and more than :data:`MAX_SEEDS` seeds are
+    refused, never silently dropped or truncated.
     """
     stripped = text.strip()
     if stripped.isdigit():
@@ -145,12 +151,17 @@ def refuse_control_characters(lines: Sequence[str], source: str) -> None:
     -------
     None
 
+    Raises
+    ------
+    ValueError
+        Such as "input.en line 3: control character U+0000 at character 1 (only tab is allowed; is this a
+        binary file?)".
+
     Notes
     -----
-    Raises ValueError such as "input.en line 3: control character U+0000 at character 1 (only tab is
-    allowed; is this a binary file?)". Control characters (Unicode category Cc: NUL, escape, DEL, ...) are
-    not text: a line of them is a binary file or a broken export, and the tokenizer would still turn it into
-    a confident "translation". Refusing names the line to fix; stripping them would change the text silently.
+    Control characters (Unicode category Cc: NUL, escape, DEL, ...) are not text: a line of them is a binary
+    file or a broken export, and the tokenizer would still turn it into a confident "translation". Refusing
+    names the line to fix; stripping them would change the text silently.
     """
     for number, line in enumerate(lines, start=1):
         for position, character in enumerate(line, start=1):
@@ -200,14 +211,19 @@ def refuse_outputs_among_inputs(
     -------
     None
 
+    Raises
+    ------
+    ValueError
+        Naming both options, e.g. "--output ref.de: is --reference ref.de; writing it would destroy it (choose
+        another --output)".
+
     Notes
     -----
-    Raises ValueError naming both options, e.g. "--output ref.de: is --reference ref.de; writing it would
-    destroy it (choose another --output)". Files are compared by device and inode
-    (``os.path.samefile``), so a symbolic or hard link to an input is caught as well as the same path; a
-    replaced directory is refused when it is an input or any folder above one, since replacing it deletes
-    the input; a directory written into is refused when it is an input directory (its new files would join
-    the checkpoint). Call it after the inputs are known and before anything is read or written.
+    Files are compared by device and inode (``os.path.samefile``), so a symbolic or hard link to an input is
+    caught as well as the same path; a replaced directory is refused when it is an input or any folder above
+    one, since replacing it deletes the input; a directory written into is refused when it is an input
+    directory (its new files would join the checkpoint). Call it after the inputs are known and before
+    anything is read or written.
     """
     for output_option, output in output_files:
         for input_option, input_path in inputs:

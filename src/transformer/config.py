@@ -74,12 +74,17 @@ class DecodeConfig:
     mbr_utility : str
         "chrf" or "bleu" (sacreBLEU's sentence-level chrF2 or BLEU).
 
+    Raises
+    ------
+    ValueError
+        At construction for a non-positive beam, nbest > beam (nbest > mbr with MBR; any nbest when sampling),
+        negative lengths, an unknown penalty form, sampling parameters out of range, or an unknown MBR
+        candidate source or utility.
+
     Notes
     -----
-    Raises ValueError at construction for a non-positive beam, nbest > beam (nbest > mbr with MBR; any
-    nbest when sampling), negative lengths, an unknown penalty form, sampling parameters out of range, or
-    an unknown MBR candidate source or utility. Sampling truncates in the order temperature, top-k, top-p,
-    epsilon (see :func:`transformer.decoding.sampling.sampling_distribution`).
+    Sampling truncates in the order temperature, top-k, top-p, epsilon (see
+    :func:`transformer.decoding.sampling.sampling_distribution`).
     """
 
     beam_size: int = 4
@@ -332,11 +337,18 @@ class TrainConfig:
         seed, thread count, precision and attention threshold were bit-identical without it
         (:mod:`transformer.training.reproducibility`).
 
+    Raises
+    ------
+    ValueError
+        At construction, naming the field, for a bad value.
+    TypeError
+        At construction, naming the field, for a wrongly typed value.
+
     Notes
     -----
     The defaults are the paper's except the batch: ``max_tokens=4096`` is sized for one device, against the
     paper's ~25,000 tokens per side over 8 GPUs, so ``accumulate`` is how a small machine approaches the
-    paper's effective batch. Validated at construction: a bad value raises ValueError naming the field.
+    paper's effective batch.
     """
 
     max_tokens: int = 4096
@@ -701,10 +713,15 @@ def apply_override(values: dict[str, Any], override: str) -> None:
     -------
     None
 
+    Raises
+    ------
+    ValueError
+        Quoting the item when it is malformed.
+
     Notes
     -----
-    A malformed item raises ValueError quoting it. The key is not checked here: an unknown section or key
-    is reported later by :func:`experiment_from_dict`, like one in the file.
+    The key is not checked here: an unknown section or key is reported later by :func:`experiment_from_dict`,
+    like one in the file.
     """
     key_path, separator, raw_value = override.partition("=")
     section, dot, key = key_path.strip().partition(".")

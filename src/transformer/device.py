@@ -45,11 +45,17 @@ def resolve_device(requested: str, local_rank: int = 0, option: str = "train.dev
     torch.device
         The device.
 
+    Raises
+    ------
+    ValueError
+        Naming ``option`` when CUDA is requested but unavailable, when "auto"/"cuda" would give this process
+        (local rank ``local_rank``) a GPU the machine does not have, or for a setting other than auto, cpu,
+        cuda and cuda:N.
+
     Notes
     -----
-    Raises ValueError when CUDA is requested but unavailable, or when "auto"/"cuda" would give this process
-    (local rank ``local_rank``) a GPU the machine does not have, e.g. ``torchrun --nproc_per_node=2`` on a
-    machine with one GPU: without the check both processes would silently share GPU 0.
+    With ``torchrun --nproc_per_node=2`` on a machine with one GPU, "auto" and "cuda" are refused: without the
+    check both processes would silently share GPU 0.
     """
     if requested == "auto":
         requested = "cuda" if torch.cuda.is_available() else "cpu"

@@ -55,13 +55,19 @@ def check_field_types(instance: Any) -> None:
     -------
     None
 
+    Raises
+    ------
+    TypeError
+        Naming the class, field, value and expected type.
+    ValueError
+        For a float that is NaN or infinite (YAML's ``.nan``, ``.inf``).
+
     Notes
     -----
     An int is accepted for a float field; a bool is never accepted for an int field (YAML's ``yes`` would
-    otherwise become 1). Raises TypeError naming the class, field, value and expected type. For
-    ``tuple[...]`` and ``list[...]`` only the container is checked, not its items. A float that is NaN or
-    infinite (YAML's ``.nan``, ``.inf``) raises ValueError: no setting means "not a number", and a NaN
-    passes every range check (``nan <= 0`` is false), so it would reach the search or the optimizer.
+    otherwise become 1). For ``tuple[...]`` and ``list[...]`` only the container is checked, not its items.
+    NaN and infinite floats (YAML's ``.nan``, ``.inf``) are refused: no setting means "not a number", and a
+    NaN passes every range check (``nan <= 0`` is false), so it would reach the search or the optimizer.
     """
     hints = typing.get_type_hints(type(instance))
     for item in dataclasses.fields(instance):

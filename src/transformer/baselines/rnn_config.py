@@ -60,11 +60,17 @@ class RNNConfig(SpecialTokens):
     decoder_start_id : int or None
         First decoder input token; None means ``bos_id``.
 
+    Raises
+    ------
+    ValueError
+        At construction, naming the field, for an invalid value.
+    TypeError
+        At construction, naming the field, for a wrongly typed value.
+
     Notes
     -----
-    Frozen and validated at construction like ``TransformerConfig``: an invalid value raises ValueError
-    naming the field, a wrongly typed one TypeError. ``to_dict`` includes ``architecture``, so a checkpoint's
-    stored config says which model to build.
+    Frozen and validated at construction like ``TransformerConfig``. ``to_dict`` includes ``architecture``, so
+    a checkpoint's stored config says which model to build.
     """
 
     vocab_size: int
@@ -129,10 +135,17 @@ class RNNConfig(SpecialTokens):
         RNNConfig
             The validated config.
 
+        Raises
+        ------
+        ValueError
+            Listing the known fields for an unknown key, or naming the field for an invalid value.
+        TypeError
+            Naming the field for a wrongly typed value.
+
         Notes
         -----
-        An unknown key raises ValueError listing the known fields, so a Transformer setting such as
-        ``d_model`` in an RNN config is refused rather than ignored.
+        An unknown key is an error, so a Transformer setting such as ``d_model`` in an RNN config is refused
+        rather than ignored.
         """
         return build_dataclass(cls, values)
 

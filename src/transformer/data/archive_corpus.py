@@ -328,15 +328,18 @@ def fetch_archive_corpus(
         (source file, target file) per split: ``{split}.{source_lang}`` and ``{split}.{target_lang}``, plain
         UTF-8, one sentence per line.
 
+    Raises
+    ------
+    CorpusError
+        Naming the archive and members when the two sides of a parallel text differ in line count.
+
     Notes
     -----
     Reuse costs no reading: the manifest (written last) records the specification's fingerprint and each
-    file's size, and matching sizes are trusted. Otherwise the manifest is removed first, every split file
-    is rewritten atomically (a temporary sibling renamed into place once complete), and the manifest is
-    written at the end, so a kill at any point leaves either a complete, described cache or one that the
-    next run re-extracts; verified archives are kept either way. Memory stays at one line, whatever the
-    corpus size. Raises CorpusError naming the archive and members when the two sides of a parallel text
-    differ in line count.
+    file's size, and matching sizes are trusted. Otherwise the manifest is removed first, every split file is
+    rewritten atomically (a temporary sibling renamed into place once complete), and the manifest is written
+    at the end, so a kill at any point leaves either a complete, described cache or one that the next run
+    re-extracts; verified archives are kept either way. Memory stays at one line, whatever the corpus size.
     """
     tell = message or (lambda text: None)
     cache_root = Path(cache_dir).expanduser()

@@ -37,11 +37,16 @@ def check_backtranslation_output(directory: Path) -> None:
     -------
     None
 
+    Raises
+    ------
+    ValueError
+        Naming ``--output`` when it holds anything else.
+
     Notes
     -----
     The corpus replaces the folder as a whole, so it may only be missing, empty, or an earlier
-    back-translation (it holds :data:`BACKTRANSLATION_RECORD` and only files). Anything else raises
-    ValueError naming ``--output``: replacing what this command did not write could destroy a corpus.
+    back-translation (it holds :data:`BACKTRANSLATION_RECORD` and only files). Anything else is refused:
+    replacing what this command did not write could destroy a corpus.
     """
     if directory.is_file():
         raise ValueError(f"--output {directory}: is a file; expected a directory")
@@ -122,10 +127,16 @@ def read_backtranslated_pairs(
     list of (str, str)
         The synthetic pairs.
 
+    Raises
+    ------
+    CorpusError
+        From :func:`~transformer.data.dataset.read_parallel_files`, naming the file when a side is missing or
+        the line counts differ.
+
     Notes
     -----
-    Raises CorpusError (from :func:`~transformer.data.dataset.read_parallel_files`) naming the file when a
-    side is missing or the line counts differ.
+    The corpus is read like any other parallel text, by :func:`~transformer.data.dataset.read_parallel_files`,
+    so its errors name the file just the same.
     """
     source_lang, target_lang = languages
     pairs = read_parallel_files(directory / f"train.{source_lang}", directory / f"train.{target_lang}")

@@ -173,10 +173,14 @@ def collate(
     Batch
         ``src_tokens``, ``tgt_input`` = BOS + target and ``tgt_output`` = target + EOS, right-padded.
 
+    Raises
+    ------
+    ValueError
+        For an empty batch or an index outside the corpus, negative ones included.
+
     Notes
     -----
-    Raises ValueError for an empty batch or an index outside the corpus (negative ones included:
-    they would silently pick pairs from the end).
+    Negative indices are refused too: Python indexing would silently pick pairs from the end of the corpus.
     """
     indices = [int(index) for index in indices]  # plain ints: Batch.indices is recorded and compared
     if not indices:
@@ -447,16 +451,20 @@ class TokenBatchSampler:
     max_sentences : int or None
         Cap on the pairs per batch; None for no cap.
 
+    Raises
+    ------
+    ValueError
+        At construction for a pair that cannot fit in any batch.
+
     Notes
     -----
-    Pairs are sorted by padded width ``max(source, target + 1)``, then source length, target length
-    and a random tie-break, and the sorted order is cut greedily into the largest batches that fit.
-    A batch of n pairs fits iff ``n * max(width) <= max_tokens``, which is exactly the two-sided
-    budget, so sorting by width keeps padding on Multi30k around 4% (random batches: about 50%).
-    The sorted widths are the same every epoch, so the number of batches is too (``len``); the groups of
-    equal (width, source, target) are found and sorted once at construction, so an epoch only shuffles
-    within them, never sorts the corpus (36 million pairs at the paper's English-French size).
-    Raises ValueError at construction for a pair that cannot fit in any batch.
+    Pairs are sorted by padded width ``max(source, target + 1)``, then source length, target length and a
+    random tie-break, and the sorted order is cut greedily into the largest batches that fit. A batch of n
+    pairs fits iff ``n * max(width) <= max_tokens``, which is exactly the two-sided budget, so sorting by
+    width keeps padding on Multi30k around 4% (random batches: about 50%). The sorted widths are the same
+    every epoch, so the number of batches is too (``len``); the groups of equal (width, source, target) are
+    found and sorted once at construction, so an epoch only shuffles within them, never sorts the corpus (36
+    million pairs at the paper's English-French size).
     """
 
     def __init__(
@@ -574,11 +582,16 @@ class TokenBatchSampler:
             ``len(self)`` batches (int32 below 2**31 pairs); every index appears exactly once. The same
             batches, in the same order, as :meth:`batches`.
 
+        Raises
+        ------
+        ValueError
+            For a negative epoch, shuffled or not.
+
         Notes
         -----
         The arrays are views into one array of ``num_pairs`` indices (4 or 8 bytes a pair): the trainer uses
         this form, since at 36 million pairs the lists of :meth:`batches` would hold 36 million Python ints
-        (over 1 GB and seconds to build) every epoch. A negative epoch raises ValueError, shuffled or not.
+        (over 1 GB and seconds to build) every epoch.
         """
         if epoch < 0:
             raise ValueError(f"TokenBatchSampler: epoch={epoch} must be non-negative")
@@ -687,12 +700,16 @@ def shard(batches: list[BatchIndices], rank: int, world_size: int) -> list[Batch
         Batches ``rank, rank + world_size, ...`` (of the input's kind); every rank gets
         ``len(batches) // world_size``.
 
+    Raises
+    ------
+    ValueError
+        When there are fewer batches than ranks.
+
     Notes
     -----
-    The last ``len(batches) % world_size`` batches are dropped so that every rank runs the same
-    number of steps: an extra step on some ranks would hang the gradient all-reduce. With shuffled
-    batch order a different remainder is dropped each epoch. Raises ValueError when there are
-    fewer batches than ranks.
+    The last ``len(batches) % world_size`` batches are dropped so that every rank runs the same number of
+    steps: an extra step on some ranks would hang the gradient all-reduce. With shuffled batch order a
+    different remainder is dropped each epoch.
     """
     if world_size <= 0 or not 0 <= rank < world_size:
         raise ValueError(f"shard: rank={rank} must be in [0, world_size={world_size})")

@@ -120,9 +120,15 @@ def corpus_languages(name: str) -> tuple[str, str]:
     tuple of (str, str)
         E.g. ("en", "de"); :func:`fetch_corpus` also serves the reverse direction.
 
+    Raises
+    ------
+    ValueError
+        Listing the known names for an unknown corpus.
+
     Notes
     -----
-    Raises ValueError listing the known names for an unknown corpus.
+    Only the published direction is given; :func:`fetch_corpus` serves the reverse direction from the same
+    files, so a German-to-English run needs no corpus of its own.
     """
     if name not in KNOWN_CORPORA:
         raise ValueError(f"unknown corpus {name!r}; known corpora: {', '.join(sorted(KNOWN_CORPORA))}")
@@ -167,12 +173,18 @@ def fetch_corpus(
         (source file, target file) per split: as distributed for Multi30k (gzipped; the readers in
         :mod:`transformer.data.dataset` decompress transparently), extracted plain text for WMT14.
 
+    Raises
+    ------
+    ValueError
+        Listing the known names for an unknown corpus, or naming ``data.source_lang``/``data.target_lang`` for
+        languages the corpus does not have.
+    ChecksumMismatchError
+        Naming the file and both hashes when a fetched file has another checksum.
+
     Notes
     -----
-    A cached file with the right checksum is used as is (no network access). A fetched file whose
-    checksum differs raises ChecksumMismatchError naming the file and both hashes, and nothing is
-    written to the cache. Raises ValueError listing the known names for an unknown corpus, and one
-    naming ``data.source_lang``/``data.target_lang`` for languages the corpus does not have.
+    A cached file with the right checksum is used as is (no network access). A fetched file whose checksum
+    differs is never written to the cache.
     """
     corpus_source, corpus_target = corpus_languages(name)
     wanted = (source_lang or corpus_source, target_lang or corpus_target)
@@ -228,11 +240,15 @@ def local_directory_corpus(
     dict[str, tuple[pathlib.Path, pathlib.Path]]
         (source file, target file) for "train" and for "valid" and "test" when present.
 
+    Raises
+    ------
+    CorpusError
+        When the directory or the training files are missing, or when a split has a file for one language
+        only.
+
     Notes
     -----
-    The validation split may be named ``valid``, ``val`` or ``dev`` (first found wins). Raises
-    CorpusError when the directory or the training files are missing, or when a split has a file
-    for one language only.
+    The validation split may be named ``valid``, ``val`` or ``dev`` (first found wins).
     """
     data_dir = Path(data_dir).expanduser()
     if not data_dir.is_dir():

@@ -70,13 +70,16 @@ def iter_lines(path: Path) -> Iterator[str]:
     str
         One string per line, without the newline and surrounding whitespace.
 
+    Raises
+    ------
+    CorpusError
+        Naming the file and line for bytes that are not UTF-8 and for corrupt or truncated (gzip) data.
+
     Notes
     -----
-    Lines are split on "\n" only (a "\r" before it is stripped), never on the other Unicode
-    line separators that ``str.splitlines`` honours and that would shift the alignment with the
-    other language. A UTF-8 byte-order mark at the start is dropped. Raises CorpusError naming
-    the file and line for bytes that are not UTF-8 and for corrupt or truncated (gzip) data.
-    Holds one line in memory at a time, whatever the file's size.
+    Lines are split on "\n" only (a "\r" before it is stripped), never on the other Unicode line separators
+    that ``str.splitlines`` honours and that would shift the alignment with the other language. A UTF-8
+    byte-order mark at the start is dropped. Holds one line in memory at a time, whatever the file's size.
     """
     with _open_corpus_file(path) as byte_stream:
         lines_read = 0
@@ -175,10 +178,15 @@ def read_parallel_files(source_path: Path, target_path: Path) -> list[tuple[str,
     list[tuple[str, str]]
         (source, target) per line, stripped; empty lines are kept (``encode_corpus`` counts them).
 
+    Raises
+    ------
+    CorpusError
+        Naming the files when their line counts differ or both are empty, and those of :func:`read_lines`.
+
     Notes
     -----
-    Raises CorpusError naming the files when their line counts differ or both are empty, and the
-    errors of :func:`read_lines`.
+    Line alignment is the only link between a sentence and its translation, so unequal line counts are an
+    error, never truncated to the shorter file.
     """
     sources = read_lines(source_path)
     targets = read_lines(target_path)
@@ -438,11 +446,15 @@ def encode_corpus(
     EncodedCorpus
         Ids of the kept pairs in input order, with a :class:`FilterReport` of the drops.
 
+    Raises
+    ------
+    ValueError
+        If ``max_len < 2`` or if no pair survives, quoting the report.
+
     Notes
     -----
     Over-long pairs are dropped, not truncated: a truncated target would teach the model to stop mid-sentence
-    and a truncated source would no longer match its translation. Raises ValueError if ``max_len < 2`` or if
-    no pair survives, quoting the report.
+    and a truncated source would no longer match its translation.
     """
     if max_len < 2:
         raise ValueError(f"encode_corpus: max_len={max_len} must be at least 2 (one token plus EOS)")

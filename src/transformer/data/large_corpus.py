@@ -87,10 +87,14 @@ class LengthStatistics:
         LengthStatistics
             Count, mean, percentiles and maximum.
 
+        Raises
+        ------
+        ValueError
+            For an empty histogram.
+
         Notes
         -----
-        Exact (no interpolation): a percentile is always a word count some line has. Raises ValueError for an
-        empty histogram.
+        Exact (no interpolation): a percentile is always a word count some line has.
         """
         counts = np.asarray(histogram, dtype=np.int64)
         lines = int(counts.sum())
@@ -254,10 +258,15 @@ def read_large_corpus_manifest(output_dir: Path) -> dict[str, Any] | None:
     dict or None
         The manifest (request, outputs, ``statistics`` per side, ``single_pair_lines``); None if there is none.
 
+    Raises
+    ------
+    ValueError
+        Naming the file when it exists but is not a manifest of this generator.
+
     Notes
     -----
-    Raises ValueError naming the file when it exists but is not a manifest of this generator: it was not
-    written here, so it is neither trusted nor overwritten.
+    A file that is not a manifest of this generator was not written here, so it is neither trusted nor
+    overwritten.
     """
     path = Path(output_dir) / MANIFEST_FILE
     try:
@@ -353,10 +362,14 @@ def find_large_corpus(
         The source and target files; None when they are missing, were written for another request (sources,
         size, seed, languages, generator version) or changed since.
 
+    Raises
+    ------
+    CorpusError
+        Naming a missing source file.
+
     Notes
     -----
     Compares the manifest with the request and the files' sizes and modification times; reads no text.
-    Raises CorpusError naming a missing source file.
     """
     _check_arguments(pairs, seed, source_lang, target_lang)
     request = _request(source_files, pairs, seed, source_lang, target_lang)
@@ -427,6 +440,15 @@ def write_large_corpus(
     (pathlib.Path, pathlib.Path)
         The source and target files.
 
+    Raises
+    ------
+    ValueError
+        For a bad argument, or naming the manifest when it is not one of this generator.
+    CorpusError
+        Naming a missing or malformed source file.
+    FileExistsError
+        Naming an output file that exists but was not written here (or changed since).
+
     Notes
     -----
     Line i of each file joins, with single spaces, the same source pairs in the same order, so the files
@@ -440,11 +462,10 @@ def write_large_corpus(
     corpus grows. The manifest records the statistics of both sides and the count of single-pair lines.
 
     Deterministic: the same sources, seed and numpy give the same bytes, and N pairs are the first N lines of
-    any larger corpus of the same seed. Memory holds the source corpus (as text while reading it, then
-    twice as bytes) and one step of 20,000 lines, whatever ``pairs`` is. Both files are written as hidden siblings, fsynced and renamed into
-    place, and the manifest is written last; an existing output file is replaced only if the manifest
-    records it as written here and unchanged since, otherwise FileExistsError names it. Raises ValueError
-    for a bad argument and CorpusError naming a missing or malformed source file.
+    any larger corpus of the same seed. Memory holds the source corpus (as text while reading it, then twice
+    as bytes) and one step of 20,000 lines, whatever ``pairs`` is. Both files are written as hidden siblings,
+    fsynced and renamed into place, and the manifest is written last; an existing output file is replaced only
+    if the manifest records it as written here and unchanged since.
     """
     _check_arguments(pairs, seed, source_lang, target_lang)
     output_dir = Path(output_dir)

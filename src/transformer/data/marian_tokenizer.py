@@ -42,10 +42,16 @@ def parse_vocabulary(data: bytes, origin: str) -> list[str]:
     list of str
         ``pieces[i]`` is the piece of id ``i``.
 
+    Raises
+    ------
+    ValueError
+        Naming the file when it is not a JSON object of integer ids, or the ids are not exactly
+        ``0 .. len - 1``, each once.
+
     Notes
     -----
-    Raises ValueError naming the file unless the ids are exactly ``0 .. len - 1``, each once: the list is
-    indexed by id, so a gap or a repeat would shift every later piece onto the wrong id without an error.
+    The ids must be exactly ``0 .. len - 1``, each once: the list is indexed by id, so a gap or a repeat would
+    shift every later piece onto the wrong id without an error.
     """
     try:
         mapping = json.loads(data.decode("utf-8"))
@@ -159,9 +165,14 @@ class MarianTokenizer:
         MarianTokenizer
             The tokenizer.
 
+        Raises
+        ------
+        ValueError
+            Naming the directory and the missing or malformed file.
+
         Notes
         -----
-        Raises ValueError naming the directory and the missing or malformed file.
+        Every file is read into memory here, so the tokenizer does not depend on the directory once loaded.
         """
         directory = Path(directory)
         files = {}
@@ -404,10 +415,15 @@ class MarianTokenizer:
         str
             The text; equal to ``transformers.MarianTokenizer.decode(ids, skip_special_tokens=True)``.
 
+        Raises
+        ------
+        ValueError
+            For an id outside ``[0, vocab_size)``.
+
         Notes
         -----
         The pieces are joined with ``source.spm`` unless ``separate_vocabs``, as ``transformers`` does, even
-        though they are target pieces. Raises ValueError for an id outside ``[0, vocab_size)``.
+        though they are target pieces.
         """
         special_ids = {self._target_ids[token] for token in self._special_tokens if token in self._target_ids}
         pieces = [self.id_to_piece(token_id) for token_id in ids if int(token_id) not in special_ids]
@@ -426,10 +442,15 @@ class MarianTokenizer:
         str
             The piece, e.g. "▁Haus" or "</s>".
 
+        Raises
+        ------
+        ValueError
+            For an id outside the target vocabulary.
+
         Notes
         -----
         A target piece: with ``separate_vocabs`` a source id must go through :meth:`source_id_to_piece`
-        instead. Raises ValueError for an id outside the target vocabulary.
+        instead.
         """
         token_id = int(token_id)
         if not 0 <= token_id < self.vocab_size:
@@ -449,11 +470,15 @@ class MarianTokenizer:
         str
             The piece, e.g. "▁house".
 
+        Raises
+        ------
+        ValueError
+            For an id outside the source vocabulary.
+
         Notes
         -----
         With ``separate_vocabs`` a source id names a different piece than the same target id, so attention
-        plots must label the encoder axis with this, not :meth:`id_to_piece`. Raises ValueError for an id
-        outside the source vocabulary.
+        plots must label the encoder axis with this, not :meth:`id_to_piece`.
         """
         token_id = int(token_id)
         if not 0 <= token_id < len(self._source_pieces):

@@ -166,13 +166,17 @@ def download_url(url: str, destination: IO[bytes]) -> None:
     -------
     None
 
+    Raises
+    ------
+    CorpusError
+        Naming the URL when the server cannot be reached, answers with an error, or stalls for
+        ``DOWNLOAD_TIMEOUT_SECONDS``.
+
     Notes
     -----
     The default downloader of :func:`fetch_remote_file`, which hands it the temporary file of
-    :func:`transformer.atomic_files.atomic_write`: the bytes are copied 1 MiB at a time, never held
-    whole in memory. Raises CorpusError naming the URL when the server cannot be reached, answers
-    with an error, or stalls for ``DOWNLOAD_TIMEOUT_SECONDS``; the caller then discards the partial
-    file.
+    :func:`transformer.atomic_files.atomic_write`: the bytes are copied 1 MiB at a time, never held whole in
+    memory. After an error the caller discards the partial file.
     """
     request = urllib.request.Request(url, headers={"User-Agent": "transformer-reference/0.1"})
     try:
@@ -254,14 +258,19 @@ def fetch_remote_file(
     pathlib.Path
         ``directory / remote.filename``, with the expected size and checksum.
 
+    Raises
+    ------
+    ChecksumMismatchError
+        When the size or checksum of the fetched bytes differs from the expected one.
+
     Notes
     -----
-    A cached file with the right checksum is used as is (no network access). Otherwise the bytes stream
-    into the temporary file of :func:`transformer.atomic_files.atomic_write`, and the size and checksum are
-    verified inside its block, on the bytes as written: a mismatch raises ChecksumMismatchError there, so
-    the temporary file is removed and the cache entry (a stale or partial file included) is left as it
-    was; only a verified file is renamed into place, with the mode a plain ``open`` gives (0644 under
-    umask 022; ``mkstemp``'s 0600 would hide a shared cache from other users).
+    A cached file with the right checksum is used as is (no network access). Otherwise the bytes stream into
+    the temporary file of :func:`transformer.atomic_files.atomic_write`, and the size and checksum are
+    verified inside its block, on the bytes as written: a mismatch fails there, so the temporary file is
+    removed and the cache entry (a stale or partial file included) is left as it was; only a verified file is
+    renamed into place, with the mode a plain ``open`` gives (0644 under umask 022; ``mkstemp``'s 0600 would
+    hide a shared cache from other users).
     """
     directory = Path(directory).expanduser()
     cached = directory / remote.filename

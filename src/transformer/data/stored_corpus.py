@@ -127,9 +127,15 @@ class StoredCorpus:
         StoredCorpus
             The corpus.
 
+        Raises
+        ------
+        TokenStoreError
+            From :func:`~transformer.data.token_store.open_token_store`, naming the damaged file.
+
         Notes
         -----
-        Raises :class:`~transformer.data.token_store.TokenStoreError` naming the damaged file.
+        ``verify`` hashes every array, which reads the whole store once; without it only the sizes and offsets
+        are checked, which is instant.
         """
         return cls(open_token_store(directory, verify=verify))
 

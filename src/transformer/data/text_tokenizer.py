@@ -81,11 +81,15 @@ class TextTokenizer(Protocol):
         str
             The detokenised sentence.
 
+        Raises
+        ------
+        ValueError
+            For an id outside ``[0, vocab_size)``.
+
         Notes
         -----
         Padding, BOS and EOS are dropped, so a hypothesis can be passed as the decoder produced it. ``<unk>``
-        differs: this project's tokenizer writes it as " ⁇ ", Marian's drops it as ``transformers`` does. Ids
-        outside ``[0, vocab_size)`` raise ValueError in both.
+        differs: this project's tokenizer writes it as " ⁇ ", Marian's drops it as ``transformers`` does.
         """
 
     def id_to_piece(self, token_id: int) -> str:

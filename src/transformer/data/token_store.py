@@ -162,9 +162,15 @@ def read_manifest(directory: Path) -> dict[str, Any] | None:
     dict or None
         The manifest; None if the directory or its manifest is missing.
 
+    Raises
+    ------
+    TokenStoreError
+        Naming the manifest when it cannot be read or is not a JSON object of this format.
+
     Notes
     -----
-    Raises TokenStoreError naming the manifest when it exists but is not a JSON object of this format.
+    The builder writes the manifest last, so a missing one means an unfinished store (None), while an
+    unreadable or foreign one is an error.
     """
     path = Path(directory) / MANIFEST_FILE
     try:
@@ -269,11 +275,16 @@ def open_token_store(directory: Path, verify: bool = False) -> TokenStore:
     TokenStore
         The memory-mapped arrays.
 
+    Raises
+    ------
+    TokenStoreError
+        In one line naming the file at fault: a missing manifest or array, a size other than the manifest's,
+        offsets that do not start at 0 or end at the ids' count, or (with ``verify``) a checksum mismatch.
+
     Notes
     -----
-    Raises TokenStoreError in one line naming the file at fault: a missing manifest or array, a size other
-    than the manifest's, offsets that do not start at 0 or end at the ids' count, or (with ``verify``) a
-    checksum mismatch. See the module notes for why checksums are not checked by default.
+    Checksums are not checked by default: hashing gigabytes at every start would cost more than the start-up
+    itself, while the size and offset checks cost a ``stat`` per file (see the module notes).
     """
     directory = Path(directory)
     manifest = read_manifest(directory)

@@ -133,12 +133,17 @@ def build_token_store(
     TokenStore
         The new store, opened.
 
+    Raises
+    ------
+    ValueError
+        When no pair survives the filter.
+
     Notes
     -----
-    The kept pairs, their ids and the filter's counts equal ``encode_corpus`` on the same pairs (tested), so
-    a store-backed corpus batches exactly like the in-memory one. Raises ValueError, leaving ``directory`` as
-    it was, when no pair survives the filter; any exception (a corpus error, a full disk, Ctrl-C) likewise
-    removes the temporary directory.
+    The kept pairs, their ids and the filter's counts equal ``encode_corpus`` on the same pairs (tested), so a
+    store-backed corpus batches exactly like the in-memory one. When no pair survives the filter,
+    ``directory`` is left as it was; any exception (a corpus error, a full disk, Ctrl-C) likewise removes the
+    temporary directory.
     """
     if max_len < 2:
         raise ValueError(f"build_token_store: max_len={max_len} must be at least 2 (one token plus EOS)")

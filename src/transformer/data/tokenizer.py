@@ -315,10 +315,19 @@ class Tokenizer:
         Tokenizer
             The loaded tokenizer.
 
+        Raises
+        ------
+        FileNotFoundError
+            For a missing file.
+        OSError
+            For a file that cannot be read.
+        ValueError
+            For a file that is not a SentencePiece model or whose special ids differ from the fixed ones.
+
         Notes
         -----
-        Raises FileNotFoundError for a missing file and ValueError for a file that is not a
-        SentencePiece model or whose special ids differ from the fixed ones.
+        The special ids are checked on load, since a model trained elsewhere with other ids would silently
+        shift padding, BOS and EOS.
         """
         try:
             model_bytes = Path(model_path).read_bytes()
@@ -456,9 +465,14 @@ class Tokenizer:
         str
             The text, with SentencePiece's word-boundary marks turned back into spaces.
 
+        Raises
+        ------
+        ValueError
+            For an id outside ``[0, vocab_size)``.
+
         Notes
         -----
-        Raises ValueError for an id outside ``[0, vocab_size)``. ``UNK_ID`` decodes as " ⁇ ".
+        PAD, BOS and EOS are dropped before decoding. ``UNK_ID`` decodes as " ⁇ ".
         """
         kept = [self._check_id(token_id) for token_id in ids]
         kept = [token_id for token_id in kept if token_id not in (PAD_ID, BOS_ID, EOS_ID)]
@@ -496,9 +510,14 @@ class Tokenizer:
         str
             The piece, e.g. "▁Haus", or "<pad>" for ``PAD_ID``.
 
+        Raises
+        ------
+        ValueError
+            For an id outside the vocabulary.
+
         Notes
         -----
-        Raises ValueError for an id outside the vocabulary.
+        Special ids are not dropped here, unlike in :meth:`decode`: PAD, BOS and EOS have pieces of their own.
         """
         return str(self._processor.id_to_piece(self._check_id(token_id)))
 

@@ -121,12 +121,17 @@ def wmt14_spec(other: str) -> ArchiveCorpusSpec:
     ArchiveCorpusSpec
         Named "wmt14-en-de" or "wmt14-en-fr": train, valid (newstest2013) and test (newstest2014, full).
 
+    Raises
+    ------
+    ValueError
+        For a language other than those WMT14 pairs with English.
+
     Notes
     -----
     The other direction (German to English) uses the same files with the languages swapped: set
-    ``data.source_lang: de`` and ``data.target_lang: en``. The test set's reference side for English to
-    German is ``newstest2014-deen-ref.de.sgm`` with source ``newstest2014-deen-src.en.sgm``, as sacreBLEU's
-    ``-t wmt14/full -l en-de`` uses them. Raises ValueError for another language.
+    ``data.source_lang: de`` and ``data.target_lang: en``. The test set's reference side for English to German
+    is ``newstest2014-deen-ref.de.sgm`` with source ``newstest2014-deen-src.en.sgm``, as sacreBLEU's
+    ``-t wmt14/full -l en-de`` uses them.
     """
     if other not in ("de", "fr"):
         raise ValueError(f"WMT14 pairs English with 'de' or 'fr', not {other!r}")

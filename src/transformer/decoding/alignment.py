@@ -73,10 +73,14 @@ def check_alignment_layer(model: SequenceModel, layer: int) -> int:
     int
         The layer index from 0.
 
+    Raises
+    ------
+    ValueError
+        Naming the valid range when ``layer`` is outside the decoder's layers.
+
     Notes
     -----
-    The recurrent baseline has one attention, which counts as its single layer (0 or -1). Raises
-    ValueError naming the valid range.
+    The recurrent baseline has one attention, which counts as its single layer (0 or -1).
     """
     num_layers = model.config.num_decoder_layers if isinstance(model, Transformer) else 1
     if not -num_layers <= layer < num_layers:

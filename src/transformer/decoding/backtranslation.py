@@ -70,10 +70,16 @@ def backtranslate(
     int
         Synthetic pairs written (pairs with an empty side are dropped and counted in the record).
 
+    Raises
+    ------
+    ValueError
+        When ``output_dir`` holds something else, or when the translator's search would return several outputs
+        per line.
+
     Notes
     -----
-    Raises ValueError before translating when ``output_dir`` holds something else, or when the
-    translator's search would return several outputs per line.
+    Both checks run before translating, so a wrong output directory or search setting never costs a
+    translation pass.
     """
     check_backtranslation_output(output_dir)
     if translator.decode_config.nbest != 1:

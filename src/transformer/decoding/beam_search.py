@@ -144,19 +144,23 @@ def beam_search(
         Per input sentence, in input order, its ``nbest`` finished hypotheses sorted by score, best first
         (fewer only if fewer distinct hypotheses with non-zero probability exist).
 
+    Raises
+    ------
+    NonFiniteScoresError
+        If the model's log-probabilities were NaN at any step (damaged weights), rather than returning no
+        hypotheses.
+
     Notes
     -----
     Stopping rule (fairseq's default, "stop when all beams are finished"): a sentence is done as soon as
-    ``beam_size`` hypotheses have finished, even if a live beam might still overtake one of them after
-    length normalisation. Only EOS extensions ranked among the best ``beam_size`` candidates finish, and a
-    finished hypothesis is never replaced. This makes ``beam_size=1`` take exactly greedy search's tokens
-    (tested), and with ``length_penalty=0`` the best hypothesis has the largest ``log_prob`` of those found.
-    At the length limit the best ``beam_size`` candidates finish as they are, without EOS. EOS is
-    forbidden before ``min_length`` tokens, padding and BOS always. Done sentences leave the batch at the
-    next completion check (:func:`~transformer.decoding.search.completion_check_interval`). The model runs
-    in eval mode under ``torch.inference_mode`` and gets its training flags back. Raises
-    :class:`~transformer.decoding.search.NonFiniteScoresError` if the model's log-probabilities were NaN at
-    any step (damaged weights), rather than returning no hypotheses.
+    ``beam_size`` hypotheses have finished, even if a live beam might still overtake one of them after length
+    normalisation. Only EOS extensions ranked among the best ``beam_size`` candidates finish, and a finished
+    hypothesis is never replaced. This makes ``beam_size=1`` take exactly greedy search's tokens (tested), and
+    with ``length_penalty=0`` the best hypothesis has the largest ``log_prob`` of those found. At the length
+    limit the best ``beam_size`` candidates finish as they are, without EOS. EOS is forbidden before
+    ``min_length`` tokens, padding and BOS always. Done sentences leave the batch at the next completion check
+    (:func:`~transformer.decoding.search.completion_check_interval`). The model runs in eval mode under
+    ``torch.inference_mode`` and gets its training flags back.
     """
     config = config if config is not None else DecodeConfig()
     check_src_tokens(src_tokens)
@@ -193,12 +197,17 @@ def search(
     list of list of Hypothesis
         Per input sentence, in input order, ``config.nbest`` hypotheses (or samples), best first.
 
+    Raises
+    ------
+    ValueError
+        For a config with ``mbr`` set.
+
     Notes
     -----
     Beam search of size 1 gives the same tokens as greedy search; greedy is simply cheaper.
     ``config.sampling`` draws ``nbest`` samples (:func:`~transformer.decoding.sampling.sample_search`).
-    Minimum Bayes risk decoding compares detokenised text, so it is not a token search: a config with
-    ``mbr`` raises ValueError here; use :func:`transformer.decoding.mbr.mbr_search` or the Translator.
+    Minimum Bayes risk decoding compares detokenised text, so it is not a token search: a config with ``mbr``
+    is refused here; use :func:`transformer.decoding.mbr.mbr_search` or the Translator.
     """
     config = config if config is not None else DecodeConfig()
     if config.mbr:

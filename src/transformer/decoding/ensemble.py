@@ -51,11 +51,15 @@ class EnsembleStepModel:
         "prob": log of the mean probability (a mixture, as fairseq ensembles); "logprob": the mean
         log-probability, renormalised (a normalised geometric mean, a product of experts).
 
+    Raises
+    ------
+    ValueError
+        For an unknown mode, no members, or members whose special ids differ.
+
     Notes
     -----
-    The mixture keeps a token that any member finds likely; the geometric mean vetoes a token that any
-    member rules out (one ``-inf`` makes the mean ``-inf``). Raises ValueError for an unknown mode, no
-    members, or members whose special ids differ. Members' log-probabilities are float32 whatever their
+    The mixture keeps a token that any member finds likely; the geometric mean vetoes a token that any member
+    rules out (one ``-inf`` makes the mean ``-inf``). Members' log-probabilities are float32 whatever their
     dtype, so an int8 model and a float model may be mixed.
     """
 
@@ -175,11 +179,16 @@ class EnsembleStepModel:
         torch.Tensor, shape (rows, vocab_size), float32
             The ensemble's next-token log-probabilities (normalised in both modes).
 
+        Raises
+        ------
+        ValueError
+            If the members' vocabularies differ.
+
         Notes
         -----
         "prob": ``logsumexp_m(log p_m) - log M``, computed in log space so that small probabilities do not
         underflow. "logprob": ``mean_m(log p_m)`` minus its log-sum-exp; a row every member gives ``-inf``
-        everywhere stays ``-inf`` instead of NaN. Raises ValueError if the members' vocabularies differ.
+        everywhere stays ``-inf`` instead of NaN.
         """
         member_log_probs = [
             member.log_probs(member_state, last_tokens)

@@ -60,17 +60,22 @@ def greedy_search(
         Per input sentence, in input order, a list holding its one hypothesis (empty only if the step model
         gives every allowed continuation probability zero, which a softmax never does).
 
+    Raises
+    ------
+    ValueError
+        If ``config.nbest`` is not 1.
+    NonFiniteScoresError
+        If the model's log-probabilities were NaN at any step (damaged weights).
+
     Notes
     -----
-    A sentence finishes when it produces EOS or reaches its length limit (then it is kept as it is,
-    without EOS). Finished sentences keep their result and are dropped from the batch
-    (``StepModel.reorder``) at the next completion check, and the loop ends when none is left: checks come
-    every step on the CPU, every few steps on a GPU, where they are the loop's only host synchronisation
-    (:func:`~transformer.decoding.search.completion_check_interval`). EOS is forbidden before
-    ``min_length`` tokens, padding and BOS always. The model runs in eval mode under
-    ``torch.inference_mode`` and gets its training flags back. Ties go to the lowest token id. Raises
-    ValueError if ``config.nbest`` is not 1, and :class:`~transformer.decoding.search.NonFiniteScoresError`
-    if the model's log-probabilities were NaN at any step (damaged weights).
+    A sentence finishes when it produces EOS or reaches its length limit (then it is kept as it is, without
+    EOS). Finished sentences keep their result and are dropped from the batch (``StepModel.reorder``) at the
+    next completion check, and the loop ends when none is left: checks come every step on the CPU, every few
+    steps on a GPU, where they are the loop's only host synchronisation
+    (:func:`~transformer.decoding.search.completion_check_interval`). EOS is forbidden before ``min_length``
+    tokens, padding and BOS always. The model runs in eval mode under ``torch.inference_mode`` and gets its
+    training flags back. Ties go to the lowest token id.
     """
     config = config if config is not None else DecodeConfig()
     if config.nbest != 1:
@@ -116,10 +121,15 @@ def run_token_loop(
     list of Hypothesis
         One per row, in row order; ``log_prob`` is ``-inf`` for a row that had no allowed token.
 
+    Raises
+    ------
+    NonFiniteScoresError
+        If a step saw NaN scores, once the loop has ended.
+
     Notes
     -----
-    The loop of :func:`greedy_search` (see its Notes for finishing and dropping rows); a sampled row
-    differs only in ``choose``. Raises NonFiniteScoresError after the loop if a step saw NaN.
+    The loop of :func:`greedy_search` (see its Notes for finishing and dropping rows); a sampled row differs
+    only in ``choose``.
     """
     batch_size, device = src_tokens.size(0), src_tokens.device
     special_ids = torch.tensor([step_model.pad_id, step_model.bos_id, step_model.eos_id], device=device)

@@ -105,11 +105,16 @@ def mbr_search(
         Per sentence, its ``nbest`` best candidates by expected utility (``Hypothesis.expected_utility``),
         each keeping its model ``score`` and ``log_prob``.
 
+    Raises
+    ------
+    ValueError
+        When ``config.mbr`` is 0.
+
     Notes
     -----
     The cost is the candidate search plus, per sentence, N features and up to N(N - 1) pairwise utilities
-    (:class:`~transformer.evaluation.bleu.SentenceUtility`): for N = 32 the utilities, not the model,
-    dominate on a fast machine. Raises ValueError when ``config.mbr`` is 0.
+    (:class:`~transformer.evaluation.bleu.SentenceUtility`): for N = 32 the utilities, not the model, dominate
+    on a fast machine.
     """
     if config.mbr < 2:
         raise ValueError(f"mbr_search needs DecodeConfig.mbr >= 2 candidates, got {config.mbr}")

@@ -224,11 +224,15 @@ def check_src_tokens(src_tokens: Tensor) -> None:
     -------
     None
 
+    Raises
+    ------
+    ValueError
+        For a tensor that is not 2-D or not int64.
+
     Notes
     -----
-    Raises ValueError for a tensor that is not 2-D or not int64. A 1-D sentence or a float tensor would
-    otherwise fail deep inside the model, with a message that names neither the argument nor the expected
-    shape.
+    A 1-D sentence or a float tensor would otherwise fail deep inside the model, with a message that names
+    neither the argument nor the expected shape.
     """
     if src_tokens.dim() != 2 or src_tokens.dtype != torch.int64:
         raise ValueError(

@@ -102,13 +102,17 @@ class Translator:
     ensemble_mode : {"prob", "logprob"}
         How the ensemble averages (:class:`~transformer.decoding.ensemble.EnsembleStepModel`).
 
+    Raises
+    ------
+    ValueError
+        For an unknown precision, "bf16" where the device has no native bf16, or "int8" on a GPU or for a
+        model other than a Transformer (the recurrent baseline's LSTMs have no int8 kernels here).
+
     Notes
     -----
     Inputs are sorted by length for batching and the outputs put back in input order. An empty or
     whitespace-only line translates to an empty line without running the model. ``model`` itself is cast
-    (bf16) or has its linear layers replaced (int8); pass a copy to keep the original. Raises ValueError for
-    an unknown precision, "bf16" where the device has no native bf16, or "int8" on a GPU or for a model
-    other than a Transformer (the recurrent baseline's LSTMs have no int8 kernels here).
+    (bf16) or has its linear layers replaced (int8); pass a copy to keep the original.
     """
 
     def __init__(
@@ -239,11 +243,16 @@ class Translator:
         Translator
             Ready to translate with every model.
 
+        Raises
+        ------
+        ValueError
+            For no checkpoint, or naming the checkpoint and the first piece that differs when the tokenizers
+            differ.
+
         Notes
         -----
         Every model reads the same source ids and must output the same target ids, so the checkpoints'
-        tokenizers must have the same vocabulary: a mismatch raises ValueError naming the checkpoint and the
-        first piece that differs. Models may otherwise differ (sizes, layers, training runs).
+        tokenizers must have the same vocabulary. Models may otherwise differ (sizes, layers, training runs).
         """
         if not paths:
             raise ValueError("an ensemble needs at least one checkpoint")
@@ -377,16 +386,21 @@ class Translator:
         list of list of Candidate
             Per input sentence in input order; an empty list for an empty input.
 
+        Raises
+        ------
+        ValueError
+            Naming its weights file when a model's scores are NaN; when the prefixes are not one per sentence
+            or the alignment layer does not exist.
+
         Notes
         -----
         Batches hold sentences of similar length, at most ``max_tokens`` source tokens (padded) each, so a
         long input does not pad a batch of short ones. Inputs longer than ``max_input_tokens`` are cut
         silently; ``truncated_count`` adds them up over every call on this translator. A model whose scores
-        are NaN (damaged or overflowing weights) raises ValueError naming its weights file, instead of
-        returning empty translations. A prefix is encoded as target text on its own, so a prefix ending in
-        the middle of a word may be split into other subwords than the whole word would be; end prefixes at
-        a word boundary. An empty source line stays empty whatever its prefix. Raises ValueError when the
-        prefixes are not one per sentence, or the alignment layer does not exist.
+        are NaN (damaged or overflowing weights) is an error, never empty translations. A prefix is encoded as
+        target text on its own, so a prefix ending in the middle of a word may be split into other subwords
+        than the whole word would be; end prefixes at a word boundary. An empty source line stays empty
+        whatever its prefix.
         """
         if prefixes is not None and len(prefixes) != len(sentences):
             raise ValueError(f"{len(prefixes)} prefixes for {len(sentences)} sentences")

@@ -84,10 +84,14 @@ def score_translations(
     TranslationScores
         BLEU, chrF, signatures and details.
 
+    Raises
+    ------
+    ValueError
+        When the counts differ or there is nothing to score.
+
     Notes
     -----
-    sacreBLEU's defaults otherwise: 13a tokenisation, exponential smoothing (Post, 2018). Raises ValueError
-    when the counts differ or there is nothing to score.
+    sacreBLEU's defaults otherwise: 13a tokenisation, exponential smoothing (Post, 2018).
     """
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
@@ -121,13 +125,18 @@ class SentenceUtility:
         sacreBLEU's chrF2 (character 6-grams, beta 2) or sentence BLEU (13a tokens, exponential smoothing,
         effective order, as ``BLEU.sentence_score`` recommends).
 
+    Raises
+    ------
+    ValueError
+        For an unknown name.
+
     Notes
     -----
     MBR decoding scores every candidate against every other: N(N - 1) pairs per sentence. Calling
-    ``sentence_score`` for each pair would preprocess and count the n-grams of both sentences every time;
-    here :meth:`features` counts them once per sentence (with sacreBLEU's own preprocessing and n-gram
-    extraction) and :meth:`score` only intersects counts, then lets sacreBLEU turn the statistics into a
-    score. The result equals ``sentence_score`` (tested). Raises ValueError for an unknown name.
+    ``sentence_score`` for each pair would preprocess and count the n-grams of both sentences every time; here
+    :meth:`features` counts them once per sentence (with sacreBLEU's own preprocessing and n-gram extraction)
+    and :meth:`score` only intersects counts, then lets sacreBLEU turn the statistics into a score. The result
+    equals ``sentence_score`` (tested).
     """
 
     def __init__(self, name: str) -> None:
@@ -298,6 +307,11 @@ def paired_bootstrap_bleu(
     PairedBleuTest
         Both BLEU scores, the p-value and the test's signature.
 
+    Raises
+    ------
+    ValueError
+        When the lists differ in length, are empty, or ``samples`` is below 100.
+
     Notes
     -----
     Calls ``sacrebleu.significance.PairedTest(test_type="bs")``, which resamples with the seed in the
@@ -306,7 +320,6 @@ def paired_bootstrap_bleu(
     score 0) get p = 1: sacreBLEU 2.6 counts resampled differences *strictly* larger than the observed one,
     and when every resample's difference is 0 too it reports the smallest p-value, 1 / (samples + 1), for no
     difference at all.
-    Raises ValueError when the lists differ in length, are empty, or ``samples`` is below 100.
     """
     if not len(baseline) == len(variant) == len(references):
         raise ValueError(

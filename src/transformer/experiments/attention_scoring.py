@@ -129,10 +129,14 @@ def scale_settings(scale: str) -> dict[str, Any]:
     dict of str to Any
         The base configuration, nested like a YAML file; every variant changes only the scoring, d_k and d_v.
 
+    Raises
+    ------
+    ValueError
+        For another scale.
+
     Notes
     -----
-    The CPU scale's steps come from the calibration in the module docstring. Raises ValueError for another
-    scale.
+    The CPU scale's steps come from the calibration in the module docstring.
     """
     if scale == "tiny":
         return {

@@ -337,14 +337,18 @@ def measure_attention(
     AttentionStatistics
         One :class:`LayerStatistics` per attention sub-layer.
 
+    Raises
+    ------
+    ValueError
+        Without batches.
+
     Notes
     -----
-    The model runs in eval mode (no dropout), so the statistics of a model do not depend on a random
-    draw, and with autograd on. The loss is the training objective of one step over all the batches: the
-    label-smoothed cross-entropy summed over target tokens and divided by their number. Its gradient with
-    respect to each layer's logits is taken with ``torch.autograd.grad``, so no parameter's ``.grad`` is
-    touched. Padding and masked keys get zero gradient in the model, so the norm is over real entries only.
-    Raises ValueError without batches.
+    The model runs in eval mode (no dropout), so the statistics of a model do not depend on a random draw, and
+    with autograd on. The loss is the training objective of one step over all the batches: the label-smoothed
+    cross-entropy summed over target tokens and divided by their number. Its gradient with respect to each
+    layer's logits is taken with ``torch.autograd.grad``, so no parameter's ``.grad`` is touched. Padding and
+    masked keys get zero gradient in the model, so the norm is over real entries only.
     """
     batches = list(batches)
     if not batches:

@@ -87,11 +87,16 @@ def measure_decode_speed(translator: Translator, sources: Sequence[str], threads
     DecodeSpeed
         Sentences, output tokens, seconds and threads.
 
+    Raises
+    ------
+    ValueError
+        For no sentences or threads below 1.
+
     Notes
     -----
     The first :data:`WARMUP_SENTENCES` sentences are translated once before the clock starts. Batching is the
     translator's (sentences of similar length together, ``max_tokens`` source tokens a batch), as in
-    ``transformer translate``. Raises ValueError for no sentences or threads below 1.
+    ``transformer translate``.
     """
     if not sources:
         raise ValueError("measure_decode_speed: no sentences to translate")

@@ -119,9 +119,14 @@ class ExperimentPlan:
         Variant
             The variant.
 
+        Raises
+        ------
+        ValueError
+            Listing the names when there is no such variant.
+
         Notes
         -----
-        Raises ValueError listing the names when there is no such variant.
+        The error lists the variant names, so a misspelt one is fixed without reading the plan.
         """
         for variant in self.variants:
             if variant.name == name:
@@ -141,10 +146,14 @@ class ExperimentPlan:
         list of Variant
             The selected variants, in table order.
 
+        Raises
+        ------
+        ValueError
+            Naming ``--only`` and the choices for a name that matches neither a variant nor a group.
+
         Notes
         -----
-        A name matching neither a variant nor a group raises ValueError naming ``--only`` and the choices, so
-        a typo never silently runs nothing.
+        A name matching neither a variant nor a group is an error, so a typo never silently runs nothing.
         """
         if not only:
             return list(self.variants)
@@ -174,10 +183,15 @@ def set_dotted(values: dict[str, Any], key: str, value: Any) -> None:
     -------
     None
 
+    Raises
+    ------
+    ValueError
+        For a key without a section.
+
     Notes
     -----
-    Raises ValueError for a key without a section; an unknown section or key is reported when the result is
-    validated (:func:`run_config`), like a typo in a YAML file.
+    An unknown section or key is reported when the result is validated (:func:`run_config`), like a typo in a
+    YAML file.
     """
     section, dot, name = key.partition(".")
     if not dot or not section or not name:
@@ -232,9 +246,15 @@ def run_config(plan: ExperimentPlan, variant: Variant, seed: int) -> dict[str, A
         The nested configuration, as :meth:`ExperimentConfig.to_dict` gives it: every field explicit, so a
         changed default shows up as a difference too.
 
+    Raises
+    ------
+    ValueError
+        Naming the variant when its overrides do not make a valid configuration.
+
     Notes
     -----
-    Raises ValueError naming the variant when its overrides do not make a valid configuration.
+    The configuration is validated here, when the runs are planned, so a bad variant is reported before any
+    run trains.
     """
     values = copy.deepcopy(plan.base)
     for key, value in variant.overrides.items():
@@ -354,15 +374,20 @@ def with_base_overrides(plan: ExperimentPlan, overrides: Sequence[str]) -> Exper
         A copy whose base has the overrides (and whose ``pinned_keys`` name them); variants still apply on
         top of it.
 
+    Raises
+    ------
+    ValueError
+        Quoting a malformed item, or naming a key the runner sets per run.
+
     Notes
     -----
-    Parsed like ``transformer train --set``; a malformed item raises ValueError quoting it. A key that the
-    runner sets per run (:data:`RUNNER_KEYS`: ``train.seed`` comes from ``--seeds``) raises ValueError naming
-    the key, instead of being overwritten without a word; one that a selected row sets itself is refused
-    when the runs are planned (:func:`refuse_overridden_keys`). ``train.max_steps`` brings the plan's
-    schedule rule along (warm-up, cool-down and validation spacing in proportion), except for keys also
-    given; a row with a ``step_factor`` trains that multiple of the new steps. The overrides become part of
-    every run's configuration, so results recorded without them are refused, not mixed in.
+    Parsed like ``transformer train --set``; a malformed item is an error. A key that the runner sets per run
+    (:data:`RUNNER_KEYS`: ``train.seed`` comes from ``--seeds``) is refused, instead of being overwritten
+    without a word; one that a selected row sets itself is refused when the runs are planned
+    (:func:`refuse_overridden_keys`). ``train.max_steps`` brings the plan's schedule rule along (warm-up,
+    cool-down and validation spacing in proportion), except for keys also given; a row with a ``step_factor``
+    trains that multiple of the new steps. The overrides become part of every run's configuration, so results
+    recorded without them are refused, not mixed in.
     """
     if not overrides:
         return plan
@@ -407,12 +432,16 @@ def refuse_overridden_keys(plan: ExperimentPlan, variants: Sequence[Variant]) ->
     -------
     None
 
+    Raises
+    ------
+    ValueError
+        Naming the key and the rows that set it.
+
     Notes
     -----
-    Issue #29: ``--set model.d_model=...`` on Table 2 was ignored, since every row states its width. Raises
-    ValueError naming the key and the rows that set it. Checked against the selection, so ``--only``
-    can leave out the rows that define a key (positions' ``multi30k`` rows take ``--set train.max_steps``;
-    its ``length`` rows carry their own recipe).
+    Issue #29: ``--set model.d_model=...`` on Table 2 was ignored, since every row states its width. Checked
+    against the selection, so ``--only`` can leave out the rows that define a key (positions' ``multi30k``
+    rows take ``--set train.max_steps``; its ``length`` rows carry their own recipe).
     """
     for key in sorted(plan.pinned_keys):
         rows = [variant.name for variant in variants if key in variant.overrides]

@@ -135,11 +135,15 @@ def refuse_dirty_tree(state: SourceState, allow_dirty: bool) -> None:
     -------
     None
 
+    Raises
+    ------
+    ValueError
+        Naming the first modified files when the tree has uncommitted changes and ``allow_dirty`` is False.
+
     Notes
     -----
-    Issue #29 found committed results made on uncommitted trees, which no commit reproduces. Raises
-    ValueError naming the first modified files; outside a git checkout (an installed release, whose version
-    names the code) nothing is refused.
+    Issue #29 found committed results made on uncommitted trees, which no commit reproduces. Outside a git
+    checkout (an installed release, whose version names the code) nothing is refused.
     """
     if state.modified and not allow_dirty:
         shown = ", ".join(state.modified[:3]) + (", ..." if len(state.modified) > 3 else "")

@@ -67,12 +67,16 @@ def checkpoint_curve(run_dir: Path, score: Callable[[SequenceModel], float]) -> 
     list of CurvePoint
         One per kept training checkpoint, by step (so by elapsed time too).
 
+    Raises
+    ------
+    ValueError
+        When the run has no checkpoint.
+
     Notes
     -----
     ``run_dir/quality_curve.json`` is rewritten atomically after each checkpoint scored. A cached score is
     reused only for a checkpoint of the same name, step and elapsed time; any other is scored afresh.
-    Weights-only checkpoints (none in a training run's index) have no training time and are skipped. Raises
-    ValueError when the run has no checkpoint.
+    Weights-only checkpoints (none in a training run's index) have no training time and are skipped.
     """
     checkpoint_dir = run_dir / "checkpoints"
     names = sorted(read_index(checkpoint_dir).get("checkpoints", []))

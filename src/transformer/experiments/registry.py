@@ -39,9 +39,14 @@ def experiment_module(name: str) -> ModuleType:
     module
         The experiment's module.
 
+    Raises
+    ------
+    ValueError
+        Listing the known names for an unknown one.
+
     Notes
     -----
-    Raises ValueError listing the known names for an unknown one.
+    Imported on demand, so running one experiment never imports the others and their dependencies.
     """
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}; choose one of {', '.join(sorted(EXPERIMENTS))}")

@@ -54,11 +54,15 @@ def render_section(name: str, experiment_dir: Path) -> str:
     str
         The section's Markdown.
 
+    Raises
+    ------
+    ValueError
+        When the experiment has no generated report yet, when the directory holds no records, records of
+        another experiment, or records of several scales.
+
     Notes
     -----
-    The plan is rebuilt at the records' scale (every record names it). Raises ValueError when the experiment
-    has no generated report yet, when the directory holds no records, records of another experiment, or
-    records of several scales.
+    The plan is rebuilt at the records' scale (every record names it).
     """
     module = experiment_module(name)
     render = getattr(module, "render_verdicts", None)
@@ -96,10 +100,14 @@ def replace_section(document: str, section: str, body: str, source: str) -> str:
     str
         The document with the section replaced; the rest unchanged byte for byte.
 
+    Raises
+    ------
+    ValueError
+        Naming the document and the marker when a marker is missing, repeated or out of order.
+
     Notes
     -----
-    Raises ValueError naming the document and the marker when a marker is missing, repeated or out of
-    order: the command never guesses where a table goes.
+    A missing, repeated or misordered marker is an error: the command never guesses where a table goes.
     """
     begin, end = section_markers(section)
     lines = document.splitlines(keepends=True)
@@ -152,11 +160,15 @@ def update_document(name: str, experiment_dir: Path, document: Path, check: bool
     ReportOutcome
         Whether the section changed.
 
+    Raises
+    ------
+    ValueError
+        For a missing document, missing markers or records that cannot be reported (:func:`render_section`).
+
     Notes
     -----
-    The document is rewritten atomically and only when the section differs, so an unchanged report leaves
-    the file (and its modification time) alone. Raises ValueError for a missing document, missing markers
-    or records that cannot be reported (:func:`render_section`).
+    The document is rewritten atomically and only when the section differs, so an unchanged report leaves the
+    file (and its modification time) alone.
     """
     section = experiment_dir.resolve().name
     if not document.is_file():
@@ -182,10 +194,14 @@ def experiment_of_section(section: str) -> str:
     str
         The longest registered experiment name the section starts with, followed by ``-``.
 
+    Raises
+    ------
+    ValueError
+        When no experiment matches.
+
     Notes
     -----
-    The longest match, so ``attention-scoring-...`` is never read as a shorter name. Raises ValueError when
-    no experiment matches.
+    The longest match, so ``attention-scoring-...`` is never read as a shorter name.
     """
     matches = [name for name in EXPERIMENTS if section.startswith(f"{name}-")]
     if not matches:

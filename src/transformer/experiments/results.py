@@ -44,10 +44,15 @@ def read_results(path: Path) -> list[dict[str, Any]]:
     list of dict
         The records in file order; for a run recorded twice, only its last line is kept.
 
+    Raises
+    ------
+    ValueError
+        Naming the file and line for a line that is not valid JSON, unless it is the last one.
+
     Notes
     -----
-    A line that is not valid JSON is skipped when it is the last one (a write cut short); anywhere else it
-    raises ValueError naming the file and line, because the file was edited by hand and cannot be trusted.
+    A line that is not valid JSON is skipped when it is the last one (a write cut short); anywhere else it is
+    an error, because the file was edited by hand and cannot be trusted.
     """
     if not path.exists():
         return []
@@ -190,12 +195,17 @@ def store_sentences(output_dir: Path, lines: Sequence[str]) -> str:
     str
         ``sentences/SHA256[:16].txt.gz``, relative to ``output_dir``, for the record.
 
+    Raises
+    ------
+    ValueError
+        For a sentence holding a line break.
+
     Notes
     -----
     Paired tests compare two runs sentence by sentence (:mod:`transformer.experiments.statistics`), so a
     record must point to its hypotheses, and they must stay as they were: the name is the hash of the text,
     the file is gzipped with no timestamp (the same text gives the same bytes) and written atomically, and an
-    existing file is kept. A sentence holding a line break raises ValueError (it would shift every later one).
+    existing file is kept. A sentence holding a line break is refused: it would shift every later one.
     """
     if any("\n" in line or "\r" in line for line in lines):
         raise ValueError("a sentence holds a line break; it cannot be stored one per line")
@@ -223,10 +233,15 @@ def load_sentences(output_dir: Path, relative: str) -> list[str]:
     list of str
         The sentences.
 
+    Raises
+    ------
+    ValueError
+        Naming the file when its text no longer hashes to its name (edited or damaged).
+
     Notes
     -----
-    Raises ValueError naming the file when its text no longer hashes to its name (edited or damaged), so a
-    paired test never runs on sentences other than the ones the run produced.
+    The text is checked against the hash in its name, so a paired test never runs on sentences other than the
+    ones the run produced.
     """
     path = output_dir / relative
     text = gzip.decompress(path.read_bytes())

@@ -169,9 +169,14 @@ def resolve_seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:
     tuple of int
         The seeds, in the order given.
 
+    Raises
+    ------
+    ValueError
+        For no seed, a negative seed or a seed named twice.
+
     Notes
     -----
-    Raises ValueError for no seed, a negative seed or a seed named twice (two runs would share a directory).
+    A seed named twice is refused because its two runs would share a directory.
     """
     chosen = tuple(range(1, seeds + 1)) if isinstance(seeds, int) else tuple(seeds)
     if not chosen:
@@ -198,11 +203,16 @@ def check_recorded(run: PlannedRun, recorded: dict[str, Any] | None, results_pat
     bool
         True when the run has a result with the same configuration (skip it).
 
+    Raises
+    ------
+    ValueError
+        Naming the run and every differing key when the recorded configuration (or the one in its run
+        directory's ``run.json``) differs from the plan.
+
     Notes
     -----
-    Raises ValueError naming the run and every differing key when the recorded configuration (or the one in
-    its run directory's ``run.json``) differs from the plan: rerun in another ``--output-dir``, or delete the
-    run's line and directory to redo it.
+    A run recorded with another configuration is never silently reused nor overwritten: rerun in another
+    ``--output-dir``, or delete the run's line and directory to redo it.
     """
     sources = []
     if recorded is not None:

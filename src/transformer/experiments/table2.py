@@ -153,10 +153,15 @@ def scaled_row(settings: dict[str, Any], width: Fraction, layers: Fraction) -> d
         The same fields at the scale: widths times w, layer counts times l (rounded, at least 1), the rest
         unchanged.
 
+    Raises
+    ------
+    ValueError
+        When a width does not scale to a whole number of dimensions.
+
     Notes
     -----
-    Raises ValueError when a width does not scale to a whole number (the rule would then change ratios), e.g.
-    w = 1/16 maps d_k = 16 to 1, but w = 1/32 would map it to 1/2.
+    A width must scale to a whole number, or the rule would change ratios; e.g. w = 1/16 maps d_k = 16 to 1,
+    but w = 1/32 would map it to 1/2.
     """
     scaled = dict(settings)
     for key in WIDTH_KEYS:

@@ -65,12 +65,17 @@ def export_ctranslate2(checkpoint_dir: Path, output_dir: Path, quantization: str
         ``output_dir``: CTranslate2's ``model.bin``, ``config.json`` and vocabularies, plus the checkpoint's
         tokenizer files and ``transformer_config.json`` (our model config) for :class:`CTranslate2Translator`.
 
+    Raises
+    ------
+    ValueError
+        Naming an unsupported config field (``model.architecture`` for the recurrent baseline) or
+        quantization.
+
     Notes
     -----
     Needs the ``ctranslate2`` package. The directory is filled in a hidden sibling and moved into place, so a
-    failed export leaves an earlier one intact. Only known tokenizer file names are copied, so a stray file
-    in the checkpoint cannot overwrite one CTranslate2 wrote. Raises ValueError naming an unsupported config
-    field (``model.architecture`` for the recurrent baseline) or quantization. A model without positions
+    failed export leaves an earlier one intact. Only known tokenizer file names are copied, so a stray file in
+    the checkpoint cannot overwrite one CTranslate2 wrote. A model without positions
     (``positional_encoding="none"``) is stored with an all-zero position table: CTranslate2 always adds one,
     and adding zeros is exactly adding nothing.
     """
@@ -156,9 +161,17 @@ class CTranslate2Translator:
         CTranslate2Translator
             Ready to translate.
 
+        Raises
+        ------
+        ValueError
+            Naming the directory when it lacks the files :func:`export_ctranslate2` writes.
+        ImportError
+            When ``ctranslate2`` is not installed.
+
         Notes
         -----
-        Raises ValueError naming the directory when it lacks the files :func:`export_ctranslate2` writes.
+        The model config is read from the export, not from ``ctranslate2``, so special ids and vocabulary
+        sizes are those the checkpoint was trained with.
         """
         ct2_dir = Path(ct2_dir)
         if not (ct2_dir / MODEL_CONFIG_FILE).exists():

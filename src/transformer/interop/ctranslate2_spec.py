@@ -30,9 +30,15 @@ def import_ctranslate2() -> Any:
     module
         ``ctranslate2``.
 
+    Raises
+    ------
+    ImportError
+        Naming the extra to install when ``ctranslate2`` is missing.
+
     Notes
     -----
-    The one place that imports it; raises ImportError naming the extra to install when it is missing.
+    The one place that imports it; a missing package is reported with the extra to install, not as a bare
+    module name.
     """
     try:
         import ctranslate2
@@ -78,12 +84,18 @@ def check_ctranslate2_exportable(config: TransformerConfig, source: str) -> None
     -------
     None
 
+    Raises
+    ------
+    ValueError
+        Naming the field for additive or windowed attention, a score scaling other than 1/sqrt(d_k), or
+        per-head widths other than ``d_model / num_heads``.
+
     Notes
     -----
     Post-norm and pre-norm, sinusoidal and learned positions, every activation, shared or separate
     vocabularies, tied or untied output projections and the logits bias are supported; additive or windowed
     attention, a score scaling other than 1/sqrt(d_k) and per-head widths other than ``d_model / num_heads``
-    raise ValueError naming the field.
+    are refused.
     """
     default_head_dim = config.d_model // config.num_heads
     for field, value, supported in (

@@ -82,10 +82,14 @@ def read_marian_weights(marian_dir: Path) -> dict[str, Tensor]:
     dict of str to torch.Tensor
         Tensor name to tensor, on the CPU.
 
+    Raises
+    ------
+    ValueError
+        Naming the directory when none of the files is there.
+
     Notes
     -----
     ``pytorch_model.bin`` is read with ``torch.load(weights_only=True)``, which refuses pickled code.
-    Raises ValueError naming the directory when none of the files is there.
     """
     marian_dir = Path(marian_dir)
     if (marian_dir / MODEL_FILE).exists():
@@ -149,11 +153,15 @@ def import_marian(marian_dir: Path, output_dir: Path) -> Path:
     Path
         ``output_dir``, loadable with ``load_checkpoint`` and ``Translator.from_checkpoint``.
 
+    Raises
+    ------
+    ValueError
+        Naming the ``config.json`` field or tensor for a feature our model cannot represent.
+
     Notes
     -----
     The model keeps Marian's concatenated sinusoids, swish activation, ``final_logits_bias`` (as
     ``output_bias``), decoder start token (its PAD) and vocabularies; its logits equal ``MarianMTModel``'s.
-    A feature our model cannot represent raises ValueError naming the ``config.json`` field or tensor.
     """
     marian_dir = Path(marian_dir)
     source = str(marian_dir / CONFIG_FILE)
@@ -234,10 +242,14 @@ def marian_tokenizer_files(
         ``source.spm``, ``target.spm``, ``vocab.json``, ``tokenizer_config.json`` (and ``target_vocab.json``
         when the vocabularies are separate).
 
+    Raises
+    ------
+    ValueError
+        Naming the checkpoint when the tokenizer is missing or its vocabulary sizes differ from the model's.
+
     Notes
     -----
-    An imported Marian model's files are written back unchanged. Raises ValueError naming the checkpoint
-    when the tokenizer is missing or its vocabulary sizes differ from the model's.
+    An imported Marian model's files are written back unchanged.
     """
     if TOKENIZER_FILE in tokenizer_files:
         files = joint_spm_as_marian(tokenizer_files[TOKENIZER_FILE], config, source)
@@ -298,13 +310,18 @@ def export_marian(checkpoint_dir: Path, output_dir: Path) -> Path:
         ``output_dir``, holding ``config.json``, ``generation_config.json``, ``model.safetensors``,
         ``source.spm``, ``target.spm``, ``vocab.json`` and ``tokenizer_config.json``.
 
+    Raises
+    ------
+    ValueError
+        Naming the config field for a model MarianMT cannot represent: the recurrent baseline, pre-norm,
+        learned positions, additive or windowed attention, other head widths.
+
     Notes
     -----
-    An interleaved-layout model is exported exactly by permuting the basis of its residual stream. Models
-    MarianMT cannot represent (the recurrent baseline, pre-norm, learned positions, additive or windowed
-    attention, other head widths) raise ValueError naming the config field. ``generation_config.json``
-    forbids PAD and BOS as our search does; HuggingFace's length penalty is our "power" form, so set
-    ``length_penalty_form="power"`` (and HuggingFace's ``early_stopping=True``) to compare beams.
+    An interleaved-layout model is exported exactly by permuting the basis of its residual stream.
+    ``generation_config.json`` forbids PAD and BOS as our search does; HuggingFace's length penalty is our
+    "power" form, so set ``length_penalty_form="power"`` (and HuggingFace's ``early_stopping=True``) to
+    compare beams.
     """
     checkpoint = load_checkpoint(Path(checkpoint_dir))
     config, source = checkpoint.model_config, str(checkpoint.path)

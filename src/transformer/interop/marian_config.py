@@ -58,10 +58,16 @@ def check_representable(values: dict[str, Any], source: str) -> None:
     -------
     None
 
+    Raises
+    ------
+    ValueError
+        Naming the field, such as "config.json: normalize_before=True cannot be represented (our model
+        supports only False)".
+
     Notes
     -----
-    Raises ValueError such as "config.json: normalize_before=True cannot be represented (our model supports
-    only False)".
+    An unsupported feature is refused rather than dropped, so an imported model never silently computes
+    something other than the Marian one.
     """
     model_type = values.get("model_type")
     if model_type != "marian":
@@ -115,11 +121,15 @@ def marian_to_config(
     TransformerConfig
         Post-norm, sinusoidal with the concatenated layout, decoding from ``decoder_start_token_id``.
 
+    Raises
+    ------
+    ValueError
+        Naming the field that cannot be represented.
+
     Notes
     -----
-    Training-only settings without an equivalent (``activation_dropout``, layer drop) are dropped. Marian
-    has no BOS: ``bos_id`` is ``bos_token_id`` when set, else the EOS id. Raises ValueError naming the field
-    that cannot be represented.
+    Training-only settings without an equivalent (``activation_dropout``, layer drop) are dropped. Marian has
+    no BOS: ``bos_id`` is ``bos_token_id`` when set, else the EOS id.
     """
     check_representable(values, source)
     vocab_size = _required(values, "vocab_size", source)
@@ -169,12 +179,16 @@ def check_exportable(config: TransformerConfig, source: str) -> None:
     -------
     None
 
+    Raises
+    ------
+    ValueError
+        Naming our config field for any other choice.
+
     Notes
     -----
-    MarianMT is post-norm with sinusoidal positions, dot-product attention scaled by 1/sqrt(d_k) over the
-    full sequence, head widths ``d_model / num_heads`` and LayerNorm epsilon 1e-5; each other choice raises
-    ValueError naming our config field. Both sinusoidal layouts are exportable (the interleaved one by a
-    change of basis).
+    MarianMT is post-norm with sinusoidal positions, dot-product attention scaled by 1/sqrt(d_k) over the full
+    sequence, head widths ``d_model / num_heads`` and LayerNorm epsilon 1e-5; each other choice is refused.
+    Both sinusoidal layouts are exportable (the interleaved one by a change of basis).
     """
     default_head_dim = config.d_model // config.num_heads
     refusals = [

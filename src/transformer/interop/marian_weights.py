@@ -151,9 +151,15 @@ def marian_to_our_tensors(
     dict of str to torch.Tensor
         Our state-dict entries, each shared matrix once, as ``load_model_tensors`` expects.
 
+    Raises
+    ------
+    ValueError
+        Naming a missing tensor, or a tensor left over that our model has no place for.
+
     Notes
     -----
-    Raises ValueError naming a missing tensor, or a tensor left over that our model has no place for.
+    A tensor left over is an error rather than ignored: it would be a part of the Marian model that ours would
+    silently drop.
     """
     check_position_tables(tensors, source)
     source_embedding, target_embedding = marian_embeddings(tensors, source)
@@ -227,10 +233,14 @@ def residual_axes(name: str) -> tuple[int, ...]:
         ``(1,)`` for tensors that read the stream (input columns), ``(0,)`` for those that write or normalise
         it, ``()`` for tensors in another space.
 
+    Raises
+    ------
+    ValueError
+        For a name it does not know.
+
     Notes
     -----
-    Raises ValueError for a name it does not know, so a new kind of parameter cannot be silently left in
-    the old basis.
+    An unknown name is an error, so a new kind of parameter cannot be silently left in the old basis.
     """
     if name.endswith(READS_RESIDUAL) or name == "output_projection.weight":
         return (1,)

@@ -21,10 +21,15 @@ def check_replaceable(destination: Path, marker: str) -> None:
     -------
     None
 
+    Raises
+    ------
+    ValueError
+        Naming the directory when it holds anything else.
+
     Notes
     -----
     A missing or empty directory is fine; so is one holding ``marker`` (it is replaced as a whole). Anything
-    else raises ValueError naming the directory, so a mistyped path cannot delete unrelated files.
+    else is refused, so a mistyped path cannot delete unrelated files.
     """
     destination = Path(destination)
     if destination.is_file():

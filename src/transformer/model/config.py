@@ -93,9 +93,18 @@ class TransformerConfig(SpecialTokens):
     output_bias : bool
         Add a bias vector to the logits (Marian's ``final_logits_bias``); the paper has none.
 
+    Raises
+    ------
+    ValueError
+        At construction, naming the field, for an invalid value or combination.
+    TypeError
+        At construction, naming the field, for a wrongly typed value.
+
     Notes
     -----
-    Frozen and validated at construction: an invalid combination raises ValueError naming the field.
+    Frozen and validated at construction, so a model is never built from a combination that cannot work
+    (``d_model`` not divisible by ``num_heads`` without explicit ``d_k`` and ``d_v``, a special id outside the
+    vocabulary).
     """
 
     vocab_size: int
@@ -290,9 +299,17 @@ class TransformerConfig(SpecialTokens):
         TransformerConfig
             The validated config.
 
+        Raises
+        ------
+        ValueError
+            Listing the known fields for an unknown key, or naming the field for an invalid value.
+        TypeError
+            Naming the field for a wrongly typed value.
+
         Notes
         -----
-        An unknown key raises ValueError listing the known fields.
+        An unknown key is an error rather than ignored, so a typo in a YAML file never silently trains the
+        default.
         """
         return build_dataclass(cls, values)
 

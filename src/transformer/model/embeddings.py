@@ -66,8 +66,14 @@ class TokenEmbedding(nn.Module):
         torch.Tensor, shape (batch, seq_len, d_model)
             Scaled embeddings.
 
+        Raises
+        ------
+        IndexError
+            From ``nn.Embedding``, for an id outside ``[0, vocab_size)``.
+
         Notes
         -----
-        Ids outside ``[0, vocab_size)`` raise IndexError from ``nn.Embedding``.
+        Section 3.4: the embeddings are multiplied by sqrt(d_model) (``scale``, 1 when scaling is off), so they
+        are not drowned by the positional encodings added next.
         """
         return self.embedding(tokens) * self.scale

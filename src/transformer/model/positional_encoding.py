@@ -110,8 +110,8 @@ class LearnedPositionalEmbedding(nn.Module):
 
     Notes
     -----
-    The paper found learned embeddings "nearly identical" to sinusoids (Table 2, row E: 25.7 vs 25.8 BLEU)
-    but they cannot represent positions beyond ``max_positions``: such inputs raise a ValueError.
+    The paper found learned embeddings "nearly identical" to sinusoids (Table 2, row E: 25.7 vs 25.8 BLEU) but
+    they cannot represent positions beyond ``max_positions``: such inputs are an error, never truncated.
     """
 
     def __init__(self, *, d_model: int, max_positions: int) -> None:
@@ -135,9 +135,15 @@ class LearnedPositionalEmbedding(nn.Module):
         torch.Tensor, shape (seq_len, d_model)
             Learned position vectors.
 
+        Raises
+        ------
+        ValueError
+            When ``offset + seq_len`` exceeds ``max_positions``.
+
         Notes
         -----
-        Raises ValueError, never an index error, when the sequence is longer than ``max_positions``.
+        A too-long sequence gets a ValueError that names ``max_positions`` and the way out, not the index
+        error ``nn.Embedding`` would give.
         """
         end = offset + seq_len
         if end > self.max_positions:

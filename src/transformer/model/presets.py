@@ -115,10 +115,15 @@ def find_table2_variant(row: str, selectors: dict[str, Any]) -> Table2Variant:
     Table2Variant
         The unique matching variant.
 
+    Raises
+    ------
+    ValueError
+        Naming the valid choices when the row is unknown or the selectors match no variant or several.
+
     Notes
     -----
-    Raises ValueError naming the valid choices when the row is unknown or the selectors match no variant
-    or several.
+    A variant name such as "C4" is found directly; a row letter needs selectors that match exactly one of its
+    variants.
     """
     by_name = {variant.name: variant for variant in TABLE2_VARIANTS}
     if row.upper() in by_name:

@@ -179,9 +179,15 @@ class Int8Linear(nn.Module):
         torch.Tensor, shape (..., out_features), float32
             ``hidden W^T + b`` up to the rounding of weights and inputs to int8.
 
+        Raises
+        ------
+        RuntimeError
+            From the kernel, for a non-float32 or non-CPU input.
+
         Notes
         -----
-        Raises RuntimeError from the kernel for a non-float32 or non-CPU input.
+        Dynamic quantization: the inputs are quantized per call from their own range, so no calibration data
+        is needed.
         """
         return torch.ops.quantized.linear_dynamic(hidden, self.packed_weight, self.reduce_range)
 
@@ -283,12 +289,16 @@ def quantize_for_inference(model: Transformer) -> Transformer:
     Transformer
         ``model`` itself, for inference only (no gradients flow through the int8 layers).
 
+    Raises
+    ------
+    ValueError
+        For a model that is not float32 on the CPU, the kernel's only case.
+
     Notes
     -----
     Attention modules become :class:`Int8MultiHeadAttention`, the feed-forward layers :class:`Int8Linear`.
     With tied weights (section 3.4) the output projection gets its own int8 copy of the target embedding,
-    which itself stays float32: it is read one row per token, and the source side shares it. Raises
-    ValueError for a model that is not float32 on the CPU, the kernel's only case.
+    which itself stays float32: it is read one row per token, and the source side shares it.
     """
     first_parameter = next(model.parameters())
     if first_parameter.device.type != "cpu" or first_parameter.dtype != torch.float32:

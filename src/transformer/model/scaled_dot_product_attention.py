@@ -38,11 +38,16 @@ def score_scale(d_k: int, scaling: str = "sqrt") -> float:
     float
         ``d_k ** -0.5`` for "sqrt", 1.0 for "none", ``1 / d_k`` for "linear".
 
+    Raises
+    ------
+    ValueError
+        For another name.
+
     Notes
     -----
     Section 3.2.1: if the components of q and k are independent with mean 0 and variance 1, q . k has mean 0
-    and variance d_k, so "sqrt" gives scores of unit variance, "none" of variance d_k and "linear" of
-    variance 1/d_k. Raises ValueError for another name.
+    and variance d_k, so "sqrt" gives scores of unit variance, "none" of variance d_k and "linear" of variance
+    1/d_k.
     """
     if scaling == "sqrt":
         return float(d_k**-0.5)

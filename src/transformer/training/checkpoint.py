@@ -247,10 +247,15 @@ def load_training_checkpoint(path: Path) -> TrainingCheckpoint:
     TrainingCheckpoint
         Weights, config, search settings, and the training state if the checkpoint has one.
 
+    Raises
+    ------
+    CheckpointError
+        Naming the directory when the state files are unreadable.
+
     Notes
     -----
-    Only safetensors and JSON are read. Raises CheckpointError naming the directory when the state files are
-    unreadable, so ``--resume`` can fall back to an older checkpoint.
+    Only safetensors and JSON are read. Unreadable state is a CheckpointError, like unreadable weights, so
+    ``--resume`` can fall back to an older checkpoint.
     """
     checkpoint = load_checkpoint(path)
     state = read_trainer_state(checkpoint.path)
@@ -277,11 +282,15 @@ def read_trainer_state(directory: Path) -> TrainerState | None:
     TrainerState or None
         Its ``trainer_state.json``; None for a weights-only checkpoint (an average, an imported model).
 
+    Raises
+    ------
+    CheckpointError
+        Naming the directory when the file is unreadable.
+
     Notes
     -----
     For readers that want the step, the elapsed training time or the tokens seen of many checkpoints (a
-    quality-over-time curve) without loading the optimizer file, three times the size of the weights. Raises
-    CheckpointError naming the directory when the file is unreadable.
+    quality-over-time curve) without loading the optimizer file, three times the size of the weights.
     """
     state_file = Path(directory) / STATE_FILE
     if not state_file.exists():

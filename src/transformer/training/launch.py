@@ -40,8 +40,8 @@ def train_experiment(
     run_dir : Path
         Where to write.
     resume : bool
-        Continue the latest checkpoint in ``run_dir``; without one (and without ``reuse_finished``) a
-        ValueError is raised before anything is created.
+        Continue the latest checkpoint in ``run_dir``; without one (and without ``reuse_finished``) it is an
+        error, reported before anything is created.
     reuse_finished : bool
         With ``resume``, return a run that already ended as it is (see :meth:`Trainer.train`).
 
@@ -51,6 +51,12 @@ def train_experiment(
         What the run achieved.
     TrainingData
         The prepared data (for evaluation afterwards).
+
+    Raises
+    ------
+    ValueError
+        With ``resume`` and without ``reuse_finished``, when ``run_dir`` holds no checkpoint: a typo in
+        ``--output-dir`` must not start a new run under the wrong name.
 
     Notes
     -----

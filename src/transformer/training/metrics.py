@@ -17,10 +17,16 @@ class MetricsLog:
     tensorboard_dir : Path or None
         Where to write TensorBoard event files; None disables TensorBoard.
 
+    Raises
+    ------
+    ValueError
+        Naming ``train.tensorboard`` and the extra to install when ``tensorboard_dir`` is given but TensorBoard
+        is not installed.
+
     Notes
     -----
-    Each record has ``kind`` ("train" or "valid") and ``step``. TensorBoard needs the ``tensorboard`` extra;
-    without it, asking for TensorBoard raises a clear error.
+    Each record has ``kind`` ("train" or "valid") and ``step``. TensorBoard needs the ``tensorboard`` extra,
+    imported only when asked for, so a run without it never needs the package.
     """
 
     def __init__(self, path: Path, tensorboard_dir: Path | None = None) -> None:

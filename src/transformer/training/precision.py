@@ -22,6 +22,11 @@ def check_precision(requested: str, device: torch.device) -> None:
     -------
     None
 
+    Raises
+    ------
+    ValueError
+        One line naming ``train.precision`` and the device, for fp16 off CUDA or bf16 without native support.
+
     Notes
     -----
     fp16 needs a gradient scaler, which PyTorch has only for CUDA. bf16 is refused where the device would
@@ -29,11 +34,6 @@ def check_precision(requested: str, device: torch.device) -> None:
     BF16 nor AMX), rather than falling back to fp32: an explicit request is the user's choice of numerics,
     and a silent fp32 run would not be what the config records. ``auto`` never picks what the device lacks.
     "auto" is resolved by measurement (``transformer.autotune.precision_probe``), not here.
-
-    Raises
-    ------
-    ValueError
-        One line naming ``train.precision`` and the device, for fp16 off CUDA or bf16 without native support.
     """
     if requested == "fp16" and device.type != "cuda":
         raise ValueError("train.precision='fp16' needs a CUDA device; use bf16 or fp32 on the CPU")

@@ -67,10 +67,14 @@ def measured_speed(experiment: ExperimentConfig, device: torch.device, cache: Pr
     float
         Target tokens per second, in the precision and thread count ``auto`` resolves to for it.
 
+    Raises
+    ------
+    ValueError
+        For a recurrent model: the ladder's probe builds Transformers.
+
     Notes
     -----
     Resolves threads and precision first, as the trainer will, so the speed is the one the run will see.
-    Raises ValueError for a recurrent model: the ladder's probe builds Transformers.
     """
     model, recipe = experiment.model, experiment.train
     if not isinstance(model, TransformerConfig):

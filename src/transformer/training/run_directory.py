@@ -139,12 +139,16 @@ def claim_run_directory(run_dir: Path) -> Iterator[LockHolder | None]:
     Iterator[LockHolder or None]
         A context manager yielding the dead holder whose stale lock was taken over, if any.
 
+    Raises
+    ------
+    RunDirectoryInUseError
+        When a running process holds the directory.
+
     Notes
     -----
-    Raises RunDirectoryInUseError when a running process holds the directory. When the block raises
-    (KeyboardInterrupt included) before any checkpoint exists, what the run created is removed again: the
-    directories this call created, and inside a directory that existed only the entries it did not hold
-    before; see :func:`remove_failed_start`.
+    When the block raises (KeyboardInterrupt included) before any checkpoint exists, what the run created is
+    removed again: the directories this call created, and inside a directory that existed only the entries it
+    did not hold before; see :func:`remove_failed_start`.
     """
     created = create_missing_directories(run_dir)
     try:

@@ -121,10 +121,15 @@ def read_lock_file(lock_path: Path) -> LockHolder | None:
     LockHolder or None
         The holder; None when there is no lock file.
 
+    Raises
+    ------
+    RunDirectoryInUseError
+        Naming the file when it is not a lock this program wrote.
+
     Notes
     -----
-    A file that is not a lock this program wrote raises RunDirectoryInUseError: it is left alone, since
-    removing it could break whatever wrote it.
+    A file that is not a lock this program wrote is left alone, since removing it could break whatever wrote
+    it.
     """
     try:
         values = json.loads(lock_path.read_text(encoding="utf-8"))
@@ -221,10 +226,14 @@ def acquire_run_lock(run_dir: Path) -> tuple[LockHolder, LockHolder | None]:
     LockHolder or None
         The holder whose stale lock was taken over, if any (so the caller can say so).
 
+    Raises
+    ------
+    RunDirectoryInUseError
+        Naming the holder's pid when a running process holds the directory.
+
     Notes
     -----
-    Raises RunDirectoryInUseError naming the holder's pid when a running process holds the directory. A
-    dead holder's lock is removed and creation retried, up to :data:`LOCK_ATTEMPTS` times, since a racing
+    A dead holder's lock is removed and creation retried, up to :data:`LOCK_ATTEMPTS` times, since a racing
     process may take the lock in between.
     """
     lock_path = run_dir / LOCK_FILE

@@ -198,10 +198,14 @@ class Trainer:
         TrainResult
             Steps, tokens, validation loss and perplexity, last checkpoint.
 
+        Raises
+        ------
+        TrainingDivergedError
+            When a loss is not finite, before anything is saved.
+
         Notes
         -----
-        Without ``resume``, a run directory that already holds checkpoints is refused rather than
-        overwritten. A non-finite loss raises :class:`TrainingDivergedError` before anything is saved.
+        Without ``resume``, a run directory that already holds checkpoints is refused rather than overwritten.
         """
         self._load_or_refuse_existing(resume)
         metrics = (
@@ -399,11 +403,15 @@ class Trainer:
         num_tokens : int
             Target tokens in the group, over all processes.
 
+        Raises
+        ------
+        TrainingDivergedError
+            If the loss is not finite (after the update, which is then never saved).
+
         Notes
         -----
-        Raises :class:`TrainingDivergedError` if the loss is not finite (after the update, which is then
-        never saved). Benchmarks call this to time exactly what training runs; the training loop itself
-        leaves the losses on the device and reads them back only at log, validation and checkpoint steps.
+        Benchmarks call this to time exactly what training runs; the training loop itself leaves the losses on
+        the device and reads them back only at log, validation and checkpoint steps.
         """
         losses, tokens = self.gradient_step.run(group)
         totals = all_reduce_sum(losses, self.context).cpu()

@@ -308,10 +308,14 @@ def round_weights(weights: torch.Tensor, decimals: int = WEIGHT_DECIMALS) -> lis
     list of list of list of float
         Nested lists indexed ``[head][query][key]``.
 
+    Raises
+    ------
+    ValueError
+        On NaN or infinite weights, which JSON cannot hold.
+
     Notes
     -----
-    Rounding in float64 makes ``json.dumps`` write short numbers such as ``0.1234``. Raises ValueError on
-    NaN or infinite weights, which JSON cannot hold.
+    Rounding in float64 makes ``json.dumps`` write short numbers such as ``0.1234``.
     """
     if not bool(torch.isfinite(weights).all()):
         raise ValueError("attention weights contain NaN or infinite values")
@@ -348,9 +352,16 @@ def build_attention_payload(
         ``kinds``: a list of ``{"name", "label", "query_axis", "key_axis", "note", "causal",
         "query_tokens", "key_tokens", "layers"}`` with ``layers[layer][head][query][key]``.
 
+    Raises
+    ------
+    ValueError
+        When a kind holds no layers, a shape disagrees with the token counts, or a weight is NaN or infinite
+        (:func:`round_weights`).
+
     Notes
     -----
-    Raises ValueError when a kind holds no layers or a shape disagrees with the token counts.
+    Weights are rounded (:func:`round_weights`) so the page stays small; shapes are checked against the tokens
+    first, so no label lands on the wrong row.
     """
     tokens = {"source": list(source_tokens), "decoder input": list(target_tokens)}
     kinds = []
@@ -477,11 +488,16 @@ def write_attention_html(
     pathlib.Path
         ``path``.
 
+    Raises
+    ------
+    ValueError
+        When shapes disagree with the token counts.
+
     Notes
     -----
     The page offers the attention kind, the layer, one head, all heads as a grid or their average, a colour
     scale from 0 to the largest weight shown (or fixed 0 to 1), and each weight on hover. It loads nothing
-    from the network. Raises ValueError when shapes disagree with the token counts.
+    from the network.
     """
     page = render_attention_page(
         build_attention_payload(attention, source_tokens, target_tokens, title, batch_index)

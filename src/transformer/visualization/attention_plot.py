@@ -77,9 +77,15 @@ def resolve_layer_index(layer: int, num_layers: int) -> int:
     int
         The index in ``[0, num_layers)``.
 
+    Raises
+    ------
+    ValueError
+        Naming the valid range when ``layer`` is outside ``[-num_layers, num_layers)``, or when there are no
+        layers.
+
     Notes
     -----
-    Raises ValueError naming the valid range when ``layer`` is outside ``[-num_layers, num_layers)``.
+    Negative indices count from the last layer, as in Python, so ``-1`` is the top of the stack.
     """
     if num_layers <= 0:
         raise ValueError("the attention weights hold no layers")
@@ -110,9 +116,15 @@ def select_attention_map(attention: AttentionWeights, kind: str, layer: int, bat
     torch.Tensor, shape (num_heads, query_len, key_len), float32, on the CPU
         Attention probabilities; rows are queries.
 
+    Raises
+    ------
+    ValueError
+        For an unknown kind, a layer out of range, weights that are not 4-D or a batch index out of range.
+
     Notes
     -----
-    Raises ValueError for an unknown kind, a layer out of range or a batch index out of range.
+    Detached and copied to float32 on the CPU, so matplotlib can draw maps computed in half precision on a
+    GPU.
     """
     if kind not in ATTENTION_KINDS:
         raise ValueError(f"unknown attention kind {kind!r}; expected one of {sorted(ATTENTION_KINDS)}")
@@ -150,10 +162,15 @@ def check_attention_shape(
     -------
     None
 
+    Raises
+    ------
+    ValueError
+        Saying which dimension disagrees.
+
     Notes
     -----
-    Raises ValueError saying which dimension disagrees. Sentences with padding must be passed with one
-    token per padded position (or trimmed of the padding first).
+    Sentences with padding must be passed with one token per padded position (or trimmed of the padding
+    first).
     """
     if weights.dim() != 3 or weights.size(0) == 0:
         raise ValueError(
@@ -291,11 +308,15 @@ def plot_attention_heads(
     pathlib.Path
         ``path``.
 
+    Raises
+    ------
+    ValueError
+        When the shape disagrees with the token counts.
+
     Notes
     -----
-    All heads share one colour scale from 0 to the largest weight in the figure, shown by one colorbar,
-    so that heads can be compared; heads are numbered from 0. Token labels are drawn on the outer panels
-    only. Raises ValueError when the shape disagrees with the token counts.
+    All heads share one colour scale from 0 to the largest weight in the figure, shown by one colorbar, so
+    that heads can be compared; heads are numbered from 0. Token labels are drawn on the outer panels only.
     """
     check_attention_shape(weights, query_tokens, key_tokens)
     values = weights.detach().float().cpu().numpy()
@@ -367,12 +388,16 @@ def plot_attention_maps(
         Keys ``"encoder_self"``, ``"decoder_self"``, ``"cross"``; values
         ``{prefix}_{kind}_layer{L}.png`` with ``L`` the non-negative layer index.
 
+    Raises
+    ------
+    ValueError
+        For a layer out of range or tokens that disagree with the weights' shapes, before writing any file.
+
     Notes
     -----
-    Decoder self-attention has the decoder input on both axes; its upper triangle, hidden by the causal
-    mask, is drawn grey. Encoder-decoder attention has the decoder input as queries and the source as
-    keys. A negative ``layer`` is resolved separately for the encoder and decoder stacks. Raises ValueError
-    for a layer out of range or tokens that disagree with the weights' shapes, before writing any file.
+    Decoder self-attention has the decoder input on both axes; its upper triangle, hidden by the causal mask,
+    is drawn grey. Encoder-decoder attention has the decoder input as queries and the source as keys. A
+    negative ``layer`` is resolved separately for the encoder and decoder stacks.
     """
     axis_labels = {
         "encoder_self": ("source (query)", "source (key)", source_tokens, source_tokens),

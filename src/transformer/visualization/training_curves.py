@@ -72,11 +72,15 @@ def add_metrics_record(curves: TrainingCurves, record: dict[str, Any], where: st
     -------
     None
 
+    Raises
+    ------
+    ValueError
+        When a training or validation record lacks ``step`` or holds a non-number.
+
     Notes
     -----
     Training records are those with ``"kind": "train"`` or, without a kind, with ``train_loss``; validation
-    records likewise with ``valid`` / ``valid_loss``. Other records and other keys are ignored. Raises
-    ValueError when a training or validation record lacks ``step`` or holds a non-number.
+    records likewise with ``valid`` / ``valid_loss``. Other records and other keys are ignored.
     """
     kind = _record_kind(record)
     if kind is None:
@@ -107,10 +111,16 @@ def read_training_curves(metrics_path: Path) -> TrainingCurves:
     TrainingCurves
         The series found.
 
+    Raises
+    ------
+    ValueError
+        Naming the file when it is missing or holds no training or validation record, and the file and line
+        number when a line is not a JSON object or a value is malformed.
+
     Notes
     -----
-    Raises ValueError naming the file when it is missing or holds no training or validation record, and
-    the file and line number when a line is not a JSON object or a value is malformed.
+    Records that are neither training nor validation are read past; a line that is not JSON is an error rather
+    than skipped, since a damaged log would otherwise plot partial curves without a word.
     """
     metrics_path = Path(metrics_path)
     try:
@@ -181,11 +191,15 @@ def plot_training_curves(metrics_path: Path, output_path: Path) -> Path:
     pathlib.Path
         ``output_path``.
 
+    Raises
+    ------
+    ValueError
+        For a missing file or a malformed line, naming the file and line number.
+
     Notes
     -----
-    Two panels sharing the step axis: losses on top (the legend gives the best validation loss), the
-    learning rate below, where the warm-up then inverse-square-root decay of Eq. (3) should be visible.
-    Raises ValueError for a missing file or a malformed line, naming the file and line number.
+    Two panels sharing the step axis: losses on top (the legend gives the best validation loss), the learning
+    rate below, where the warm-up then inverse-square-root decay of Eq. (3) should be visible.
     """
     curves = read_training_curves(metrics_path)
     figure = Figure(figsize=(8.0, 6.5), layout="constrained")

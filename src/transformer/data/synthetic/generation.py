@@ -287,14 +287,17 @@ def generate_pairs(num_pairs: int, seed: int) -> list[tuple[str, str]]:
         ``num_pairs`` ``(english, german)`` pairs with pairwise different English sides, in
         the order they were drawn.
 
+    Raises
+    ------
+    ValueError
+        If ``num_pairs`` is not a positive integer, exceeds :data:`MAX_PAIRS`, or cannot be reached in
+        ``10 * num_pairs + 1000`` draws.
+
     Notes
     -----
-    The result depends only on ``num_pairs`` and ``seed`` (and the Python version's
-    ``random`` algorithm), never on global random state or hash randomisation, and a
-    shorter list is a prefix of a longer one with the same seed. Each English sentence
-    has exactly one German translation. Raises ``ValueError`` if ``num_pairs`` is not a
-    positive integer, exceeds :data:`MAX_PAIRS`, or cannot be reached in
-    ``10 * num_pairs + 1000`` draws.
+    The result depends only on ``num_pairs`` and ``seed`` (and the Python version's ``random`` algorithm),
+    never on global random state or hash randomisation, and a shorter list is a prefix of a longer one with
+    the same seed. Each English sentence has exactly one German translation.
     """
     _check_count("num_pairs", num_pairs)
     if num_pairs > MAX_PAIRS:
@@ -351,12 +354,16 @@ def generate_splits(
     SyntheticSplits
         The three splits; no English sentence appears in two of them.
 
+    Raises
+    ------
+    ValueError
+        Naming the offending count if one is not positive.
+
     Notes
     -----
-    All pairs come from one call to :func:`generate_pairs`: the first ``num_test`` pairs
-    form the test split, the next ``num_valid`` the validation split and the rest the
-    training split, so the test and validation sets stay the same when only ``num_train``
-    changes. Raises ``ValueError`` naming the offending count if one is not positive.
+    All pairs come from one call to :func:`generate_pairs`: the first ``num_test`` pairs form the test split,
+    the next ``num_valid`` the validation split and the rest the training split, so the test and validation
+    sets stay the same when only ``num_train`` changes.
     """
     _check_count("num_train", num_train)
     _check_count("num_valid", num_valid)
@@ -393,15 +400,18 @@ def write_corpus(
     dict[str, tuple[Path, Path]]
         ``{"train": (train.en, train.de), "valid": ..., "test": ...}``.
 
+    Raises
+    ------
+    ValueError
+        If a language suffix is empty, contains a path separator, or both suffixes are equal.
+
     Notes
     -----
-    Files are UTF-8 with one sentence per line and ``\n`` line endings on every platform;
-    line ``i`` of the source file translates to line ``i`` of the target file. Each file is
-    streamed through :func:`transformer.atomic_files.atomic_write` (a hidden sibling, fsynced,
-    then renamed), so a reader such as a resumed run never sees a half-written split, and it
-    gets the mode a plain ``open`` would (0644 under umask 022), not ``mkstemp``'s 0600.
-    Raises ``ValueError`` if a language suffix is empty, contains a path separator, or both
-    suffixes are equal.
+    Files are UTF-8 with one sentence per line and ``\n`` line endings on every platform; line ``i`` of the
+    source file translates to line ``i`` of the target file. Each file is streamed through
+    :func:`transformer.atomic_files.atomic_write` (a hidden sibling, fsynced, then renamed), so a reader such
+    as a resumed run never sees a half-written split, and it gets the mode a plain ``open`` would (0644 under
+    umask 022), not ``mkstemp``'s 0600.
     """
     for name, suffix in (("source_lang", source_lang), ("target_lang", target_lang)):
         if not suffix or "/" in suffix or os.sep in suffix:

@@ -228,15 +228,20 @@ def parse_lexicon(document: object, source: str) -> Lexicon:
     Lexicon
         The entries, in file order.
 
+    Raises
+    ------
+    LexiconError
+        Naming the file, the section, the entry's index and the key for a missing or unknown section or key, a
+        value of the wrong type, an empty word or one outside its closed set (gender, case, verb kind,
+        preposition role); naming the file when the grammar would draw from an empty set.
+
     Notes
     -----
-    Each entry is an object whose keys are the fields of its dataclass (``Noun``, ``Verb``, ...); a field
-    with a default may be left out. Raises :class:`LexiconError` naming the file, the section, the entry's
-    index and the key for a missing or unknown section or key, a value of the wrong type, an empty word or
-    one outside its closed set (gender, case, verb kind, preposition role); and naming the file when the
-    grammar would draw from an empty set (no dative verb, no city, ...), which would otherwise surface as
-    an ``IndexError`` deep inside generation. Unknown keys are errors rather than ignored, so that a
-    misspelt optional key (``german_befor_city``) cannot silently fall back to its default.
+    Each entry is an object whose keys are the fields of its dataclass (``Noun``, ``Verb``, ...); a field with
+    a default may be left out. An empty set the grammar draws from (no dative verb, no city, ...) is refused
+    here, since it would otherwise surface as an ``IndexError`` deep inside generation. Unknown keys are
+    errors rather than ignored, so that a misspelt optional key (``german_befor_city``) cannot silently fall
+    back to its default.
     """
     section_names = [name for name, _ in _LEXICON_SECTIONS]
     if not isinstance(document, dict):
@@ -273,12 +278,17 @@ def load_lexicon() -> Lexicon:
     Lexicon
         The checked lexicon; the same immutable object on every call.
 
+    Raises
+    ------
+    LexiconError
+        Naming the file when it is missing (a build that left out the package data), is not UTF-8 JSON, or
+        fails :func:`parse_lexicon`.
+
     Notes
     -----
     Read with ``importlib.resources``, so it is found in a wheel, an editable install or a zip import alike.
     Cached instead of loaded at import time: importing the module does no I/O, and the cache is the only
-    module state (immutable data). Raises :class:`LexiconError` naming the file when it is missing (a build
-    that left out the package data), is not UTF-8 JSON, or fails :func:`parse_lexicon`.
+    module state (immutable data).
     """
     resource = importlib.resources.files("transformer.data.synthetic").joinpath(LEXICON_FILE)
     try:

@@ -161,12 +161,16 @@ def swap_pairs(count: int, seed: int) -> list[SwapPair]:
         people or animals, X and Y different nouns of those categories (which every such verb accepts as
         subject), both singular or both plural, each with an optional adjective.
 
+    Raises
+    ------
+    ValueError
+        When the lexicon cannot give ``count`` distinct pairs.
+
     Notes
     -----
     Realised with the grammar's own :func:`~transformer.data.synthetic.english_sentence` and
-    :func:`~transformer.data.synthetic.german_sentence`, so the German references follow its agreement
-    rules (nominative subject, accusative or dative object). Raises ValueError when the lexicon cannot give
-    ``count`` distinct pairs.
+    :func:`~transformer.data.synthetic.german_sentence`, so the German references follow its agreement rules
+    (nominative subject, accusative or dative object).
     """
     lexicon = load_lexicon()
     verbs = [

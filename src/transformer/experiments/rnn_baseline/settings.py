@@ -193,10 +193,15 @@ def build_plan(scale: str) -> ExperimentPlan:
         Variants ``transformer`` and ``rnn`` (each its own group), scored with the average of the last
         :data:`AVERAGE_LAST` checkpoints.
 
+    Raises
+    ------
+    ValueError
+        Naming ``--scale`` for ``paper`` or an unknown scale.
+
     Notes
     -----
-    Raises ValueError naming ``--scale`` for ``paper`` or an unknown scale: the comparison is the shipped
-    Multi30k recipes', which have no paper-sized counterpart here.
+    There is no ``paper`` scale: the comparison is the shipped Multi30k recipes', which have no paper-sized
+    counterpart here.
     """
     if scale not in MEASURE_SETTINGS:
         raise ValueError(f"--scale {scale}: rnn-baseline runs at scale tiny, cpu or gpu")

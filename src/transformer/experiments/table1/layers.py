@@ -257,10 +257,15 @@ def build_layer(
     torch.nn.Module
         Maps (batch, n, d) to (batch, n, d).
 
+    Raises
+    ------
+    ValueError
+        For an unknown name.
+
     Notes
     -----
     ``dilated_convolution`` builds the first layer of the stack (dilation 1); :func:`stack_layer` builds the
-    others. Raises ValueError for an unknown name.
+    others.
     """
     return stack_layer(name, d_model, settings, 0, implementation)
 
@@ -288,9 +293,14 @@ def stack_layer(
     torch.nn.Module
         The layer.
 
+    Raises
+    ------
+    ValueError
+        For an unknown name.
+
     Notes
     -----
-    Raises ValueError for an unknown name.
+    A width not divisible by ``settings.num_heads`` gets one head, so every width of the sweep can be built.
     """
     heads = settings.num_heads if d_model % settings.num_heads == 0 else 1
     if name == "self_attention":

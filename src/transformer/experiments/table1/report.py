@@ -34,9 +34,15 @@ def fit_loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
     float
         The exponent p of the best fit y ~ c·x^p.
 
+    Raises
+    ------
+    ValueError
+        With fewer than two distinct x, unequal lengths or a non-positive value.
+
     Notes
     -----
-    Raises ValueError with fewer than two distinct x or a non-positive value.
+    Ordinary least squares on the logarithms: the slope estimates the exponent of a cost such as Table 1's
+    O(n^2 d) in n.
     """
     if len(xs) != len(ys) or len(set(xs)) < 2:
         raise ValueError("a slope needs at least two distinct points")

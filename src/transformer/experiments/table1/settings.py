@@ -161,11 +161,16 @@ def scale_settings(scale: str) -> Table1Settings:
     Table1Settings
         The settings.
 
+    Raises
+    ------
+    ValueError
+        For another name.
+
     Notes
     -----
     ``cpu`` covers n = 16 .. 4096 and d = 128, 512, 1024 (the issue's grid) with one sequence per pass, 8
-    heads, r = 16 and k = 3; its budgets keep the whole measurement under 15 minutes on two CPU cores.
-    ``gpu`` and ``paper`` use the same grid with ten seconds per point. Raises ValueError for another name.
+    heads, r = 16 and k = 3; its budgets keep the whole measurement under 15 minutes on two CPU cores. ``gpu``
+    and ``paper`` use the same grid with ten seconds per point.
     """
     full_grid = Table1Settings(
         lengths=tuple(2**power for power in range(4, 13)),

@@ -62,3 +62,27 @@ def test_a_port_in_use_is_named(workspace: Path, capsys) -> None:
         error
         == f"transformer serve: error: --host 127.0.0.1 --port {port}: cannot listen there (Address already in use)"
     )
+
+
+def test_models_load_in_a_thread_that_ends_before_the_server_starts(served_run: Path, monkeypatch) -> None:
+    """The main thread runs no PyTorch operator, so no OpenMP team of its own competes with the worker's."""
+    import threading
+
+    from transformer.serving import server
+    from transformer.serving.config import ServeConfig
+
+    real_load = server.load_served_model
+    loading_threads: list[threading.Thread] = []
+
+    def recording_load(*args, **kwargs):
+        loading_threads.append(threading.current_thread())
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(server, "load_served_model", recording_load)
+    config = ServeConfig(checkpoints={"a": served_run, "b": served_run})
+    models = server.load_models_off_the_main_thread(config)
+    assert list(models) == ["a", "b"]
+    assert len(loading_threads) == 2 and loading_threads[0] is loading_threads[1]
+    assert loading_threads[0] is not threading.main_thread() and not loading_threads[0].is_alive()
+    with pytest.raises(ValueError, match="missing"):  # a loading error reaches the caller's thread
+        server.load_models_off_the_main_thread(ServeConfig(checkpoints={"a": served_run / "missing"}))

@@ -126,9 +126,9 @@ def beam_search(
 
     Parameters
     ----------
-    model_or_step_model : Transformer, MakesStepModel or StepModel
-        The model (wrapped in its step model: ``TransformerStepModel``, or what the model's
-        ``make_step_model`` returns) or any step model, e.g. a test oracle.
+    model_or_step_model : Transformer, RNNEncoderDecoder or StepModel
+        The model (wrapped in its step model: ``TransformerStepModel`` or ``RNNStepModel``) or any step
+        model, e.g. a test oracle.
     src_tokens : torch.Tensor, shape (batch, src_len), int64
         Source token ids, each row ending with EOS and right-padded with the pad id.
     config : DecodeConfig, optional
@@ -183,8 +183,8 @@ def search(
 
     Parameters
     ----------
-    model_or_step_model : Transformer, MakesStepModel or StepModel
-        The model (a Transformer or a model with ``make_step_model``) or any step model.
+    model_or_step_model : Transformer, RNNEncoderDecoder or StepModel
+        The model (a Transformer or the recurrent baseline) or any step model.
     src_tokens : torch.Tensor, shape (batch, src_len), int64
         Source token ids, right-padded with the pad id.
     config : DecodeConfig, optional

@@ -41,9 +41,9 @@ def greedy_search(
 
     Parameters
     ----------
-    model_or_step_model : Transformer, MakesStepModel or StepModel
-        The model (wrapped in its step model: ``TransformerStepModel``, or what the model's
-        ``make_step_model`` returns) or any step model, e.g. a test oracle.
+    model_or_step_model : Transformer, RNNEncoderDecoder or StepModel
+        The model (wrapped in its step model: ``TransformerStepModel`` or ``RNNStepModel``) or any step
+        model, e.g. a test oracle.
     src_tokens : torch.Tensor, shape (batch, src_len), int64
         Source token ids, each row ending with EOS and right-padded with the pad id.
     config : DecodeConfig, optional

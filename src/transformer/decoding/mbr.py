@@ -87,7 +87,7 @@ def mbr_search(
 
     Parameters
     ----------
-    model_or_step_model : Transformer, MakesStepModel or StepModel
+    model_or_step_model : Transformer, RNNEncoderDecoder or StepModel
         The model, an ensemble, or any step model.
     src_tokens : torch.Tensor, shape (batch, src_len), int64
         Source token ids, right-padded with the pad id.

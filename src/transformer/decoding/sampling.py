@@ -227,7 +227,7 @@ def sample_search(
 
     Parameters
     ----------
-    model_or_step_model : Transformer, MakesStepModel or StepModel
+    model_or_step_model : Transformer, RNNEncoderDecoder or StepModel
         The model or any step model.
     src_tokens : torch.Tensor, shape (batch, src_len), int64
         Source token ids, each row ending with EOS and right-padded with the pad id.

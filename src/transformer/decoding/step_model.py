@@ -10,7 +10,7 @@ probability tables to check the search against answers computed by hand (an orac
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -299,41 +299,8 @@ class TransformerStepModel(SpecialTokenIds):
         state.tgt_prefix = state.tgt_prefix.index_select(0, row_indices)
 
 
-@runtime_checkable
-class MakesStepModel(Protocol):
-    """A model that brings its own step model (the recurrent baseline does).
-
-    Notes
-    -----
-    How the searches decode an architecture this package does not import: the model's
-    ``make_step_model(use_cache)`` returns an object satisfying :class:`StepModel`. The Transformer has no
-    such method because the model package sits below this one; :func:`as_step_model` wraps it in
-    :class:`TransformerStepModel` instead.
-    """
-
-    def make_step_model(self, use_cache: bool) -> StepModel[Any]:
-        """Return the model's adapter to the step-model protocol.
-
-        Parameters
-        ----------
-        use_cache : bool
-            Whether the adapter carries state between steps (incremental decoding) or recomputes the prefix.
-
-        Returns
-        -------
-        StepModel
-            The step model to drive.
-
-        Notes
-        -----
-        Called once per search; the adapter keeps a reference to the model, whose eval mode
-        :func:`inference_context` sets through the adapter's ``model`` attribute.
-        """
-        ...
-
-
-#: What every search entry point accepts: either architecture, a model with ``make_step_model``, or a step model.
-Decodable = Transformer | RNNEncoderDecoder | MakesStepModel | StepModel[Any]
+#: What every search entry point accepts: either architecture, or a step model (a test's oracle, an ensemble).
+Decodable = Transformer | RNNEncoderDecoder | StepModel[Any]
 
 
 def as_step_model(model_or_step_model: Decodable, use_cache: bool) -> StepModel[Any]:
@@ -341,7 +308,7 @@ def as_step_model(model_or_step_model: Decodable, use_cache: bool) -> StepModel[
 
     Parameters
     ----------
-    model_or_step_model : Transformer, MakesStepModel or StepModel
+    model_or_step_model : Transformer, RNNEncoderDecoder or StepModel
         What the search should decode with.
     use_cache : bool
         Whether a wrapped model decodes incrementally; ignored for a step model.
@@ -353,15 +320,13 @@ def as_step_model(model_or_step_model: Decodable, use_cache: bool) -> StepModel[
 
     Notes
     -----
-    Lets every search entry point accept the model itself (a Transformer, or any model with
-    ``make_step_model``, such as :class:`transformer.baselines.rnn.RNNEncoderDecoder`) or a test's oracle.
+    Lets every search entry point accept the model itself (a Transformer or the recurrent baseline, whose
+    adapters this package builds) or any step model, such as a test's oracle or an ensemble.
     """
     if isinstance(model_or_step_model, Transformer):
         return TransformerStepModel(model_or_step_model, use_cache)
     if isinstance(model_or_step_model, RNNEncoderDecoder):
         return RNNStepModel(model_or_step_model, use_cache)
-    if isinstance(model_or_step_model, MakesStepModel):
-        return model_or_step_model.make_step_model(use_cache)
     return model_or_step_model
 
 

@@ -4,6 +4,7 @@
 #
 #   experiments/decoding-28/run.sh            # everything (7 trainings of 2,800 steps, about 30 min each on a quiet 2-core AMX CPU)
 #   STEPS="seeds compare" experiments/decoding-28/run.sh    # only some steps
+#   SEEDS="1 2" STEPS="seeds compare" experiments/decoding-28/run.sh   # two seeds now, the others later
 #
 # Resumable: a finished training (its .finished marker) is skipped, an interrupted one continues with
 # --resume, a back-translated corpus is kept once written, and benchmarks/compare_decoding.py skips the rows
@@ -14,6 +15,7 @@ DATA=${DATA:-/work/shared/data/multi30k}
 RUNS=${RUNS:-runs/decoding-28}
 OUT=experiments/decoding-28
 STEPS=${STEPS:-"seeds compare halves backtranslate bt-compare"}
+SEEDS=${SEEDS:-"1 2 3 4"}
 mkdir -p "$RUNS"
 
 train() {  # train NAME [train options...]: new, resumed, or skipped when finished
@@ -37,14 +39,19 @@ zcat "$DATA/val.en.gz" > "$RUNS/val.en"
 zcat "$DATA/val.de.gz" > "$RUNS/val.de"
 
 if [[ $STEPS == *seeds* ]]; then  # four independently trained models (seed 1 is the shipped recipe)
-    for seed in 1 2 3 4; do
+    for seed in $SEEDS; do
         train "seed$seed" --set data.mirror="$DATA" --set train.seed=$seed
     done
 fi
 
 if [[ $STEPS == *compare* ]]; then  # MBR N in {8, 16, 32} against beam 4; ensembles of 2 and 4 against each alone
-    python -m benchmarks.compare_decoding --checkpoint "$RUNS/seed1" \
-        --ensemble "$RUNS/seed2" "$RUNS/seed3" "$RUNS/seed4" \
+    # With the further seeds that have finished (ensembles of as many as there are): rows already in the JSON
+    # are kept, so running this after seeds 1-2 and again after seeds 3-4 measures each row once.
+    members=()
+    for seed in 2 3 4; do
+        if [ -f "$RUNS/seed$seed/.finished" ]; then members+=("$RUNS/seed$seed"); else break; fi
+    done
+    python -m benchmarks.compare_decoding --checkpoint "$RUNS/seed1" ${members[@]+--ensemble "${members[@]}"} \
         --source "$RUNS/val.en" --reference "$RUNS/val.de" --mbr 8 16 32 \
         --output "$OUT/comparison.json"
 fi

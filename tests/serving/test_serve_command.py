@@ -25,7 +25,7 @@ def workspace(served_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         ("--checkpoint =run", "the model name must be letters, digits"),
         ("--checkpoint 'a b=run'", "the model name must be letters, digits"),
         ("--checkpoint a=", "no directory after '='"),
-        ("--checkpoint a=run --checkpoint a=run", "model name 'a' is given twice"),
+        ("--checkpoint a=run --checkpoint a=run", "model 'a' lists 'run' twice"),
         ("--checkpoint run --port 70000", "--port"),
         ("--checkpoint run --max-queue 0", "--max-queue"),
         ("--checkpoint run --max-chars -5", "--max-chars"),

@@ -306,8 +306,13 @@ class Translator:
         rows = config.mbr or (config.nbest if config.sampling else 0)
         return max(1, self.max_tokens * 4 // rows) if rows > 4 else self.max_tokens
 
-    def step_model(self) -> StepModel[Any]:
+    def step_model(self, use_cache: bool | None = None) -> StepModel[Any]:
         """Return what the searches decode: the model's step model, or the ensemble of every model's.
+
+        Parameters
+        ----------
+        use_cache : bool or None
+            Incremental decoding; None follows ``decode_config.use_cache``.
 
         Returns
         -------
@@ -317,10 +322,10 @@ class Translator:
 
         Notes
         -----
-        Built per call from ``decode_config.use_cache``, so changing the settings takes effect at once; the
-        step model holds no state between searches.
+        Built per call, so changing the settings takes effect at once; the step model holds no state between
+        searches.
         """
-        use_cache = self.decode_config.use_cache
+        use_cache = self.decode_config.use_cache if use_cache is None else use_cache
         if len(self.models) == 1:
             return as_step_model(self.model, use_cache)
         members = [as_step_model(model, use_cache) for model in self.models]
@@ -421,7 +426,7 @@ class Translator:
             batch_prefixes = (
                 [encoded_prefixes[index] for index in batch_indices] if prefixes is not None else None
             )
-            hypotheses = self._search(src_tokens, batch_prefixes)
+            hypotheses = self.search_tokens(src_tokens, batch_prefixes)
             candidates = [[self._candidate(item) for item in sentence] for sentence in hypotheses]
             if alignment_layer is not None:
                 candidates = self._align(src_tokens, candidates, alignment_layer)
@@ -431,14 +436,45 @@ class Translator:
                 progress(len(batch_indices))
         return results
 
-    def _search(self, src_tokens: torch.Tensor, prefixes: list[list[int]] | None) -> list[list[Hypothesis]]:
-        """Run the configured search (MBR when ``decode_config.mbr``) and name the weights on NaN scores."""
+    def search_tokens(
+        self,
+        src_tokens: torch.Tensor,
+        prefixes: Sequence[Sequence[int]] | None = None,
+        config: DecodeConfig | None = None,
+    ) -> list[list[Hypothesis]]:
+        """Search one batch of encoded sentences: MBR when ``config.mbr``, else sampling, greedy or beam.
+
+        Parameters
+        ----------
+        src_tokens : torch.Tensor, shape (batch, src_len), int64
+            Source token ids ending with EOS, right-padded with the pad id, on the translator's device.
+        prefixes : sequence of sequence of int, optional
+            A forced target prefix per sentence (token ids; empty for none).
+        config : DecodeConfig, optional
+            The search; None uses ``decode_config``.
+
+        Returns
+        -------
+        list of list of Hypothesis
+            Per sentence, ``config.nbest`` hypotheses, best first (MBR: by expected utility).
+
+        Raises
+        ------
+        ValueError
+            Naming the weights file when a model's scores are NaN.
+
+        Notes
+        -----
+        What :meth:`translate_nbest` runs per batch, for callers that batch and encode themselves: the
+        server runs the searches its step-level batching does not (sampling, MBR, prefixes, n-gram blocking,
+        ensembles) through here, so each gives the translation ``transformer translate`` gives.
+        """
+        config = config if config is not None else self.decode_config
         try:
-            if self.decode_config.mbr:
-                return mbr_search(
-                    self.step_model(), src_tokens, self.decode_config, self._detokenize, prefixes
-                )
-            return search(self.step_model(), src_tokens, self.decode_config, prefixes)
+            if config.mbr:
+                step_model = self.step_model(config.use_cache)
+                return mbr_search(step_model, src_tokens, config, self._detokenize, prefixes)
+            return search(self.step_model(config.use_cache), src_tokens, config, prefixes)
         except NonFiniteScoresError as error:
             raise ValueError(f"{self.weights_file or 'the model'}: {error}") from None
 
@@ -456,26 +492,61 @@ class Translator:
             hypothesis.expected_utility,
         )
 
+    def word_alignments(
+        self, sources: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]], layer: int
+    ) -> list[list[tuple[int, int]]]:
+        """Hard word alignments of outputs to their sources, from one decoder layer's cross-attention.
+
+        Parameters
+        ----------
+        sources : sequence of sequence of int
+            Per row, the source token ids (EOS included or not).
+        outputs : sequence of sequence of int
+            Per row, an output's token ids (no BOS, no EOS).
+        layer : int
+            Decoder layer (negative counts from the end).
+
+        Returns
+        -------
+        list of list of (int, int)
+            Per row, (source word, target word) pairs, word-level, 0-based (Pharaoh's ``i-j``).
+
+        Raises
+        ------
+        ValueError
+            When the layer does not exist.
+
+        Notes
+        -----
+        The first model's attention (of an ensemble too), averaged over heads, with subwords merged into
+        words (:mod:`~transformer.decoding.alignment`); one teacher-forced pass over all rows.
+        """
+        if not outputs:
+            return []
+        check_alignment_layer(self.model, layer)
+        eos_id, pad_id = self.model.config.eos_id, self.model.config.pad_id
+        source_ids = [[i for i in source if i not in (eos_id, pad_id)] for source in sources]
+        row_sources = pad_sequences([[*ids, eos_id] for ids in source_ids], pad_id).to(self.device)
+        attention = cross_attention(self.model, row_sources, outputs, layer).cpu()  # (rows, tgt_len, src_len)
+        alignments = []
+        for row, (source, output) in enumerate(zip(source_ids, outputs, strict=True)):
+            source_words = word_indices([self.tokenizer.source_id_to_piece(i) for i in source])
+            target_words = word_indices([self.tokenizer.id_to_piece(i) for i in output])
+            alignments.append(hard_word_alignment(attention[row], source_words, target_words))
+        return alignments
+
     def _align(
         self, src_tokens: torch.Tensor, candidates: list[list[Candidate]], layer: int
     ) -> list[list[Candidate]]:
         """Add word alignments to a batch's candidates, from the first model's cross-attention."""
+        sources = src_tokens.tolist()
         rows = [sentence for sentence, found in enumerate(candidates) for _ in found]
-        if not rows:
-            return candidates
         outputs = [candidate.tokens for found in candidates for candidate in found]
-        row_sources = src_tokens.index_select(0, torch.tensor(rows, device=src_tokens.device))
-        attention = cross_attention(self.model, row_sources, outputs, layer).cpu()  # (rows, tgt_len, src_len)
-        eos_id, pad_id = self.model.config.eos_id, self.model.config.pad_id
-        aligned: list[list[Candidate]] = [[] for _ in candidates]
-        for row, (sentence, output) in enumerate(zip(rows, outputs, strict=True)):
-            source_ids = [i for i in src_tokens[sentence].tolist() if i not in (eos_id, pad_id)]
-            source_words = word_indices([self.tokenizer.source_id_to_piece(i) for i in source_ids])
-            target_words = word_indices([self.tokenizer.id_to_piece(i) for i in output])
-            pairs = hard_word_alignment(attention[row], source_words, target_words)
-            candidate = candidates[sentence][len(aligned[sentence])]
-            aligned[sentence].append(dataclasses.replace(candidate, alignment=pairs))
-        return aligned
+        pairs = iter(self.word_alignments([sources[sentence] for sentence in rows], outputs, layer))
+        return [
+            [dataclasses.replace(candidate, alignment=next(pairs)) for candidate in found]
+            for found in candidates
+        ]
 
     def _encode(self, sentence: str) -> list[int]:
         if not sentence.strip():

@@ -4,14 +4,17 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from transformer.config import MAX_LENGTH_OFFSET
+from transformer.decoding.alignment import check_alignment_layer, format_pharaoh
+from transformer.decoding.translator import Candidate
 from transformer.model.transformer import Transformer
-from transformer.serving.config import MAX_BEAM_SIZE
+from transformer.serving.config import MAX_BEAM_SIZE, MAX_MBR_CANDIDATES
 from transformer.serving.served_model import ServedModel
 from transformer.serving.server_state import ServerState
 from transformer.serving.translation_service import (
@@ -44,14 +47,34 @@ class TranslateRequest(BaseModel):
     beam : int or None
         Beam size (1 = greedy); None for the model's.
     nbest : int or None
-        Hypotheses per sentence, at most ``beam``.
+        Hypotheses per sentence: at most ``beam``, or ``mbr`` with MBR; any number of samples up to the
+        server's beam limit with sampling.
     alpha : float or None
         Length penalty; None for the model's.
+    sampling, temperature, top_k, top_p, epsilon, seed : bool, float, int, float, float, int, or None
+        Sampling instead of search, as ``transformer translate --sampling --temperature ...``: the same seed
+        gives the same samples whatever the batch.
+    mbr : int or None
+        Minimum Bayes risk decoding over this many candidates (2 to the server's limit; 0 off).
+    mbr_candidates, mbr_utility : str or None
+        ``"sampling"`` or ``"beam"`` candidates; ``"chrf"`` or ``"bleu"`` utility.
+    no_repeat_ngram, min_length, max_length : int or None
+        Constraints, as ``--no-repeat-ngram``, ``--min-length`` and ``--max-length`` (0: no cap).
+    prefix : str, list of str or None
+        A target prefix per text (the same shape as ``text``; blank for none): each translation starts
+        with it. Texts are not split into sentences when prefixes are given.
+    alignments : bool
+        Add each translation's word alignment (Pharaoh ``i-j`` pairs) from a decoder layer's
+        cross-attention.
+    alignment_layer : int or None
+        That layer (negative counts from the end); None: the last.
 
     Notes
     -----
     Strict types and no unknown fields: ``"beam": "4"`` or a misspelt ``"nbset"`` is a 422 naming the field
-    rather than a silently different search.
+    rather than a silently different search. Sampling, MBR, prefixes and n-gram blocking run the offline
+    search of ``transformer translate`` (between the running batch's steps), so their results equal the
+    command's; CTranslate2 models refuse them.
     """
 
     model_config = ConfigDict(strict=True, extra="forbid")
@@ -59,8 +82,68 @@ class TranslateRequest(BaseModel):
     text: str | list[str]
     model: str | None = None
     beam: int | None = Field(default=None, ge=1, le=MAX_BEAM_SIZE)
-    nbest: int | None = Field(default=None, ge=1, le=MAX_BEAM_SIZE)
+    nbest: int | None = Field(default=None, ge=1, le=MAX_MBR_CANDIDATES)
     alpha: float | None = Field(default=None, ge=0.0, le=10.0, allow_inf_nan=False)
+    sampling: bool | None = None
+    temperature: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
+    top_k: int | None = Field(default=None, ge=0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0, allow_inf_nan=False)
+    epsilon: float | None = Field(default=None, ge=0.0, lt=1.0, allow_inf_nan=False)
+    seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
+    mbr: int | None = Field(default=None, ge=0, le=MAX_MBR_CANDIDATES)
+    mbr_candidates: Literal["sampling", "beam"] | None = None
+    mbr_utility: Literal["chrf", "bleu"] | None = None
+    no_repeat_ngram: int | None = Field(default=None, ge=0, le=MAX_LENGTH_OFFSET)
+    min_length: int | None = Field(default=None, ge=0, le=MAX_LENGTH_OFFSET)
+    max_length: int | None = Field(default=None, ge=0, le=MAX_LENGTH_OFFSET)
+    prefix: str | list[str] | None = None
+    alignments: bool = False
+    alignment_layer: int | None = None
+
+    def search_options(self) -> SearchOptions:
+        """Collect the search settings of the request.
+
+        Returns
+        -------
+        SearchOptions
+            What the request sets; None where it keeps the model's.
+
+        Notes
+        -----
+        Checked against each other when applied to the model's settings (``DecodeConfig``'s checks).
+        """
+        return SearchOptions(
+            self.beam, self.nbest, self.alpha, self.sampling, self.temperature, self.top_k, self.top_p,
+            self.epsilon, self.seed, self.mbr, self.mbr_candidates, self.mbr_utility, self.no_repeat_ngram,
+            self.min_length, self.max_length,
+        )  # fmt: skip
+
+    def prefixes(self) -> list[str] | None:
+        """Give the prefixes as one per text, or None when the request has none.
+
+        Returns
+        -------
+        list of str or None
+            One prefix per text.
+
+        Raises
+        ------
+        ValueError
+            When ``prefix`` does not have the shape of ``text`` (a string for a string, a list as long).
+
+        Notes
+        -----
+        A string ``text`` takes a string ``prefix``; a list of n texts a list of n prefixes.
+        """
+        if self.prefix is None:
+            return None
+        if isinstance(self.text, str) != isinstance(self.prefix, str):
+            raise ValueError("prefix: give a string for a string text and a list for a list of texts")
+        if isinstance(self.prefix, str):
+            return [self.prefix]
+        if len(self.prefix) != len(self.text):
+            raise ValueError(f"prefix: {len(self.prefix)} prefixes for {len(self.text)} texts")
+        return list(self.prefix)
 
 
 def server_of(request: Request) -> ServerState:
@@ -215,14 +298,19 @@ async def translate(
         raise HTTPException(
             413, f"text: {characters} characters, over the limit of {server.config.max_chars}"
         )
-    try:
-        options = SearchOptions(body.beam, body.nbest, body.alpha)
-        options.decode_config(model.decode_config)
-    except ValueError as error:
-        raise HTTPException(422, f"nbest/beam: {error}") from None
+    options, prefixes, alignment_layer = _checked_search(body, model)
     results = await until_disconnected(
         request,
-        translate_texts(texts, model, options, server.worker, server.metrics, isinstance(body.text, str)),
+        translate_texts(
+            texts,
+            model,
+            options,
+            server.worker,
+            server.metrics,
+            isinstance(body.text, str),
+            prefixes,
+            alignment_layer,
+        ),
     )
     if results is None:
         return Response(status_code=CLIENT_CLOSED_REQUEST)
@@ -237,6 +325,34 @@ async def translate(
     )
 
 
+def _checked_search(
+    body: TranslateRequest, model: ServedModel
+) -> tuple[SearchOptions, list[str] | None, int | None]:
+    """Check the request's search against the model: its options, prefixes and alignment layer (422 if bad)."""
+    options = body.search_options()
+    try:
+        options.decode_config(model.decode_config)
+        prefixes = body.prefixes()
+    except ValueError as error:
+        raise HTTPException(422, str(error).removeprefix("DecodeConfig.")) from None
+    if model.translator is None and (options.needs_pytorch or prefixes is not None or body.alignments):
+        raise HTTPException(
+            422,
+            f"model {model.name!r} runs on CTranslate2: sampling, mbr, no_repeat_ngram, prefix and "
+            "alignments need a model served with --engine pytorch",
+        )
+    if body.alignment_layer is not None and not body.alignments:
+        raise HTTPException(422, "alignment_layer: only used with alignments: true")
+    layer = None
+    if body.alignments:
+        layer = -1 if body.alignment_layer is None else body.alignment_layer
+        try:
+            check_alignment_layer(model.engine_model, layer)  # type: ignore[arg-type]
+        except ValueError as error:
+            raise HTTPException(422, f"alignment_layer: {error}") from None
+    return options, prefixes, layer
+
+
 def _sentences_json(result: TextTranslation) -> list[dict[str, Any]]:
     return [
         {
@@ -244,13 +360,28 @@ def _sentences_json(result: TextTranslation) -> list[dict[str, Any]]:
             "translation": sentence.candidates[0].text if sentence.candidates else "",
             "score": sentence.candidates[0].score if sentence.candidates else None,
             "log_prob": sentence.candidates[0].log_prob if sentence.candidates else None,
-            "nbest": [
-                {"translation": item.text, "score": item.score, "log_prob": item.log_prob}
-                for item in sentence.candidates
-            ],
+            "nbest": [_candidate_json(item) for item in sentence.candidates],
+            **(
+                {"alignment": format_pharaoh(sentence.candidates[0].alignment or [])}
+                if sentence.candidates and sentence.candidates[0].alignment is not None
+                else {}
+            ),
         }
         for sentence in result.sentences
     ]
+
+
+def _candidate_json(candidate: Candidate) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "translation": candidate.text,
+        "score": candidate.score,
+        "log_prob": candidate.log_prob,
+    }
+    if candidate.expected_utility is not None:
+        fields["expected_utility"] = candidate.expected_utility
+    if candidate.alignment is not None:
+        fields["alignment"] = format_pharaoh(candidate.alignment)
+    return fields
 
 
 def _timing_json(results: list[TextTranslation], start: float) -> dict[str, float]:

@@ -11,6 +11,8 @@ from transformer.serving.model_worker import BATCHING_MODES
 SERVE_ENGINES = ("pytorch", "ctranslate2")
 #: The most hypotheses per sentence a client may ask for: a beam of thousands would hold the batch's memory.
 MAX_BEAM_SIZE = 16
+#: Most MBR candidates a request may ask for: N candidates cost N searches' rows and N^2 utilities.
+MAX_MBR_CANDIDATES = 64
 
 
 @dataclass(frozen=True)
@@ -19,8 +21,9 @@ class ServeConfig:
 
     Parameters
     ----------
-    checkpoints : dict of str to Path
-        Model name to checkpoint (or run) directory; the first is the default model.
+    checkpoints : dict of str to tuple of Path
+        Model name to checkpoint (or run) directories: one, or several for an ensemble that averages their
+        probabilities; the first name is the default model. A bare Path is taken as a one-model tuple.
     host : str
         Address to listen on; 127.0.0.1 keeps the server local.
     port : int
@@ -51,7 +54,7 @@ class ServeConfig:
     only raises latency; ``max_queue`` bounds how long an accepted request can wait.
     """
 
-    checkpoints: dict[str, Path]
+    checkpoints: dict[str, tuple[Path, ...]]
     host: str = "127.0.0.1"
     port: int = 8000
     engine: str = "pytorch"
@@ -67,6 +70,16 @@ class ServeConfig:
     def __post_init__(self) -> None:
         if not self.checkpoints:
             raise ValueError("ServeConfig.checkpoints: serve at least one model")
+        members = {
+            name: (paths,) if isinstance(paths, (str, Path)) else tuple(paths)
+            for name, paths in self.checkpoints.items()
+        }
+        object.__setattr__(
+            self, "checkpoints", {name: tuple(map(Path, paths)) for name, paths in members.items()}
+        )
+        for name, paths in self.checkpoints.items():
+            if not paths:
+                raise ValueError(f"ServeConfig.checkpoints[{name!r}]: no checkpoint")
         if self.engine not in SERVE_ENGINES:
             raise ValueError(f"ServeConfig.engine={self.engine!r} is not one of {SERVE_ENGINES}")
         if self.precision not in TRANSLATION_PRECISIONS:
@@ -88,26 +101,33 @@ class ServeConfig:
                 raise ValueError(f"ServeConfig.{name}={value} must be a positive integer")
 
 
-def parse_checkpoint_options(values: list[str]) -> dict[str, Path]:
-    """Turn ``--checkpoint DIR`` / ``--checkpoint NAME=DIR`` options into a name-to-directory mapping.
+def parse_checkpoint_options(values: list[str]) -> dict[str, tuple[Path, ...]]:
+    """Turn ``--checkpoint DIR`` / ``--checkpoint NAME=DIR`` options into a name-to-directories mapping.
 
     Parameters
     ----------
     values : list of str
         The options in order; a bare ``DIR`` is named after the directory (``"default"`` for the first
-        when it is the only one).
+        when it is the only one). ``NAME=DIR`` given again with the same name and another directory adds
+        that model to an ensemble served as ``NAME``.
 
     Returns
     -------
-    dict of str to Path
-        Names in option order (the first is the default model).
+    dict of str to tuple of Path
+        Names in option order (the first is the default model), each with its model(s).
+
+    Raises
+    ------
+    ValueError
+        Naming ``--checkpoint`` for an empty name or directory, a bare directory named like another model,
+        and a directory listed twice for one name.
 
     Notes
     -----
-    Raises ValueError naming ``--checkpoint`` for an empty name or directory and for a name given twice.
     A name may hold letters, digits, ``.``, ``_`` and ``-``, so it can travel in URLs and JSON untouched.
+    Only explicit names form ensembles: two bare directories that end alike are a mistake, not an ensemble.
     """
-    checkpoints: dict[str, Path] = {}
+    checkpoints: dict[str, tuple[Path, ...]] = {}
     for value in values:
         name, separator, directory = value.partition("=")
         if not separator:
@@ -118,9 +138,15 @@ def parse_checkpoint_options(values: list[str]) -> dict[str, Path]:
             raise ValueError(
                 f"--checkpoint {value!r}: the model name must be letters, digits, '.', '_' or '-'"
             )
-        if name in checkpoints:
-            raise ValueError(f"--checkpoint {value!r}: model name {name!r} is given twice")
-        checkpoints[name] = Path(directory)
+        members = checkpoints.get(name, ())
+        if members and not separator:
+            raise ValueError(
+                f"--checkpoint {value!r}: model name {name!r} is given twice (name each model NAME=DIR; "
+                "one name given several directories serves them as an ensemble)"
+            )
+        if Path(directory) in members:
+            raise ValueError(f"--checkpoint {value!r}: model {name!r} lists {directory!r} twice")
+        checkpoints[name] = (*members, Path(directory))
     return checkpoints
 
 

@@ -10,6 +10,11 @@ the moment that sentence's search ends. The thread loops:
    the sentences that ended. **Request batching** (the baseline): take waiting sentences up to the budget,
    run the offline search over them to the end, hand back all.
 
+The searches that step-level batching does not run (sampling, MBR, target prefixes, n-gram blocking, and
+every search of an ensemble) take the request-batching path in either mode: admitted like the others, then
+searched to the end between two decoder steps of the running batches, with ``Translator.search_tokens``, so
+each gives what ``transformer translate`` gives.
+
 The thread sleeps on a condition variable when there is nothing to do, and :meth:`ModelWorker.stop`
 drains what was accepted before it returns.
 """
@@ -24,10 +29,8 @@ from typing import Any
 
 import torch
 
-from transformer.architectures import SequenceModel
 from transformer.config import DecodeConfig
 from transformer.data.batching import pad_sequences
-from transformer.decoding.beam_search import search
 from transformer.decoding.search import Hypothesis
 from transformer.interop.ctranslate2 import CTranslate2Translator
 from transformer.model.transformer import Transformer
@@ -35,6 +38,7 @@ from transformer.serving.continuous_batching import ContinuousBatch, DecodedSent
 from transformer.serving.ctranslate2_engine import ctranslate2_search
 from transformer.serving.metrics import ServingMetrics
 from transformer.serving.padded_cache import model_device
+from transformer.serving.served_model import ServedModel
 
 #: The values of ``--batching``.
 BATCHING_MODES = ("continuous", "request")
@@ -122,6 +126,8 @@ class SentenceJob:
     deliver : callable
         Called on the worker thread with the :class:`DecodedSentence` and :class:`SentenceTiming`; it must
         return quickly (e.g. schedule the result on the event loop).
+    prefix_ids : list of int
+        A forced target prefix (token ids; empty for none).
     submitted_at : float
         ``time.perf_counter()`` when it was queued (set on creation).
     admitted_at : float
@@ -137,6 +143,7 @@ class SentenceJob:
     decode_config: DecodeConfig
     handle: RequestHandle
     deliver: Callable[[DecodedSentence, SentenceTiming], None]
+    prefix_ids: list[int] = field(default_factory=list)
     submitted_at: float = field(default_factory=time.perf_counter)
     admitted_at: float = 0.0
 
@@ -146,9 +153,9 @@ class ModelWorker:
 
     Parameters
     ----------
-    models : dict of str to SequenceModel or CTranslate2Translator
-        What decodes each served model: a PyTorch model (on its device, in eval mode and its serving
-        precision) or a CTranslate2 export.
+    models : dict of str to ServedModel
+        The served models, by name: each decodes with its PyTorch model(s) (on their device, in eval mode
+        and their serving precision) or its CTranslate2 export.
     batching : {"continuous", "request"}
         Step-level batching, or the request-level baseline.
     max_batch_tokens : int
@@ -163,11 +170,17 @@ class ModelWorker:
     -----
     Continuous batching needs the Transformer's incremental cache; other architectures (the recurrent
     baseline) and CTranslate2 (no step-level API) are refused there, and serve with ``batching="request"``.
+    An ensemble of Transformers is accepted: its sentences take the request-batching path.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``batching`` mode, or continuous batching with a model that is not a Transformer.
     """
 
     def __init__(
         self,
-        models: dict[str, SequenceModel | CTranslate2Translator],
+        models: dict[str, ServedModel],
         batching: str,
         max_batch_tokens: int,
         max_queue: int,
@@ -176,8 +189,8 @@ class ModelWorker:
         if batching not in BATCHING_MODES:
             raise ValueError(f"batching={batching!r} is not one of {BATCHING_MODES}")
         if batching == "continuous":
-            for name, model in models.items():
-                if not isinstance(model, Transformer):
+            for name, served in models.items():
+                if not isinstance(served.engine_model, Transformer):
                     raise ValueError(
                         f"model {name!r}: continuous batching decodes PyTorch Transformer models; serve "
                         "this one with --batching request"
@@ -301,9 +314,18 @@ class ModelWorker:
                 for function, future in calls:
                     _run_call(function, future)
                 if self.batching == "continuous":
-                    self._step_continuous(admitted)
+                    to_the_end = [job for job in admitted if self._searches_to_the_end(job)]
+                    if to_the_end:
+                        self._run_request_batch(to_the_end)
+                    self._step_continuous([job for job in admitted if job not in to_the_end])
                 else:
                     self._run_request_batch(admitted)
+
+    def _searches_to_the_end(self, job: SentenceJob) -> bool:
+        """Whether a sentence needs a search that step-level batching does not run."""
+        config = job.decode_config
+        needs_offline_search = config.sampling or config.mbr or config.no_repeat_ngram or job.prefix_ids
+        return bool(needs_offline_search) or self.models[job.model].is_ensemble
 
     def _running(self) -> int:
         return sum(batch.num_sentences for batch in self._batches.values())
@@ -327,11 +349,12 @@ class ModelWorker:
         widest = 0
         while self._waiting:
             job = self._waiting[0]
+            rows = decoder_rows(job.decode_config)
             if self.batching == "continuous":
-                cost = used + job.decode_config.beam_size * len(job.src_ids)
+                cost = used + rows * len(job.src_ids)
             else:  # a padded batch: every row as wide as the longest
                 widest = max(widest, len(job.src_ids))
-                cost = (len(taken) + 1) * widest * job.decode_config.beam_size
+                cost = (len(taken) + 1) * widest * rows
             if (used or taken) and cost > self.max_batch_tokens:
                 break
             if self.batching == "continuous":
@@ -347,7 +370,7 @@ class ModelWorker:
         for job in admitted:
             key = (job.model, job.decode_config.beam_size)
             if key not in self._batches:
-                model = self.models[job.model]
+                model = self.models[job.model].engine_model
                 assert isinstance(model, Transformer)
                 self._batches[key] = ContinuousBatch(model, job.decode_config.beam_size)
         for key, batch in self._batches.items():
@@ -382,18 +405,19 @@ class ModelWorker:
         for job in admitted:
             groups.setdefault((job.model, job.decode_config), []).append(job)
         for (name, config), jobs in groups.items():
-            model = self.models[name]
-            self.metrics.batch_rows.observe(len(jobs) * config.beam_size)
-            self.metrics.running_sentences.set(len(jobs))
+            self.metrics.batch_rows.observe(len(jobs) * decoder_rows(config))
+            self.metrics.running_sentences.set(len(jobs) + self._running())
             try:
-                hypotheses = _search_to_the_end(model, [job.src_ids for job in jobs], config)
+                hypotheses = _search_to_the_end(
+                    self.models[name], [job.src_ids for job in jobs], [job.prefix_ids for job in jobs], config
+                )
             except Exception as error:
                 self._fail(jobs, error)
                 continue
             for job, sentence_hypotheses in zip(jobs, hypotheses, strict=True):
                 steps = max((len(item.tokens) for item in sentence_hypotheses), default=0)
                 self._deliver(DecodedSentence(job, sentence_hypotheses, steps))
-        self.metrics.running_sentences.set(0)
+        self.metrics.running_sentences.set(self._running())
 
     def _deliver(self, result: DecodedSentence) -> None:
         job = result.key
@@ -410,14 +434,40 @@ class ModelWorker:
             self._deliver(DecodedSentence(job, [], 0, message))
 
 
+def decoder_rows(config: DecodeConfig) -> int:
+    """Count the decoder rows a sentence takes with a search: what the token budget multiplies its length by.
+
+    Parameters
+    ----------
+    config : DecodeConfig
+        The sentence's search.
+
+    Returns
+    -------
+    int
+        ``mbr`` candidates with MBR, ``nbest`` samples with sampling, else ``beam_size``.
+
+    Notes
+    -----
+    An MBR sentence with N = 32 decodes eight times the rows of beam 4, so it counts eight times as much
+    against ``--max-batch-tokens`` (as ``Translator.batch_budget`` scales its batches).
+    """
+    if config.mbr:
+        return config.mbr
+    return config.nbest if config.sampling else config.beam_size
+
+
 def _search_to_the_end(
-    model: SequenceModel | CTranslate2Translator, src_ids: list[list[int]], config: DecodeConfig
+    served: ServedModel, src_ids: list[list[int]], prefix_ids: list[list[int]], config: DecodeConfig
 ) -> list[list[Hypothesis]]:
-    """Decode a padded batch to its end: the offline search, or CTranslate2's."""
+    """Decode a padded batch to its end: the translator's search (any kind), or CTranslate2's."""
+    model = served.engine_model
     if isinstance(model, CTranslate2Translator):
         return ctranslate2_search(model, src_ids, config)
-    src_tokens = pad_sequences(src_ids, model.config.pad_id)
-    return search(model, src_tokens.to(model_device(model)), config)
+    assert served.translator is not None
+    src_tokens = pad_sequences(src_ids, model.config.pad_id).to(model_device(model))
+    prefixes = prefix_ids if any(prefix_ids) else None
+    return served.translator.search_tokens(src_tokens, prefixes, config)
 
 
 def _run_call(function: Callable[[], Any], future: "Future[Any]") -> None:

@@ -1,6 +1,7 @@
 """A model the server offers: what decodes (PyTorch or CTranslate2), its tokenizer, search settings, languages."""
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +42,11 @@ class ServedModel:
     source_lang, target_lang : str
         Language codes (ISO 639-1 where known), ``"und"`` when the checkpoint does not say.
     checkpoint : Path
-        The directory it was loaded from.
+        The directory it was loaded from (the first member's, for an ensemble).
+    translator : Translator or None
+        The PyTorch engine's translator, holding every model of an ensemble: what runs the searches that
+        step-level batching does not (sampling, MBR, prefixes, n-gram blocking, ensembles) and the word
+        alignments; None for CTranslate2.
 
     Notes
     -----
@@ -58,6 +63,41 @@ class ServedModel:
     source_lang: str
     target_lang: str
     checkpoint: Path
+    translator: Translator | None = None
+
+    @property
+    def is_ensemble(self) -> bool:
+        """Whether several models decode together (an ensemble).
+
+        Returns
+        -------
+        bool
+            True when the translator holds more than one model.
+
+        Notes
+        -----
+        An ensemble's sentences take the worker's request-batching path: step-level batching runs one model.
+        """
+        return self.translator is not None and len(self.translator.models) > 1
+
+    def encode_prefix(self, prefix: str) -> list[int]:
+        """Encode a target prefix as ``transformer translate --prefix-file`` does.
+
+        Parameters
+        ----------
+        prefix : str
+            Target text the translation must start with; blank for none.
+
+        Returns
+        -------
+        list of int
+            Target token ids, no EOS; empty for a blank prefix.
+
+        Notes
+        -----
+        Encoded on its own, so end a prefix at a word boundary (a cut word may split into other subwords).
+        """
+        return self.tokenizer.encode_target(prefix) if prefix.strip() else []
 
     def encode(self, sentence: str) -> list[int]:
         """Encode a source sentence as the translator does: BPE ids, cut to the input limit, then EOS.
@@ -100,16 +140,19 @@ class ServedModel:
         return self.tokenizer.decode(tokens).strip()
 
 
-def load_served_model(name: str, checkpoint: Path, engine: str, device: str, precision: str) -> ServedModel:
-    """Load a checkpoint (or a CTranslate2 export) for serving.
+def load_served_model(
+    name: str, checkpoints: Sequence[Path], engine: str, device: str, precision: str
+) -> ServedModel:
+    """Load a checkpoint (or an ensemble, or a CTranslate2 export) for serving.
 
     Parameters
     ----------
     name : str
         Name to serve it under.
-    checkpoint : Path
-        Checkpoint or run directory (a run serves its best checkpoint); with ``engine="ctranslate2"`` a
-        directory written by ``transformer convert --to ctranslate2``.
+    checkpoints : sequence of Path
+        Checkpoint or run directories (a run serves its best checkpoint); several make an ensemble that
+        averages probabilities. With ``engine="ctranslate2"`` one directory written by ``transformer convert
+        --to ctranslate2``.
     engine : {"pytorch", "ctranslate2"}
         What decodes.
     device : str
@@ -122,15 +165,25 @@ def load_served_model(name: str, checkpoint: Path, engine: str, device: str, pre
     ServedModel
         Ready to translate, with the search settings the checkpoint's run used.
 
+    Raises
+    ------
+    ValueError
+        The same one-line errors as ``transformer translate`` for a missing or damaged checkpoint, an
+        unsupported precision and ensemble members whose vocabularies differ; for an ensemble with
+        CTranslate2.
+
     Notes
     -----
-    Raises the same one-line errors as ``transformer translate`` for a missing or damaged checkpoint and
-    an unsupported precision.
+    An ensemble is served under one name with the first member's search settings and languages.
     """
     if engine == "ctranslate2":
-        return _load_ctranslate2(name, Path(checkpoint), device, precision)
-    translator = Translator.from_checkpoint(checkpoint, None, device, precision)
-    directory = resolve_checkpoint(Path(checkpoint))
+        if len(checkpoints) != 1:
+            raise ValueError(
+                f"--checkpoint {name}=...: CTranslate2 decodes one model; ensembles need --engine pytorch"
+            )
+        return _load_ctranslate2(name, Path(checkpoints[0]), device, precision)
+    translator = Translator.from_checkpoints([Path(path) for path in checkpoints], None, device, precision)
+    directory = resolve_checkpoint(Path(checkpoints[0]))
     source_lang, target_lang = checkpoint_languages(directory)
     return ServedModel(
         name,
@@ -142,6 +195,7 @@ def load_served_model(name: str, checkpoint: Path, engine: str, device: str, pre
         source_lang,
         target_lang,
         directory,
+        translator,
     )
 
 

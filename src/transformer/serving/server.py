@@ -37,7 +37,7 @@ def build_server_state(config: ServeConfig) -> ServerState:
     models = load_models_off_the_main_thread(config)
     metrics = ServingMetrics()
     worker = ModelWorker(
-        {name: model.engine_model for name, model in models.items()},
+        models,
         config.batching,
         config.max_batch_tokens,
         config.max_queue,
@@ -78,9 +78,9 @@ def load_models_off_the_main_thread(config: ServeConfig) -> dict[str, ServedMode
 
     def load_all() -> None:
         try:
-            for name, directory in config.checkpoints.items():
+            for name, directories in config.checkpoints.items():
                 models[name] = load_served_model(
-                    name, directory, config.engine, config.device, config.precision
+                    name, directories, config.engine, config.device, config.precision
                 )
         except BaseException as error:  # handed to the caller, which raises it in its own thread
             failure.append(error)

@@ -11,6 +11,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from transformer.config import DecodeConfig
 from transformer.decoding.translator import Candidate
@@ -37,26 +38,52 @@ class TranslationError(RuntimeError):
 
 @dataclass(frozen=True)
 class SearchOptions:
-    """The per-request search settings a client may choose.
+    """The per-request search settings a client may choose; None keeps the model's.
 
     Parameters
     ----------
     beam : int or None
-        Beam size (1: greedy); None keeps the model's.
+        Beam size (1: greedy).
     nbest : int or None
-        Hypotheses returned per sentence (at most ``beam``); None: 1.
+        Hypotheses (or samples, or MBR's ranked candidates) returned per sentence; None: 1.
     alpha : float or None
-        Length penalty; None keeps the model's.
+        Length penalty.
+    sampling : bool or None
+        Draw tokens at random (:attr:`~transformer.config.DecodeConfig.sampling`).
+    temperature, top_k, top_p, epsilon, seed : float, int, float, float, int, or None
+        Sampling settings, as ``transformer translate --temperature`` etc.
+    mbr : int or None
+        Minimum Bayes risk decoding over this many candidates (0: off).
+    mbr_candidates : {"sampling", "beam"} or None
+        Where MBR's candidates come from.
+    mbr_utility : {"chrf", "bleu"} or None
+        MBR's utility.
+    no_repeat_ngram : int or None
+        Forbid repeating an n-gram of this size (0: off).
+    min_length, max_length : int or None
+        Output length bounds in tokens (``max_length`` 0: no cap beyond the source-length rule).
 
     Notes
     -----
     Applied to the model's :class:`~transformer.config.DecodeConfig` with :func:`dataclasses.replace`, so
-    the config's own checks (``nbest <= beam_size``) apply.
+    the config's own checks (``nbest <= beam_size``, a positive temperature, ...) apply.
     """
 
     beam: int | None = None
     nbest: int | None = None
     alpha: float | None = None
+    sampling: bool | None = None
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    epsilon: float | None = None
+    seed: int | None = None
+    mbr: int | None = None
+    mbr_candidates: str | None = None
+    mbr_utility: str | None = None
+    no_repeat_ngram: int | None = None
+    min_length: int | None = None
+    max_length: int | None = None
 
     def decode_config(self, base: DecodeConfig) -> DecodeConfig:
         """Apply the options to a model's search settings.
@@ -71,16 +98,50 @@ class SearchOptions:
         DecodeConfig
             The request's settings.
 
+        Raises
+        ------
+        ValueError
+            From DecodeConfig, for inconsistent values (e.g. ``nbest`` above the beam).
+
         Notes
         -----
-        Raises ValueError (from DecodeConfig) for inconsistent values, e.g. ``nbest`` above the beam.
+        ``nbest`` defaults to 1 whatever the model's, so a plain request gets one translation per sentence.
         """
-        return dataclasses.replace(
-            base,
-            beam_size=base.beam_size if self.beam is None else self.beam,
-            length_penalty=base.length_penalty if self.alpha is None else self.alpha,
-            nbest=self.nbest or 1,
-        )
+        overrides = {
+            "beam_size": self.beam,
+            "length_penalty": self.alpha,
+            "sampling": self.sampling,
+            "temperature": self.temperature,
+            "top_k": self.top_k,
+            "top_p": self.top_p,
+            "epsilon": self.epsilon,
+            "seed": self.seed,
+            "mbr": self.mbr,
+            "mbr_candidates": self.mbr_candidates,
+            "mbr_utility": self.mbr_utility,
+            "no_repeat_ngram": self.no_repeat_ngram,
+            "min_length": self.min_length,
+        }
+        chosen: dict[str, Any] = {name: value for name, value in overrides.items() if value is not None}
+        if self.max_length is not None:
+            chosen["max_length"] = self.max_length or None
+        return dataclasses.replace(base, nbest=self.nbest or 1, **chosen)
+
+    @property
+    def needs_pytorch(self) -> bool:
+        """Whether the options ask for a search only the PyTorch engine runs.
+
+        Returns
+        -------
+        bool
+            True for sampling, MBR or n-gram blocking.
+
+        Notes
+        -----
+        CTranslate2 runs beam and greedy search with length bounds; its sampling is not ours (no epsilon,
+        no per-sentence seed), so it is refused rather than silently different.
+        """
+        return bool(self.sampling or self.mbr or self.no_repeat_ngram)
 
 
 @dataclass(frozen=True)
@@ -136,6 +197,8 @@ async def translate_texts(
     worker: ModelWorker,
     metrics: ServingMetrics,
     split: bool = True,
+    prefixes: list[str] | None = None,
+    alignment_layer: int | None = None,
 ) -> list[TextTranslation]:
     """Translate texts through the worker, every sentence its own batch row.
 
@@ -153,6 +216,12 @@ async def translate_texts(
         Sentence and token counters.
     split : bool
         Split each text into sentences (True), or take each text as one sentence the client already split.
+    prefixes : list of str or None
+        One target prefix per text (blank for none): each text is then one sentence, whose translation
+        starts with its prefix (interactive translation).
+    alignment_layer : int or None
+        Also align each candidate's words to the source's with this decoder layer's cross-attention; None
+        skips it.
 
     Returns
     -------
@@ -166,19 +235,27 @@ async def translate_texts(
     and its sentences are dropped. Raises :class:`TranslationError` when the model fails on a sentence.
     """
     config = options.decode_config(model.decode_config)
+    split = split and prefixes is None
     pieces = [
         split_into_sentences(text, model.source_lang) if split else keep_as_one_sentence(text)
         for text in texts
     ]
     sentences = [piece.sentence for text_pieces in pieces for piece in text_pieces if piece.sentence]
+    sentence_prefixes = [
+        model.encode_prefix(prefix)
+        for text_pieces, prefix in zip(pieces, prefixes or [""] * len(texts), strict=True)
+        for piece in text_pieces
+        if piece.sentence
+    ]
     loop = asyncio.get_running_loop()
     handle = RequestHandle()
     futures: list[asyncio.Future[tuple[DecodedSentence, SentenceTiming]]] = []
     jobs = []
-    for sentence in sentences:
+    for sentence, prefix_ids in zip(sentences, sentence_prefixes, strict=True):
         future: asyncio.Future[tuple[DecodedSentence, SentenceTiming]] = loop.create_future()
         futures.append(future)
-        jobs.append(SentenceJob(model.name, model.encode(sentence), config, handle, _deliverer(loop, future)))
+        src_ids = model.encode(sentence)
+        jobs.append(SentenceJob(model.name, src_ids, config, handle, _deliverer(loop, future), prefix_ids))
     if jobs:
         worker.submit(jobs)
     try:
@@ -191,14 +268,50 @@ async def translate_texts(
         if decoded.error is not None:
             raise TranslationError(f"model {model.name!r}: {decoded.error}")
         candidates = [
-            Candidate(model.decode(item.tokens), item.score, item.log_prob, item.tokens)
+            Candidate(
+                model.decode(item.tokens), item.score, item.log_prob, item.tokens, item.expected_utility
+            )
             for item in decoded.hypotheses
         ]
         metrics.tokens.labels(model.name, "source").inc(len(job.src_ids))
         metrics.tokens.labels(model.name, "target").inc(len(candidates[0].tokens) if candidates else 0)
         translations.append(SentenceTranslation(sentence, candidates, timing))
     metrics.sentences.labels(model.name).inc(len(sentences))
+    if alignment_layer is not None:
+        translations = await _add_alignments(
+            translations, [job.src_ids for job in jobs], model, worker, alignment_layer
+        )
     return _assemble(pieces, translations, config.nbest)
+
+
+async def _add_alignments(
+    translations: list[SentenceTranslation],
+    sources: list[list[int]],
+    model: ServedModel,
+    worker: ModelWorker,
+    layer: int,
+) -> list[SentenceTranslation]:
+    """Align every candidate to its source on the worker thread (one teacher-forced pass for all)."""
+    translator = model.translator
+    if translator is None:
+        raise TranslationError(f"model {model.name!r}: alignments need the PyTorch engine")
+    rows = [index for index, item in enumerate(translations) for _ in item.candidates]
+    outputs = [candidate.tokens for item in translations for candidate in item.candidates]
+    row_sources = [sources[index] for index in rows]
+    alignments = iter(
+        await asyncio.wrap_future(
+            worker.call(lambda: translator.word_alignments(row_sources, outputs, layer))
+        )
+    )
+    return [
+        dataclasses.replace(
+            item,
+            candidates=[
+                dataclasses.replace(candidate, alignment=next(alignments)) for candidate in item.candidates
+            ],
+        )
+        for item in translations
+    ]
 
 
 def _deliverer(

@@ -12,16 +12,13 @@ import pytest
 
 from transformer.data.corpora.known_corpora import (
     KNOWN_CORPORA,
-    ChecksumMismatchError,
     CorpusSpec,
-    Downloader,
-    RemoteFile,
-    download_url,
     fetch_corpus,
     local_directory_corpus,
-    sha256_of_file,
 )
+from transformer.data.corpora.remote_files import ChecksumMismatchError, Downloader, RemoteFile, download_url
 from transformer.data.pipeline.dataset import CorpusError, read_parallel_files
+from transformer.data.pipeline.file_digests import sha256_of_file
 
 SHARED_MULTI30K = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "multi30k"
 needs_multi30k = pytest.mark.skipif(

@@ -15,30 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transformer.data.corpora.archive_corpus import ArchiveCorpusSpec, fetch_archive_corpus
-from transformer.data.corpora.remote_files import (
-    ChecksumMismatchError,
-    Downloader,
-    RemoteFile,
-    download_url,
-    fetch_remote_file,
-    sha256_of_file,
-)
+from transformer.data.corpora.remote_files import Downloader, RemoteFile, fetch_remote_file
 from transformer.data.corpora.wmt14 import WMT14_EN_DE, WMT14_EN_FR
 from transformer.data.pipeline.dataset import CorpusError
-
-__all__ = [
-    "KNOWN_CORPORA",
-    "SPLIT_FILE_PREFIXES",
-    "ChecksumMismatchError",
-    "CorpusSpec",
-    "Downloader",
-    "RemoteFile",
-    "corpus_languages",
-    "download_url",
-    "fetch_corpus",
-    "local_directory_corpus",
-    "sha256_of_file",
-]
 
 
 @dataclass(frozen=True)
@@ -159,7 +138,7 @@ def fetch_corpus(
         A local directory or ``file://`` URL (copied from) or an http(s) URL (downloaded from)
         that holds the corpus files under their usual names; None downloads from the publisher.
     downloader : Downloader or None
-        Replaces :func:`download_url`, e.g. in tests; it receives the URL and a binary file open for
+        Replaces :func:`~transformer.data.corpora.remote_files.download_url`, e.g. in tests; it receives the URL and a binary file open for
         writing, which it must write the bytes into and leave open.
     source_lang, target_lang : str or None
         The direction wanted; None for the corpus's own. The reverse of the corpus's direction swaps the

@@ -6,7 +6,6 @@ URL, from a local mirror, or from a caller's downloader; a file enters the cache
 holds a partial or wrong file. :mod:`transformer.data.corpora.known_corpora` builds corpora out of these files.
 """
 
-import hashlib
 import shutil
 import urllib.error
 import urllib.parse
@@ -18,6 +17,7 @@ from typing import IO
 
 from transformer.atomic_files import atomic_write
 from transformer.data.pipeline.dataset import CorpusError
+from transformer.data.pipeline.file_digests import file_digest
 
 DOWNLOAD_TIMEOUT_SECONDS = 60.0
 _CHUNK_BYTES = 1 << 20
@@ -104,52 +104,6 @@ class RemoteFile:
             return "sha256", self.sha256
         assert self.md5 is not None  # checked in __post_init__
         return "md5", self.md5
-
-
-def file_digest(path: Path, algorithm: str = "sha256") -> str:
-    """Hash a file in chunks.
-
-    Parameters
-    ----------
-    path : pathlib.Path
-        The file.
-    algorithm : str
-        A :mod:`hashlib` algorithm name ("sha256", "md5").
-
-    Returns
-    -------
-    str
-        The digest as lowercase hex digits.
-
-    Notes
-    -----
-    Reads 1 MiB at a time, so memory stays flat for corpora of gigabytes.
-    """
-    digest = hashlib.new(algorithm)
-    with Path(path).open("rb") as file:
-        while chunk := file.read(_CHUNK_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def sha256_of_file(path: Path) -> str:
-    """Hash a file with SHA-256, in chunks.
-
-    Parameters
-    ----------
-    path : pathlib.Path
-        The file.
-
-    Returns
-    -------
-    str
-        Its SHA-256 as 64 lowercase hex digits.
-
-    Notes
-    -----
-    Reads 1 MiB at a time, so memory stays flat for large corpora.
-    """
-    return file_digest(path, "sha256")
 
 
 def download_url(url: str, destination: IO[bytes]) -> None:

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from transformer.data.corpora.remote_files import sha256_of_file
+from transformer.data.pipeline.file_digests import sha256_of_file
 
 #: The ``format`` field of every manifest; a different value is not a token store.
 STORE_FORMAT = "transformer-token-store"

@@ -25,8 +25,8 @@ from typing import IO, Any
 import numpy as np
 
 from transformer.atomic_files import staged_directory, write_json_atomically
-from transformer.data.corpora.remote_files import sha256_of_file
 from transformer.data.pipeline.dataset import FilterReport, iter_parallel_lines
+from transformer.data.pipeline.file_digests import sha256_of_file
 from transformer.data.pipeline.token_store import (
     MANIFEST_FILE,
     OFFSETS_DTYPE,

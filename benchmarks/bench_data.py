@@ -14,7 +14,8 @@ from torch import Tensor
 
 from transformer.data.pipeline.batching import Batch, collate
 from transformer.data.pipeline.dataset import EncodedCorpus, FilterReport
-from transformer.data.pipeline.tokenizer import EOS_ID, Tokenizer
+from transformer.data.pipeline.special_tokens import EOS_ID
+from transformer.data.pipeline.tokenizer import Tokenizer
 
 #: Ids below this are special (pad, bos, eos, unk): random text never uses them.
 FIRST_ORDINARY_ID = 4

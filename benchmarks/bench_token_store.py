@@ -265,9 +265,10 @@ def compare_encoding(
 
     from benchmarks.bench_common import time_interleaved
     from transformer.data.pipeline.dataset import iter_parallel_lines
+    from transformer.data.pipeline.special_tokens import EOS_ID
     from transformer.data.pipeline.token_store import store_key
     from transformer.data.pipeline.token_store_builder import CHUNK_PAIRS, build_token_store
-    from transformer.data.pipeline.tokenizer import EOS_ID, Tokenizer
+    from transformer.data.pipeline.tokenizer import Tokenizer
 
     lines = list(itertools.islice(iter_parallel_lines(*files), pairs))
     tokenizer = Tokenizer.load(model_path)

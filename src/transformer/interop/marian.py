@@ -29,7 +29,8 @@ from transformer.data.pipeline.marian_tokenizer import (
     VOCAB_FILE,
     MarianTokenizer,
 )
-from transformer.data.pipeline.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+from transformer.data.pipeline.special_tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from transformer.data.pipeline.tokenizer import Tokenizer
 from transformer.interop.marian_config import (
     EXPORT_MAX_POSITIONS,
     check_exportable,

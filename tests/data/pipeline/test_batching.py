@@ -15,7 +15,7 @@ from transformer.data.pipeline.batching import (
     shard,
 )
 from transformer.data.pipeline.dataset import EncodedCorpus, FilterReport
-from transformer.data.pipeline.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from transformer.data.pipeline.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
 
 def multi30k_like_lengths(num_pairs: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -13,7 +13,8 @@ from transformer.data.pipeline.dataset import (
     encode_corpus,
     read_parallel_files,
 )
-from transformer.data.pipeline.tokenizer import EOS_ID, Tokenizer
+from transformer.data.pipeline.special_tokens import EOS_ID
+from transformer.data.pipeline.tokenizer import Tokenizer
 
 SHARED_MULTI30K = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "multi30k"
 

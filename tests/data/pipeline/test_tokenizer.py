@@ -6,13 +6,13 @@ import itertools
 import pickle
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 
 import pytest
 import sentencepiece
 
-from transformer.data.pipeline.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, sample_sentences
+from transformer.data.pipeline.special_tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from transformer.data.pipeline.tokenizer import Tokenizer
 
 ENGLISH_SUBJECTS = ["A man", "A woman", "Two children", "The dog", "A little girl", "An old man"]
 ENGLISH_VERBS = ["is running through", "is sitting on", "walks across", "plays in", "looks at"]
@@ -137,21 +137,6 @@ def test_training_on_a_sample_is_identical_across_processes(tmp_path: Path) -> N
     assert all(process.returncode == 0 for process in processes)
     in_process = Tokenizer.train(bilingual_sentences(), tmp_path / "here.model", 120, seed_sentences=150)
     assert fingerprints == [in_process.fingerprint] * 2
-
-
-def test_sample_sentences_is_uniform_reproducible_and_in_stream_order() -> None:
-    stream = ["", *[f"sentence {index}" for index in range(50)], "   "]
-    sample, num_sentences = sample_sentences(stream, 5, seed=3)
-    assert num_sentences == 50 and len(sample) == 5
-    assert sample == sorted(sample, key=lambda sentence: int(sentence.split()[1]))
-    assert sample_sentences(stream, 5, seed=3) == (sample, 50)
-    assert sample_sentences(stream, 5, seed=4)[0] != sample
-    assert sample_sentences(stream, 80, seed=3) == ([f"sentence {index}" for index in range(50)], 50)
-    inclusions = Counter(
-        sentence for seed in range(2000) for sentence in sample_sentences(stream, 5, seed)[0]
-    )
-    rates = [inclusions[f"sentence {index}"] / 2000 for index in range(50)]
-    assert min(rates) > 0.07 and max(rates) < 0.13  # each sentence is kept with probability 5/50
 
 
 def test_training_leaves_only_the_model_file(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from transformer.data.pipeline.dataset import ParallelCorpus
-from transformer.data.pipeline.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from transformer.data.pipeline.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
 #: The version of the batches :class:`TokenBatchSampler` cuts for a (seed, epoch), recorded in every training
 #: checkpoint: 1 sorted the whole corpus with a corpus-wide random tie-break (``np.lexsort``), 2 shuffles within

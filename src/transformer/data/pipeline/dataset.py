@@ -16,8 +16,9 @@ from typing import Protocol
 
 import numpy as np
 
+from transformer.data.pipeline.special_tokens import EOS_ID
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
-from transformer.data.pipeline.tokenizer import EOS_ID, Tokenizer
+from transformer.data.pipeline.tokenizer import Tokenizer
 
 GZIP_MAGIC = b"\x1f\x8b"
 

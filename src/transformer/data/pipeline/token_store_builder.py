@@ -27,6 +27,7 @@ import numpy as np
 from transformer.atomic_files import staged_directory, write_json_atomically
 from transformer.data.pipeline.dataset import FilterReport, iter_parallel_lines
 from transformer.data.pipeline.file_digests import sha256_of_file
+from transformer.data.pipeline.special_tokens import EOS_ID
 from transformer.data.pipeline.token_store import (
     MANIFEST_FILE,
     OFFSETS_DTYPE,
@@ -37,7 +38,7 @@ from transformer.data.pipeline.token_store import (
     read_manifest,
     store_key,
 )
-from transformer.data.pipeline.tokenizer import EOS_ID, Tokenizer
+from transformer.data.pipeline.tokenizer import Tokenizer
 
 #: Pairs encoded per call into SentencePiece: large enough to keep its threads busy, small enough that the
 #: chunk's Python lists (about 1 KB per pair) stay a few tens of MB.

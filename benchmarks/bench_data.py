@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from transformer.data.pipeline.batching import Batch, collate
+from transformer.data.pipeline.batch import Batch, collate
 from transformer.data.pipeline.dataset import EncodedCorpus, FilterReport
 from transformer.data.pipeline.special_tokens import EOS_ID
 from transformer.data.pipeline.tokenizer import Tokenizer

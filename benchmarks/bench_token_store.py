@@ -400,7 +400,7 @@ def compare_training_steps(
     -----
     One :class:`~transformer.training.trainer.Trainer` takes every step, so both sides run the same model on
     the same sequence of batches (epoch 0 of the sampler, which gives identical batches for both corpora;
-    checked); they differ only in where :func:`~transformer.data.pipeline.batching.collate` reads the ids, which is
+    checked); they differ only in where :func:`~transformer.data.pipeline.batch.collate` reads the ids, which is
     all the training loop does differently with a store. A side's step is collate plus
     ``Trainer.train_step``.
     """
@@ -408,9 +408,10 @@ def compare_training_steps(
 
     from benchmarks.bench_common import time_interleaved
     from transformer.config import load_config
-    from transformer.data.pipeline.batching import TokenBatchSampler, collate
+    from transformer.data.pipeline.batch import collate
     from transformer.data.pipeline.dataset import ParallelCorpus, encode_corpus, read_parallel_files
     from transformer.data.pipeline.stored_corpus import StoredCorpus
+    from transformer.data.pipeline.token_batch_sampler import TokenBatchSampler
     from transformer.data.pipeline.tokenizer import Tokenizer
     from transformer.data.prepare import TOKEN_STORE_DIR, TOKENIZER_FILE, TrainingData
     from transformer.training.trainer import Trainer

@@ -26,7 +26,7 @@ import torch
 
 from transformer.architectures import SequenceModel
 from transformer.config import DecodeConfig
-from transformer.data.pipeline.batching import pad_sequences
+from transformer.data.pipeline.batch import pad_sequences
 from transformer.decoding.beam_search import search
 from transformer.decoding.search import Hypothesis
 from transformer.interop.ctranslate2 import CTranslate2Translator

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from transformer.data.pipeline.batching import TokenBatchSampler, collate
+from transformer.data.pipeline.batch import collate
 from transformer.data.pipeline.dataset import CorpusError, encode_corpus, read_parallel_files
 from transformer.data.pipeline.stored_corpus import StoredCorpus, _lengths
+from transformer.data.pipeline.token_batch_sampler import TokenBatchSampler
 from transformer.data.pipeline.token_store import (
     ARRAY_FILES,
     MANIFEST_FILE,

@@ -270,7 +270,7 @@ class EncodedCorpus:
     source : list[list[int]]
         Source ids per pair, each ending with ``EOS_ID``.
     target : list[list[int]]
-        Target ids per pair, without BOS or EOS (:func:`transformer.data.pipeline.batching.collate` adds them).
+        Target ids per pair, without BOS or EOS (:func:`transformer.data.pipeline.batch.collate` adds them).
     report : FilterReport
         What the length and emptiness filter kept and dropped.
     pair_indices : list[int] or None
@@ -282,7 +282,7 @@ class EncodedCorpus:
     The two sides are stored asymmetrically on purpose: the source needs only EOS, while the target becomes
     two sequences at collation (start token + target as decoder input, target + EOS as output, one position
     apart), so it is kept bare. ``source_lengths`` and ``target_lengths`` are what
-    :class:`transformer.data.pipeline.batching.TokenBatchSampler` takes.
+    :class:`transformer.data.pipeline.token_batch_sampler.TokenBatchSampler` takes.
     """
 
     source: list[list[int]]
@@ -315,7 +315,7 @@ class EncodedCorpus:
         Notes
         -----
         Computed on each access (the lists may still be appended to); pass it once to
-        :class:`~transformer.data.pipeline.batching.TokenBatchSampler` rather than reading it per batch.
+        :class:`~transformer.data.pipeline.token_batch_sampler.TokenBatchSampler` rather than reading it per batch.
         """
         return np.fromiter((len(ids) for ids in self.source), dtype=np.int64, count=len(self.source))
 
@@ -342,9 +342,9 @@ class ParallelCorpus(Protocol):
     Notes
     -----
     :class:`EncodedCorpus` holds the ids as Python lists; :class:`transformer.data.pipeline.stored_corpus.StoredCorpus`
-    reads them from a memory-mapped token store. :func:`transformer.data.pipeline.batching.collate` reads
+    reads them from a memory-mapped token store. :func:`transformer.data.pipeline.batch.collate` reads
     ``source[i]`` and ``target[i]`` (sequences of ints: source ending with EOS, target bare), and
-    :class:`transformer.data.pipeline.batching.TokenBatchSampler` the two length arrays.
+    :class:`transformer.data.pipeline.token_batch_sampler.TokenBatchSampler` the two length arrays.
     """
 
     def __len__(self) -> int: ...

@@ -1,7 +1,7 @@
 """A training corpus read from a token store: lengths as arrays, ids sliced from the mapped files per batch.
 
-:class:`StoredCorpus` has what :func:`transformer.data.pipeline.batching.collate` and
-:class:`transformer.data.pipeline.batching.TokenBatchSampler` read from an
+:class:`StoredCorpus` has what :func:`transformer.data.pipeline.batch.collate` and
+:class:`transformer.data.pipeline.token_batch_sampler.TokenBatchSampler` read from an
 :class:`~transformer.data.pipeline.dataset.EncodedCorpus` (``len``, ``source[i]``, ``target[i]``, ``source_lengths``,
 ``target_lengths``, ``report``), so both work on it unchanged. Nothing is built per sentence for the whole
 corpus: the two length arrays are one ``np.diff`` of the offsets each, and a pair's ids become a Python list

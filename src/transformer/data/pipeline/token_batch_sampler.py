@@ -1,251 +1,24 @@
-"""Group sentence pairs into batches of about ``max_tokens`` tokens and pad them into tensors.
+"""Cut a corpus into batches of pairs of similar length whose padded size fits a token budget.
 
 Paper section 5.1: "Sentence pairs were batched together by approximate sequence length. Each
 training batch contained a set of sentence pairs containing approximately 25000 source tokens and
 25000 target tokens." :class:`TokenBatchSampler` sorts pairs by length (random tie-breaks per
 epoch), cuts the sorted order into the largest batches whose padded size fits the budget on both
-sides, and shuffles the order of the batches. :func:`collate` turns one batch into padded id
-tensors with BOS/EOS added to the target.
+sides, and shuffles the order of the batches.
+:func:`transformer.data.pipeline.batch.collate` turns one batch into padded id tensors.
 """
 
 import operator
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from itertools import pairwise
-from typing import TypeVar
 
 import numpy as np
-import torch
-from torch import Tensor
-
-from transformer.data.pipeline.dataset import ParallelCorpus
-from transformer.data.pipeline.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
 #: The version of the batches :class:`TokenBatchSampler` cuts for a (seed, epoch), recorded in every training
 #: checkpoint: 1 sorted the whole corpus with a corpus-wide random tie-break (``np.lexsort``), 2 shuffles within
 #: groups of equal lengths sorted once. A run resumed mid-epoch across a change continues its epoch in the new
 #: order (some pairs of that epoch twice, others not at all), and the trainer says so.
 BATCH_ORDER_VERSION = 2
-
-#: One batch's pair indices: a list (:meth:`TokenBatchSampler.batches`) or an array (``batch_index_arrays``).
-BatchIndices = TypeVar("BatchIndices", list[int], np.ndarray)
-
-
-@dataclass
-class Batch:
-    """One padded batch of sentence pairs, ready for the model and the loss.
-
-    Parameters
-    ----------
-    src_tokens : torch.Tensor, shape (batch, src_len), int64
-        Source ids ending with EOS, right-padded with the pad id.
-    tgt_input : torch.Tensor, shape (batch, tgt_len), int64
-        BOS followed by the target ids: the decoder input (teacher forcing), right-padded.
-    tgt_output : torch.Tensor, shape (batch, tgt_len), int64
-        The target ids followed by EOS: what the decoder must predict at each position, right-padded.
-    num_source_tokens : int
-        Non-pad cells of ``src_tokens``.
-    num_target_tokens : int
-        Non-pad cells of ``tgt_output``: the number of tokens the loss averages over.
-    padding_ratio : float
-        Pad cells over all cells of ``src_tokens`` and ``tgt_output`` together.
-    indices : list[int]
-        Position in the corpus of each row.
-
-    Notes
-    -----
-    ``tgt_input[:, 1:]`` equals ``tgt_output[:, :-1]`` wherever both are real tokens.
-    """
-
-    src_tokens: Tensor
-    tgt_input: Tensor
-    tgt_output: Tensor
-    num_source_tokens: int
-    num_target_tokens: int
-    padding_ratio: float
-    indices: list[int]
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-    def to(self, device: torch.device | str) -> "Batch":
-        """Move the tensors to a device.
-
-        Parameters
-        ----------
-        device : torch.device or str
-            The destination, e.g. "cuda".
-
-        Returns
-        -------
-        Batch
-            A batch with the same counts and tensors on ``device``.
-
-        Notes
-        -----
-        Copies to a CUDA device are non-blocking, which overlaps them with compute when the batch
-        is in pinned memory (:meth:`pin_memory`); other copies are synchronous so the result is
-        safe to read at once.
-        """
-        non_blocking = torch.device(device).type == "cuda"
-        return Batch(
-            src_tokens=self.src_tokens.to(device, non_blocking=non_blocking),
-            tgt_input=self.tgt_input.to(device, non_blocking=non_blocking),
-            tgt_output=self.tgt_output.to(device, non_blocking=non_blocking),
-            num_source_tokens=self.num_source_tokens,
-            num_target_tokens=self.num_target_tokens,
-            padding_ratio=self.padding_ratio,
-            indices=self.indices,
-        )
-
-    def pin_memory(self) -> "Batch":
-        """Copy the tensors to page-locked memory so :meth:`to` can copy to the GPU asynchronously.
-
-        Returns
-        -------
-        Batch
-            A batch with pinned tensors.
-
-        Notes
-        -----
-        ``torch.utils.data.DataLoader(pin_memory=True)`` calls this on custom batch types.
-        """
-        return Batch(
-            src_tokens=self.src_tokens.pin_memory(),
-            tgt_input=self.tgt_input.pin_memory(),
-            tgt_output=self.tgt_output.pin_memory(),
-            num_source_tokens=self.num_source_tokens,
-            num_target_tokens=self.num_target_tokens,
-            padding_ratio=self.padding_ratio,
-            indices=self.indices,
-        )
-
-
-def pad_sequences(sequences: Sequence[Sequence[int]], pad_id: int) -> Tensor:
-    """Stack id sequences into one right-padded tensor.
-
-    Parameters
-    ----------
-    sequences : Sequence[Sequence[int]]
-        Token ids per row; at least one row.
-    pad_id : int
-        Fill value after each row's last id.
-
-    Returns
-    -------
-    torch.Tensor, shape (len(sequences), longest), int64
-        Row i holds ``sequences[i]`` followed by padding.
-
-    Notes
-    -----
-    Builds the array in numpy, then shares its memory with the tensor.
-    """
-    longest = max(len(ids) for ids in sequences)
-    padded = np.full((len(sequences), longest), pad_id, dtype=np.int64)
-    for row, ids in enumerate(sequences):
-        padded[row, : len(ids)] = ids
-    return torch.from_numpy(padded)
-
-
-def collate(
-    indices: Sequence[int] | np.ndarray,
-    corpus: ParallelCorpus,
-    pad_id: int = PAD_ID,
-    bos_id: int = BOS_ID,
-    eos_id: int = EOS_ID,
-) -> Batch:
-    """Build the padded tensors of one batch of corpus pairs.
-
-    Parameters
-    ----------
-    indices : Sequence[int] or numpy.ndarray, shape (batch_size,)
-        Positions in ``corpus`` of the pairs, e.g. one batch of :meth:`TokenBatchSampler.batches` or
-        :meth:`TokenBatchSampler.batch_index_arrays`.
-    corpus : ParallelCorpus
-        Source ids (ending with EOS) and target ids (without BOS/EOS): an
-        :class:`~transformer.data.pipeline.dataset.EncodedCorpus` or a store-backed
-        :class:`~transformer.data.pipeline.stored_corpus.StoredCorpus`.
-    pad_id, bos_id, eos_id : int
-        Special ids; the defaults are the tokenizer's.
-
-    Returns
-    -------
-    Batch
-        ``src_tokens``, ``tgt_input`` = BOS + target and ``tgt_output`` = target + EOS, right-padded.
-
-    Raises
-    ------
-    ValueError
-        For an empty batch or an index outside the corpus, negative ones included.
-
-    Notes
-    -----
-    Negative indices are refused too: Python indexing would silently pick pairs from the end of the corpus.
-    """
-    indices = [int(index) for index in indices]  # plain ints: Batch.indices is recorded and compared
-    if not indices:
-        raise ValueError("collate: the batch has no indices")
-    for index in indices:
-        if not 0 <= index < len(corpus):
-            raise ValueError(f"collate: index {index} is outside the corpus of {len(corpus)} pairs")
-    sources = [corpus.source[index] for index in indices]
-    targets = [corpus.target[index] for index in indices]
-    src_tokens = pad_sequences(sources, pad_id)  # (batch, src_len)
-    tgt_input = pad_sequences([[bos_id, *target] for target in targets], pad_id)  # (batch, tgt_len)
-    tgt_output = pad_sequences([[*target, eos_id] for target in targets], pad_id)  # (batch, tgt_len)
-    num_source_tokens = sum(len(source) for source in sources)
-    num_target_tokens = sum(len(target) + 1 for target in targets)
-    num_cells = src_tokens.numel() + tgt_output.numel()
-    return Batch(
-        src_tokens=src_tokens,
-        tgt_input=tgt_input,
-        tgt_output=tgt_output,
-        num_source_tokens=num_source_tokens,
-        num_target_tokens=num_target_tokens,
-        padding_ratio=1.0 - (num_source_tokens + num_target_tokens) / num_cells,
-        indices=indices,
-    )
-
-
-def inference_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
-    """Group sentences for translation: longest first, each batch's padded size within ``max_tokens``.
-
-    Parameters
-    ----------
-    lengths : Sequence[int]
-        Token count of each sentence (EOS included); 0 marks a sentence with nothing to translate.
-    max_tokens : int
-        Budget for ``batch_size * longest`` per batch.
-
-    Returns
-    -------
-    list[list[int]]
-        Sentence indices per batch; every index with a positive length appears once, sentences of equal
-        length in input order, and length-0 sentences in none.
-
-    Notes
-    -----
-    Unlike :class:`TokenBatchSampler` there is no shuffling and no target side: the longest sentences go
-    first, so the first batch shows at once whether the longest input fits in memory, and the first
-    sentence of a batch sets its width. A sentence longer than ``max_tokens`` still gets a batch of its own
-    rather than being dropped: a translator must answer every input line.
-    """
-    if max_tokens <= 0:
-        raise ValueError(f"inference_batches: max_tokens must be positive, got {max_tokens}")
-    order = sorted(
-        (index for index, length in enumerate(lengths) if length > 0), key=lambda index: -lengths[index]
-    )
-    batches: list[list[int]] = []
-    current: list[int] = []
-    for index in order:
-        width = lengths[current[0]] if current else lengths[index]
-        if current and (len(current) + 1) * width > max_tokens:
-            batches.append(current)
-            current = []
-        current.append(index)
-    if current:
-        batches.append(current)
-    return batches
 
 
 def _as_lengths(values: Sequence[int] | np.ndarray, name: str) -> np.ndarray:
@@ -668,7 +441,8 @@ def padding_ratio(
 
     Notes
     -----
-    Equals the cell-weighted mean of :attr:`Batch.padding_ratio` over the collated batches.
+    Equals the cell-weighted mean of :attr:`~transformer.data.pipeline.batch.Batch.padding_ratio` over the
+    collated batches.
     """
     sources = np.asarray(source_lengths, dtype=np.int64)
     targets = np.asarray(target_lengths, dtype=np.int64) + 1
@@ -680,40 +454,3 @@ def padding_ratio(
     if all_cells == 0:
         raise ValueError("padding_ratio: there are no batches")
     return 1.0 - real_cells / all_cells
-
-
-def shard(batches: list[BatchIndices], rank: int, world_size: int) -> list[BatchIndices]:
-    """Give one data-parallel worker its share of an epoch's batches.
-
-    Parameters
-    ----------
-    batches : list of list[int] or list of numpy.ndarray
-        The epoch's batches, the same list on every rank (same sampler seed and epoch).
-    rank : int
-        This worker, in ``[0, world_size)``.
-    world_size : int
-        Number of workers.
-
-    Returns
-    -------
-    list of list[int] or list of numpy.ndarray
-        Batches ``rank, rank + world_size, ...`` (of the input's kind); every rank gets
-        ``len(batches) // world_size``.
-
-    Raises
-    ------
-    ValueError
-        When there are fewer batches than ranks.
-
-    Notes
-    -----
-    The last ``len(batches) % world_size`` batches are dropped so that every rank runs the same number of
-    steps: an extra step on some ranks would hang the gradient all-reduce. With shuffled batch order a
-    different remainder is dropped each epoch.
-    """
-    if world_size <= 0 or not 0 <= rank < world_size:
-        raise ValueError(f"shard: rank={rank} must be in [0, world_size={world_size})")
-    steps_per_rank = len(batches) // world_size
-    if steps_per_rank == 0:
-        raise ValueError(f"shard: {len(batches)} batches cannot be split over {world_size} ranks")
-    return batches[rank : steps_per_rank * world_size : world_size]

@@ -204,7 +204,7 @@ def learn_vocabulary(files: tuple[Path, Path], model_path: Path, vocab_size: int
     The same call as :func:`transformer.data.prepare.prepare_data` makes with ``data.token_store: true``:
     ``Tokenizer.train`` on the stream of source and target lines, which samples at most 2,000,000 sentences.
     """
-    from transformer.data.pipeline.dataset import iter_parallel_lines
+    from transformer.data.pipeline.text_files import iter_parallel_lines
     from transformer.data.pipeline.tokenizer import Tokenizer
 
     started = time.perf_counter()
@@ -264,8 +264,8 @@ def compare_encoding(
     import sentencepiece
 
     from benchmarks.bench_common import time_interleaved
-    from transformer.data.pipeline.dataset import iter_parallel_lines
     from transformer.data.pipeline.special_tokens import EOS_ID
+    from transformer.data.pipeline.text_files import iter_parallel_lines
     from transformer.data.pipeline.token_store import store_key
     from transformer.data.pipeline.token_store_builder import CHUNK_PAIRS, build_token_store
     from transformer.data.pipeline.tokenizer import Tokenizer
@@ -409,8 +409,9 @@ def compare_training_steps(
     from benchmarks.bench_common import time_interleaved
     from transformer.config import load_config
     from transformer.data.pipeline.batch import collate
-    from transformer.data.pipeline.dataset import ParallelCorpus, encode_corpus, read_parallel_files
+    from transformer.data.pipeline.dataset import ParallelCorpus, encode_corpus
     from transformer.data.pipeline.stored_corpus import StoredCorpus
+    from transformer.data.pipeline.text_files import read_parallel_files
     from transformer.data.pipeline.token_batch_sampler import TokenBatchSampler
     from transformer.data.pipeline.tokenizer import Tokenizer
     from transformer.data.prepare import TOKEN_STORE_DIR, TOKENIZER_FILE, TrainingData

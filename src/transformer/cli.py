@@ -41,7 +41,7 @@ from transformer.config import (
     load_config,
 )
 from transformer.data.corpora.backtranslated_corpus import check_backtranslation_output
-from transformer.data.pipeline.dataset import CorpusError, read_lines, read_parallel_files
+from transformer.data.pipeline.text_files import CorpusError, read_lines, read_parallel_files
 from transformer.data.prepare import prepare_data
 from transformer.decoding.alignment import check_alignment_layer
 from transformer.decoding.backtranslation import backtranslate, backtranslation_settings

@@ -12,7 +12,7 @@ from transformer.data.corpora.backtranslated_corpus import (
     read_backtranslated_pairs,
     write_backtranslated_corpus,
 )
-from transformer.data.pipeline.dataset import read_lines
+from transformer.data.pipeline.text_files import read_lines
 from transformer.data.pipeline.tokenizer import Tokenizer
 from transformer.decoding.backtranslation import backtranslation_settings
 

@@ -8,14 +8,9 @@ from transformer.config import DataConfig
 from transformer.data.corpora.backtranslated_corpus import read_backtranslated_pairs
 from transformer.data.corpora.known_corpora import fetch_corpus, local_directory_corpus
 from transformer.data.corpora.synthetic import generate_splits, write_corpus
-from transformer.data.pipeline.dataset import (
-    EncodedCorpus,
-    ParallelCorpus,
-    encode_corpus,
-    iter_parallel_lines,
-    read_parallel_files,
-)
+from transformer.data.pipeline.dataset import EncodedCorpus, ParallelCorpus, encode_corpus
 from transformer.data.pipeline.stored_corpus import StoredCorpus
+from transformer.data.pipeline.text_files import iter_parallel_lines, read_parallel_files
 from transformer.data.pipeline.token_store_builder import prepare_token_store
 from transformer.data.pipeline.tokenizer import Tokenizer
 

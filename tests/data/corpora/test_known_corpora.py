@@ -17,8 +17,8 @@ from transformer.data.corpora.known_corpora import (
     local_directory_corpus,
 )
 from transformer.data.corpora.remote_files import ChecksumMismatchError, Downloader, RemoteFile, download_url
-from transformer.data.pipeline.dataset import CorpusError, read_parallel_files
 from transformer.data.pipeline.file_digests import sha256_of_file
+from transformer.data.pipeline.text_files import CorpusError, read_parallel_files
 
 SHARED_MULTI30K = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "multi30k"
 needs_multi30k = pytest.mark.skipif(

@@ -21,7 +21,7 @@ from transformer.data.corpora.large_corpus import (
     word_count_statistics,
     write_large_corpus,
 )
-from transformer.data.pipeline.dataset import CorpusError
+from transformer.data.pipeline.text_files import CorpusError
 
 SOURCE_PAIRS = 2_000
 WORDS = ["a", "dog", "runs", "the", "man", "red", "ball", "park", "with", "near", "small", "plays", "in"]

@@ -29,9 +29,9 @@ from transformer.data.corpora.archive_corpus import (
 from transformer.data.corpora.known_corpora import KNOWN_CORPORA, fetch_corpus
 from transformer.data.corpora.remote_files import ChecksumMismatchError, RemoteFile
 from transformer.data.corpora.wmt14 import WMT14_EN_DE, WMT14_EN_FR
-from transformer.data.pipeline.dataset import CorpusError, read_parallel_files
 from transformer.data.pipeline.file_digests import file_digest
 from transformer.data.pipeline.stored_corpus import StoredCorpus
+from transformer.data.pipeline.text_files import CorpusError, read_parallel_files
 from transformer.data.prepare import prepare_data
 
 

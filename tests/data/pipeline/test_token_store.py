@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from transformer.data.pipeline.batch import collate
-from transformer.data.pipeline.dataset import CorpusError, encode_corpus, read_parallel_files
+from transformer.data.pipeline.dataset import encode_corpus
 from transformer.data.pipeline.stored_corpus import StoredCorpus, _lengths
+from transformer.data.pipeline.text_files import CorpusError, read_parallel_files
 from transformer.data.pipeline.token_batch_sampler import TokenBatchSampler
 from transformer.data.pipeline.token_store import (
     ARRAY_FILES,

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from transformer.atomic_files import atomic_write, write_text_atomically
 from transformer.data.corpora.remote_files import Downloader, RemoteFile, fetch_remote_file
-from transformer.data.pipeline.dataset import CorpusError
+from transformer.data.pipeline.text_files import CorpusError
 
 #: Version of the extraction; part of the manifest's fingerprint, so a change here re-extracts old caches.
 EXTRACTION_FORMAT = 1

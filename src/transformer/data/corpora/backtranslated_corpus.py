@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer.atomic_files import staged_directory
-from transformer.data.pipeline.dataset import read_parallel_files
+from transformer.data.pipeline.text_files import read_parallel_files
 
 #: The record of what wrote a back-translated corpus; a folder without it was not written by us.
 BACKTRANSLATION_RECORD = "backtranslation.json"
@@ -130,12 +130,12 @@ def read_backtranslated_pairs(
     Raises
     ------
     CorpusError
-        From :func:`~transformer.data.pipeline.dataset.read_parallel_files`, naming the file when a side is missing or
+        From :func:`~transformer.data.pipeline.text_files.read_parallel_files`, naming the file when a side is missing or
         the line counts differ.
 
     Notes
     -----
-    The corpus is read like any other parallel text, by :func:`~transformer.data.pipeline.dataset.read_parallel_files`,
+    The corpus is read like any other parallel text, by :func:`~transformer.data.pipeline.text_files.read_parallel_files`,
     so its errors name the file just the same.
     """
     source_lang, target_lang = languages

@@ -17,7 +17,7 @@ from pathlib import Path
 from transformer.data.corpora.archive_corpus import ArchiveCorpusSpec, fetch_archive_corpus
 from transformer.data.corpora.remote_files import Downloader, RemoteFile, fetch_remote_file
 from transformer.data.corpora.wmt14 import WMT14_EN_DE, WMT14_EN_FR
-from transformer.data.pipeline.dataset import CorpusError
+from transformer.data.pipeline.text_files import CorpusError
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def fetch_corpus(
     -------
     dict[str, tuple[pathlib.Path, pathlib.Path]]
         (source file, target file) per split: as distributed for Multi30k (gzipped; the readers in
-        :mod:`transformer.data.pipeline.dataset` decompress transparently), extracted plain text for WMT14.
+        :mod:`transformer.data.pipeline.text_files` decompress transparently), extracted plain text for WMT14.
 
     Raises
     ------

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from transformer.atomic_files import atomic_write, write_json_atomically
-from transformer.data.pipeline.dataset import CorpusError, iter_lines, read_parallel_files
+from transformer.data.pipeline.text_files import CorpusError, iter_lines, read_parallel_files
 from transformer.data.pipeline.token_store import describe_source_files
 
 #: Median words per source line of the target distribution (see :func:`draw_target_word_counts`).
@@ -131,7 +131,7 @@ def word_count_statistics(path: Path) -> LengthStatistics:
     Notes
     -----
     Memory holds one line and a histogram, whatever the file's size; reading is the readers' of
-    :mod:`transformer.data.pipeline.dataset` (their errors name the file). About 200,000 lines per second on one core.
+    :mod:`transformer.data.pipeline.text_files` (their errors name the file). About 200,000 lines per second on one core.
     """
     histogram = np.zeros(1, dtype=np.int64)
     for line in iter_lines(path):

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import IO
 
 from transformer.atomic_files import atomic_write
-from transformer.data.pipeline.dataset import CorpusError
 from transformer.data.pipeline.file_digests import file_digest
+from transformer.data.pipeline.text_files import CorpusError
 
 DOWNLOAD_TIMEOUT_SECONDS = 60.0
 _CHUNK_BYTES = 1 << 20

@@ -25,9 +25,10 @@ from typing import IO, Any
 import numpy as np
 
 from transformer.atomic_files import staged_directory, write_json_atomically
-from transformer.data.pipeline.dataset import FilterReport, iter_parallel_lines
+from transformer.data.pipeline.dataset import FilterReport
 from transformer.data.pipeline.file_digests import sha256_of_file
 from transformer.data.pipeline.special_tokens import EOS_ID
+from transformer.data.pipeline.text_files import iter_parallel_lines
 from transformer.data.pipeline.token_store import (
     MANIFEST_FILE,
     OFFSETS_DTYPE,

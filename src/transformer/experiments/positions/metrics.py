@@ -13,7 +13,7 @@ from transformer.config import DecodeConfig, ExperimentConfig
 from transformer.data.corpora.synthetic import (
     generate_pairs,
 )
-from transformer.data.pipeline.dataset import read_lines
+from transformer.data.pipeline.text_files import read_lines
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.decoding.translator import Translator
 from transformer.evaluation.bleu import score_translations

@@ -1201,7 +1201,7 @@ def test_notes_may_name_a_raise_the_raises_section_lists() -> None:
         ("Raises ValueError naming the file.", ["ValueError"]),
         ("An unknown key raises ``argparse.ArgumentTypeError`` quoting it.", ["ArgumentTypeError"]),
         (
-            "Raises :class:`~transformer.data.corpora.known_corpora.CorpusError` when a side\n    is missing.",
+            "Raises :class:`~transformer.data.corpora.CorpusError` when a side\n    is missing.",
             ["CorpusError"],
         ),
         ("Without one a ValueError is raised before anything is created.", ["ValueError"]),

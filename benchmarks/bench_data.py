@@ -12,9 +12,10 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from transformer.data.batching import Batch, collate
-from transformer.data.dataset import EncodedCorpus, FilterReport
-from transformer.data.tokenizer import EOS_ID, Tokenizer
+from transformer.data.pipeline.batch import Batch, collate
+from transformer.data.pipeline.dataset import EncodedCorpus, FilterReport
+from transformer.data.pipeline.special_tokens import EOS_ID
+from transformer.data.pipeline.tokenizer import Tokenizer
 
 #: Ids below this are special (pad, bos, eos, unk): random text never uses them.
 FIRST_ORDINARY_ID = 4

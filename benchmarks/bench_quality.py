@@ -16,7 +16,7 @@ from benchmarks.bench_common import Section
 from benchmarks.bench_settings import Settings
 from transformer.checkpoint import STATE_FILE
 from transformer.config import DecodeConfig, experiment_from_dict
-from transformer.data.dataset import read_parallel_files
+from transformer.data.pipeline.text_files import read_parallel_files
 from transformer.data.prepare import corpus_files
 from transformer.decoding.translator import Translator
 from transformer.evaluation.bleu import score_translations

@@ -204,8 +204,8 @@ def learn_vocabulary(files: tuple[Path, Path], model_path: Path, vocab_size: int
     The same call as :func:`transformer.data.prepare.prepare_data` makes with ``data.token_store: true``:
     ``Tokenizer.train`` on the stream of source and target lines, which samples at most 2,000,000 sentences.
     """
-    from transformer.data.dataset import iter_parallel_lines
-    from transformer.data.tokenizer import Tokenizer
+    from transformer.data.pipeline.text_files import iter_parallel_lines
+    from transformer.data.pipeline.tokenizer import Tokenizer
 
     started = time.perf_counter()
     tokenizer = Tokenizer.train(
@@ -254,7 +254,7 @@ def compare_encoding(
 
     Notes
     -----
-    The store's side is :func:`transformer.data.token_store_builder.build_token_store` as a prepare runs it:
+    The store's side is :func:`transformer.data.pipeline.token_store_builder.build_token_store` as a prepare runs it:
     chunks of ``CHUNK_PAIRS`` encoded through ``Tokenizer.encode_batch``, filtered, flattened, hashed, written
     and fsynced. SentencePiece's side is ``SentencePieceProcessor.encode(lines, num_threads=threads)`` on each
     chunk's sources and targets, the ids then dropped: the encoding alone, with the same model, lines, chunks
@@ -264,10 +264,11 @@ def compare_encoding(
     import sentencepiece
 
     from benchmarks.bench_common import time_interleaved
-    from transformer.data.dataset import iter_parallel_lines
-    from transformer.data.token_store import store_key
-    from transformer.data.token_store_builder import CHUNK_PAIRS, build_token_store
-    from transformer.data.tokenizer import EOS_ID, Tokenizer
+    from transformer.data.pipeline.special_tokens import EOS_ID
+    from transformer.data.pipeline.text_files import iter_parallel_lines
+    from transformer.data.pipeline.token_store import store_key
+    from transformer.data.pipeline.token_store_builder import CHUNK_PAIRS, build_token_store
+    from transformer.data.pipeline.tokenizer import Tokenizer
 
     lines = list(itertools.islice(iter_parallel_lines(*files), pairs))
     tokenizer = Tokenizer.load(model_path)
@@ -399,7 +400,7 @@ def compare_training_steps(
     -----
     One :class:`~transformer.training.trainer.Trainer` takes every step, so both sides run the same model on
     the same sequence of batches (epoch 0 of the sampler, which gives identical batches for both corpora;
-    checked); they differ only in where :func:`~transformer.data.batching.collate` reads the ids, which is
+    checked); they differ only in where :func:`~transformer.data.pipeline.batch.collate` reads the ids, which is
     all the training loop does differently with a store. A side's step is collate plus
     ``Trainer.train_step``.
     """
@@ -407,11 +408,13 @@ def compare_training_steps(
 
     from benchmarks.bench_common import time_interleaved
     from transformer.config import load_config
-    from transformer.data.batching import TokenBatchSampler, collate
-    from transformer.data.dataset import ParallelCorpus, encode_corpus, read_parallel_files
+    from transformer.data.pipeline.batch import collate
+    from transformer.data.pipeline.dataset import ParallelCorpus, encode_corpus
+    from transformer.data.pipeline.stored_corpus import StoredCorpus
+    from transformer.data.pipeline.text_files import read_parallel_files
+    from transformer.data.pipeline.token_batch_sampler import TokenBatchSampler
+    from transformer.data.pipeline.tokenizer import Tokenizer
     from transformer.data.prepare import TOKEN_STORE_DIR, TOKENIZER_FILE, TrainingData
-    from transformer.data.stored_corpus import StoredCorpus
-    from transformer.data.tokenizer import Tokenizer
     from transformer.training.trainer import Trainer
 
     experiment = load_config(config_path)

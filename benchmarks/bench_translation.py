@@ -27,7 +27,8 @@ from benchmarks.bench_flops import ModelShape, decoding_flops_per_sentence
 from benchmarks.bench_settings import Settings, model_config
 from transformer.checkpoint import TOKENIZER_FILE, save_checkpoint
 from transformer.config import DecodeConfig
-from transformer.data.tokenizer import EOS_ID, Tokenizer
+from transformer.data.pipeline.special_tokens import EOS_ID
+from transformer.data.pipeline.tokenizer import Tokenizer
 from transformer.decoding.beam_search import search
 from transformer.model.quantization import quantize_for_inference
 from transformer.model.transformer import Transformer

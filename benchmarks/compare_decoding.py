@@ -33,7 +33,7 @@ import torch
 
 from transformer.atomic_files import write_json_atomically, write_text_atomically
 from transformer.config import DecodeConfig
-from transformer.data.dataset import read_parallel_files
+from transformer.data.pipeline.text_files import read_parallel_files
 from transformer.decoding.translator import Translator
 from transformer.device import describe_cpu
 from transformer.evaluation.bleu import score_translations

@@ -5,7 +5,7 @@ From the repository root (a module of the ``benchmarks`` package):
     python -m benchmarks.large_corpus --pairs 4500000 --output-dir /data/wmt14-sized
     python -m benchmarks.large_corpus --pairs 36000000 --output-dir DIR --mirror /work/shared/data/multi30k
 
-The corpus is :func:`transformer.data.large_corpus.write_large_corpus`'s: ``DIR/train.en`` and
+The corpus is :func:`transformer.data.corpora.large_corpus.write_large_corpus`'s: ``DIR/train.en`` and
 ``DIR/train.de``, usable with ``data.corpus: directory`` and ``data.data_dir: DIR``. The Multi30k training
 files come from ``--source-files``, or else from the project's corpus cache (``~/.cache/transformer``),
 fetched there once (1.2 MB, from ``--mirror`` when given). A corpus already written for the same request is
@@ -26,8 +26,12 @@ if not __package__:  # run by path, where the package imports below fail: say ho
     )
 
 from transformer.config import DataConfig
-from transformer.data.corpora import fetch_corpus
-from transformer.data.large_corpus import find_large_corpus, read_large_corpus_manifest, write_large_corpus
+from transformer.data.corpora.known_corpora import fetch_corpus
+from transformer.data.corpora.large_corpus import (
+    find_large_corpus,
+    read_large_corpus_manifest,
+    write_large_corpus,
+)
 
 
 def multi30k_training_files(mirror: str | None) -> tuple[Path, Path]:
@@ -45,7 +49,7 @@ def multi30k_training_files(mirror: str | None) -> tuple[Path, Path]:
 
     Notes
     -----
-    Uses :func:`transformer.data.corpora.fetch_corpus` with the default ``data.cache_dir``, so the files are
+    Uses :func:`transformer.data.corpora.known_corpora.fetch_corpus` with the default ``data.cache_dir``, so the files are
     checked against their SHA-256 and downloaded (1.2 MB) only when the cache lacks them.
     """
     return fetch_corpus("multi30k", Path(DataConfig().cache_dir), mirror=mirror)["train"]

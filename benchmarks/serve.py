@@ -39,7 +39,7 @@ import torch
 
 from benchmarks.bench_allocator import TCMALLOC_PATH
 from benchmarks.bench_environment import cpu_description, git_commit
-from transformer.data.dataset import read_lines
+from transformer.data.pipeline.text_files import read_lines
 from transformer.decoding.translator import Translator
 
 REPOSITORY = Path(__file__).resolve().parents[1]

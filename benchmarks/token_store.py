@@ -51,10 +51,10 @@ from benchmarks.bench_token_store import run_child, worker_command
 from benchmarks.bench_worker import REPOSITORY
 from benchmarks.large_corpus import generate_or_reuse, multi30k_training_files
 from benchmarks.token_store_report import render_markdown
-from transformer.data.large_corpus import read_large_corpus_manifest
+from transformer.data.corpora.large_corpus import read_large_corpus_manifest
+from transformer.data.pipeline.token_store import read_manifest
+from transformer.data.pipeline.token_store_builder import encoding_threads
 from transformer.data.prepare import TOKEN_STORE_DIR
-from transformer.data.token_store import read_manifest
-from transformer.data.token_store_builder import encoding_threads
 
 DEFAULT_OUTPUT_DIR = REPOSITORY / "benchmarks" / "results" / "token_store"
 #: Put in every run directory this benchmark makes, so that it deletes no directory it did not make.

@@ -4,7 +4,7 @@ from typing import Any
 
 GIB = 2**30
 METHOD = (
-    "Each size's corpus is Multi30k recombined by `transformer.data.large_corpus` (English lines about 24 "
+    "Each size's corpus is Multi30k recombined by `transformer.data.corpora.large_corpus` (English lines about 24 "
     "words on average, 1% over 80; approximately WMT14-like, not WMT14). Every figure comes from a fresh "
     "process; peak memory is that process's own peak resident set (`VmHWM`, read while it runs). Prepare = "
     "learning the joint BPE vocabulary on a sample of at most 2M sentences as `prepare_data` does for a store "

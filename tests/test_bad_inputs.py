@@ -23,7 +23,7 @@ from tests.conftest import write_tiny_config
 from transformer import cli
 from transformer.checkpoint import CHECKSUM_METADATA_KEY, read_weights_metadata, resolve_checkpoint
 from transformer.cli import main
-from transformer.data.dataset import read_lines
+from transformer.data.pipeline.text_files import read_lines
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from transformer.cli import (
     translator_from_args,
 )
 from transformer.config import DecodeConfig
-from transformer.data.dataset import read_parallel_files
+from transformer.data.pipeline.text_files import read_parallel_files
 from transformer.decoding.translator import Translator
 
 

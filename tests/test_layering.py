@@ -3,7 +3,8 @@
 Every ``import`` of a ``transformer`` module is read from the source (function-level imports included, so a
 lazy import cannot hide a dependency) and mapped to its part: a subpackage (``model``, ``data``, ...) or a
 top-level module (``checkpoint``, ``config``, ...). Each part may import only the parts listed for it below;
-the listing is acyclic, so the package has no import cycle between its parts.
+the listing is acyclic, so the package has no import cycle between its parts. Inside ``data`` the same holds for
+its layers (:data:`DATA_LAYERS`): the input pipeline, the corpora and the preparation that joins them.
 """
 
 import ast
@@ -113,10 +114,31 @@ ALLOWED: dict[str, set[str]] = {
 }
 
 
+#: The data package's layers, finer than its part (#30 item 3): the input pipeline (``data/pipeline/``) knows no
+#: corpus, the corpora (``data/corpora/``) read and check their text with the pipeline, and ``data/prepare.py``
+#: (with the package's ``__init__``, layer ``data``) joins the two for a run's data config. Each layer may import
+#: only the layers and parts listed; what it names outside ``data`` must be in ``ALLOWED["data"]``. Keep in step
+#: with docs/architecture.md ("Layers").
+DATA_LAYERS: dict[str, set[str]] = {
+    "data.pipeline": {"atomic_files"},
+    "data.corpora": {"data.pipeline", "atomic_files"},
+    "data": {"data.pipeline", "data.corpora", "config"},
+}
+
+
 def part_of(module: str) -> str:
     """Map ``transformer.model.decoder`` to ``model``, ``transformer.checkpoint`` to ``checkpoint``."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "transformer"
+
+
+def data_layer_of(module: str) -> str:
+    """Map ``transformer.data.pipeline.batch`` to ``data.pipeline``, ``transformer.data.prepare`` to ``data``.
+
+    A module outside the data package maps to its part, as :func:`part_of` gives it.
+    """
+    layer = ".".join(module.split(".")[1:3])
+    return layer if layer in DATA_LAYERS else part_of(module)
 
 
 def module_name(path: Path) -> str:
@@ -171,6 +193,32 @@ def test_imports_follow_the_layers(path: Path) -> None:
         f"{path.relative_to(PACKAGE.parent)}:{line}: {importer} imports {module} ({part_of(module)})"
         for line, module in imported_modules(path)
         if part_of(module) != importer and part_of(module) not in ALLOWED[importer]
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+DATA_SOURCES = [path for path in SOURCES if part_of(module_name(path)) == "data"]
+
+
+def test_every_data_module_has_a_layer_and_the_layers_have_no_cycle() -> None:
+    assert {data_layer_of(module_name(path)) for path in DATA_SOURCES} == set(DATA_LAYERS)
+    outside = {name for allowed in DATA_LAYERS.values() for name in allowed if name not in DATA_LAYERS}
+    assert outside <= ALLOWED["data"]
+    remaining = dict(DATA_LAYERS)
+    while remaining:  # peel off the layers that import no remaining layer; a cycle leaves none to peel
+        lowest = {layer for layer, allowed in remaining.items() if not allowed & set(remaining) - {layer}}
+        assert lowest, f"cycle among the data layers: {sorted(remaining)}"
+        for layer in lowest:
+            del remaining[layer]
+
+
+@pytest.mark.parametrize("path", DATA_SOURCES, ids=lambda path: str(path.relative_to(PACKAGE)))
+def test_data_imports_follow_the_data_layers(path: Path) -> None:
+    importer = data_layer_of(module_name(path))
+    wrong = [
+        f"{path.relative_to(PACKAGE.parent)}:{line}: {importer} imports {module} ({data_layer_of(module)})"
+        for line, module in imported_modules(path)
+        if data_layer_of(module) != importer and data_layer_of(module) not in DATA_LAYERS[importer]
     ]
     assert not wrong, "\n".join(wrong)
 

@@ -18,7 +18,7 @@ from benchmarks.token_store import (
     store_not_reused_as_is,
 )
 from benchmarks.token_store_report import render_markdown
-from transformer.data.large_corpus import write_large_corpus
+from transformer.data.corpora.large_corpus import write_large_corpus
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 

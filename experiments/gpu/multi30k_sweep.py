@@ -160,7 +160,7 @@ def score(name: str, label: str, checkpoint: str, data: Path) -> None:
     """
     import dataclasses
 
-    from transformer.data.dataset import read_lines
+    from transformer.data.pipeline.text_files import read_lines
     from transformer.decoding.translator import Translator
     from transformer.evaluation.bleu import score_translations
 

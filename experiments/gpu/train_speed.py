@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 
 from transformer.config import ExperimentConfig, TrainConfig
+from transformer.data.pipeline.tokenizer import Tokenizer
 from transformer.data.prepare import TrainingData
-from transformer.data.tokenizer import Tokenizer
 from transformer.training.distributed import init_distributed
 from transformer.training.trainer import Trainer
 

@@ -40,8 +40,8 @@ from transformer.architectures import (
 )
 from transformer.atomic_files import staged_directory
 from transformer.config import DecodeConfig
-from transformer.data.text_tokenizer import TextTokenizer
-from transformer.data.tokenizer import Tokenizer
+from transformer.data.pipeline.text_tokenizer import TextTokenizer
+from transformer.data.pipeline.tokenizer import Tokenizer
 from transformer.safetensors_files import save_safetensors_file
 from transformer.typed_fields import build_dataclass
 
@@ -469,7 +469,7 @@ def load_checkpoint_tokenizer(directory: Path) -> TextTokenizer:
 
     Notes
     -----
-    The Marian adapter (:mod:`transformer.data.marian_tokenizer`) needs nothing beyond sentencepiece, so
+    The Marian adapter (:mod:`transformer.data.pipeline.marian_tokenizer`) needs nothing beyond sentencepiece, so
     translating an imported model does not need ``transformers``; it is imported only when a checkpoint holds
     ``vocab.json``.
     """
@@ -477,7 +477,7 @@ def load_checkpoint_tokenizer(directory: Path) -> TextTokenizer:
     if (directory / TOKENIZER_FILE).exists():
         return Tokenizer.load(directory / TOKENIZER_FILE)
     if (directory / "vocab.json").exists():
-        from transformer.data.marian_tokenizer import MarianTokenizer
+        from transformer.data.pipeline.marian_tokenizer import MarianTokenizer
 
         return MarianTokenizer.load(directory)
     raise ValueError(

@@ -40,8 +40,8 @@ from transformer.config import (
     ExperimentConfig,
     load_config,
 )
-from transformer.data.backtranslated_corpus import check_backtranslation_output
-from transformer.data.dataset import CorpusError, read_lines, read_parallel_files
+from transformer.data.corpora.backtranslated_corpus import check_backtranslation_output
+from transformer.data.pipeline.text_files import CorpusError, read_lines, read_parallel_files
 from transformer.data.prepare import prepare_data
 from transformer.decoding.alignment import check_alignment_layer
 from transformer.decoding.backtranslation import backtranslate, backtranslation_settings
@@ -1144,7 +1144,7 @@ def run_backtranslate(args: argparse.Namespace) -> int:
     Notes
     -----
     Samples by default (``--sampling`` settings apply); ``--beam N`` searches instead. The folder is what
-    ``data.backtranslated_dir`` reads (:mod:`transformer.data.backtranslated_corpus`); it may only be new,
+    ``data.backtranslated_dir`` reads (:mod:`transformer.data.corpora.backtranslated_corpus`); it may only be new,
     empty or an earlier back-translation, checked before the model is loaded.
     """
     output_dir = Path(args.output)

@@ -8,9 +8,12 @@ import pytest
 from tests.conftest import write_tiny_config
 from transformer.cli import main
 from transformer.config import DataConfig, DecodeConfig
-from transformer.data.backtranslated_corpus import read_backtranslated_pairs, write_backtranslated_corpus
-from transformer.data.dataset import read_lines
-from transformer.data.tokenizer import Tokenizer
+from transformer.data.corpora.backtranslated_corpus import (
+    read_backtranslated_pairs,
+    write_backtranslated_corpus,
+)
+from transformer.data.pipeline.text_files import read_lines
+from transformer.data.pipeline.tokenizer import Tokenizer
 from transformer.decoding.backtranslation import backtranslation_settings
 
 

@@ -8,7 +8,7 @@ import torch
 
 from transformer import Transformer, TransformerConfig
 from transformer.config import experiment_from_dict
-from transformer.data.batching import Batch
+from transformer.data.pipeline.batch import Batch
 from transformer.experiments import attention_scoring
 from transformer.experiments.attention_statistics import (
     ATTENTION_KINDS,

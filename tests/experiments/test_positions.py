@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from transformer.config import TransformerConfig, experiment_from_dict
-from transformer.data.synthetic import generate_pairs
+from transformer.data.corpora.synthetic import generate_pairs
 from transformer.evaluation.bleu import score_translations
 from transformer.experiments import table2
 from transformer.experiments.plan import run_config, set_dotted, with_base_overrides

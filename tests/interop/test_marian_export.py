@@ -7,7 +7,7 @@ import torch
 
 from tests.interop.marian_fixtures import ENGLISH, SOURCE_SENTENCES, random_batches, write_our_checkpoint
 from transformer.checkpoint import load_checkpoint
-from transformer.data.tokenizer import Tokenizer
+from transformer.data.pipeline.tokenizer import Tokenizer
 from transformer.interop.marian import export_marian, import_marian
 
 pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")

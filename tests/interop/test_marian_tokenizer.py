@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from tests.interop.marian_fixtures import ENGLISH, GERMAN, SOURCE_SENTENCES, marian_vocabulary, train_spm
-from transformer.data.marian_tokenizer import MarianTokenizer
-from transformer.data.text_tokenizer import TextTokenizer
+from transformer.data.pipeline.marian_tokenizer import MarianTokenizer
+from transformer.data.pipeline.text_tokenizer import TextTokenizer
 
 pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from transformer.cli import main
-from transformer.data import token_store_builder
-from transformer.data.stored_corpus import StoredCorpus
+from transformer.data.pipeline import token_store_builder
+from transformer.data.pipeline.stored_corpus import StoredCorpus
 from transformer.training import data_feed
 
 #: How long rank 0 of a multi-process job holds back each store build, widening the window of a race.

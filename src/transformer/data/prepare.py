@@ -5,19 +5,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transformer.config import DataConfig
-from transformer.data.backtranslated_corpus import read_backtranslated_pairs
-from transformer.data.corpora import fetch_corpus, local_directory_corpus
-from transformer.data.dataset import (
-    EncodedCorpus,
-    ParallelCorpus,
-    encode_corpus,
-    iter_parallel_lines,
-    read_parallel_files,
-)
-from transformer.data.stored_corpus import StoredCorpus
-from transformer.data.synthetic import generate_splits, write_corpus
-from transformer.data.token_store_builder import prepare_token_store
-from transformer.data.tokenizer import Tokenizer
+from transformer.data.corpora.backtranslated_corpus import read_backtranslated_pairs
+from transformer.data.corpora.known_corpora import fetch_corpus, local_directory_corpus
+from transformer.data.corpora.synthetic import generate_splits, write_corpus
+from transformer.data.pipeline.dataset import EncodedCorpus, ParallelCorpus, encode_corpus
+from transformer.data.pipeline.stored_corpus import StoredCorpus
+from transformer.data.pipeline.text_files import iter_parallel_lines, read_parallel_files
+from transformer.data.pipeline.token_store_builder import prepare_token_store
+from transformer.data.pipeline.tokenizer import Tokenizer
 
 TOKENIZER_FILE = "tokenizer.model"
 #: The training split's token store, under the run directory (``data.token_store: true``).
@@ -132,7 +127,7 @@ def prepare_data(
     The vocabulary is learned on the training split only, both languages together (section 5.1: "a shared
     source-target vocabulary"). With ``data.token_store`` the training split is never held in memory: the
     vocabulary is learned from a bounded sample of a stream of its lines, and the split is encoded once into
-    ``run_dir/token_store/train`` (:func:`transformer.data.token_store_builder.prepare_token_store`), reused
+    ``run_dir/token_store/train`` (:func:`transformer.data.pipeline.token_store_builder.prepare_token_store`), reused
     by later runs and resumptions with the same files and vocabulary. The store lives in the run directory,
     next to the tokenizer it was encoded with, rather than in a shared cache: each run learns its own
     vocabulary, so stores could be shared only between runs that share one. Validation is encoded in memory

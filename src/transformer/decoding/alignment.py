@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from transformer.architectures import SequenceModel
-from transformer.data.batching import pad_sequences
+from transformer.data.pipeline.batch import pad_sequences
 from transformer.model.transformer import Transformer
 
 #: The marker SentencePiece puts on a piece that starts a word.

@@ -2,7 +2,7 @@
 
 A target-to-source :class:`~transformer.decoding.translator.Translator` turns monolingual target sentences
 into synthetic sources, and the pairs are written as a folder that ``train`` reads beside the real corpus
-(:mod:`transformer.data.backtranslated_corpus`). Sampling is the default search: Edunov et al. (2018) find
+(:mod:`transformer.data.corpora.backtranslated_corpus`). Sampling is the default search: Edunov et al. (2018) find
 sampled back-translations train better models than beam outputs at scale, because beam search's outputs
 are too regular to teach the model much.
 """
@@ -12,7 +12,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from transformer.config import DecodeConfig
-from transformer.data.backtranslated_corpus import check_backtranslation_output, write_backtranslated_corpus
+from transformer.data.corpora.backtranslated_corpus import (
+    check_backtranslation_output,
+    write_backtranslated_corpus,
+)
 from transformer.decoding.translator import Translator
 
 

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from transformer.architectures import SequenceModel
-from transformer.data.text_tokenizer import TextTokenizer
+from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.decoding.step_model import StepModel
 
 #: ``--ensemble-mode`` values: average the members' probabilities, or their log-probabilities.

@@ -11,8 +11,9 @@ import torch
 from transformer.architectures import SequenceModel, architecture_of
 from transformer.checkpoint import MODEL_FILE, load_checkpoint, load_checkpoint_tokenizer
 from transformer.config import DecodeConfig
-from transformer.data.batching import inference_batches, pad_sequences
-from transformer.data.text_tokenizer import TextTokenizer
+from transformer.data.pipeline.batch import pad_sequences
+from transformer.data.pipeline.inference_batches import inference_batches
+from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.decoding.alignment import (
     check_alignment_layer,
     cross_attention,

@@ -15,9 +15,10 @@ import torch
 from torch import Tensor, nn
 
 from transformer.architectures import SequenceModel
-from transformer.data.batching import Batch, TokenBatchSampler, collate
-from transformer.data.dataset import encode_corpus
-from transformer.data.text_tokenizer import TextTokenizer
+from transformer.data.pipeline.batch import Batch, collate
+from transformer.data.pipeline.dataset import encode_corpus
+from transformer.data.pipeline.text_tokenizer import TextTokenizer
+from transformer.data.pipeline.token_batch_sampler import TokenBatchSampler
 from transformer.loss import label_smoothed_nll_loss
 from transformer.model.config import TransformerConfig
 

@@ -27,9 +27,10 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from transformer.data.batching import Batch, TokenBatchSampler, collate
-from transformer.data.dataset import encode_corpus
-from transformer.data.text_tokenizer import TextTokenizer
+from transformer.data.pipeline.batch import Batch, collate
+from transformer.data.pipeline.dataset import encode_corpus
+from transformer.data.pipeline.text_tokenizer import TextTokenizer
+from transformer.data.pipeline.token_batch_sampler import TokenBatchSampler
 from transformer.model.multihead_attention import LogitsHook, MultiHeadAttention
 from transformer.model.transformer import Transformer
 

@@ -24,9 +24,11 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from transformer.data.batching import Batch, TokenBatchSampler, collate
-from transformer.data.dataset import encode_corpus, read_parallel_files
-from transformer.data.text_tokenizer import TextTokenizer
+from transformer.data.pipeline.batch import Batch, collate
+from transformer.data.pipeline.dataset import encode_corpus
+from transformer.data.pipeline.text_files import read_parallel_files
+from transformer.data.pipeline.text_tokenizer import TextTokenizer
+from transformer.data.pipeline.token_batch_sampler import TokenBatchSampler
 from transformer.loss import label_smoothed_nll_loss
 
 

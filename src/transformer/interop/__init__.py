@@ -3,7 +3,7 @@
 * :mod:`transformer.interop.marian`: HuggingFace MarianMT directories (OPUS-MT) to and from our checkpoints
   (:func:`~transformer.interop.marian.import_marian`, :func:`~transformer.interop.marian.export_marian`).
 * Marian's vocabulary (two SentencePiece models and ``vocab.json``) is a tokenizer like ours:
-  :mod:`transformer.data.marian_tokenizer`, so a converted checkpoint translates without this package.
+  :mod:`transformer.data.pipeline.marian_tokenizer`, so a converted checkpoint translates without this package.
 * :mod:`transformer.interop.marian_config` and :mod:`transformer.interop.marian_weights`: the config fields
   and tensor names of the two formats, and the change of basis between sinusoidal layouts.
 * :mod:`transformer.interop.ctranslate2`: export to CTranslate2 and translate with it

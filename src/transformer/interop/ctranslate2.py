@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from transformer.checkpoint import TOKENIZER_FILE, load_checkpoint, load_checkpoint_tokenizer
-from transformer.data.marian_tokenizer import OPTIONAL_FILES, REQUIRED_FILES
-from transformer.data.text_tokenizer import TextTokenizer
+from transformer.data.pipeline.marian_tokenizer import OPTIONAL_FILES, REQUIRED_FILES
+from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.decoding.translator import DEFAULT_MAX_INPUT_TOKENS
 from transformer.interop.ctranslate2_spec import (
     build_transformer_spec,

@@ -12,8 +12,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from transformer.data.marian_tokenizer import MarianTokenizer
-from transformer.data.text_tokenizer import TextTokenizer
+from transformer.data.pipeline.marian_tokenizer import MarianTokenizer
+from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.model.config import TransformerConfig
 from transformer.model.positional_encoding import sinusoidal_table
 

@@ -22,14 +22,15 @@ from transformer.checkpoint import (
     load_model_tensors,
     save_checkpoint,
 )
-from transformer.data.marian_tokenizer import (
+from transformer.data.pipeline.marian_tokenizer import (
     SOURCE_SPM_FILE,
     TARGET_SPM_FILE,
     TOKENIZER_CONFIG_FILE,
     VOCAB_FILE,
     MarianTokenizer,
 )
-from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+from transformer.data.pipeline.special_tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from transformer.data.pipeline.tokenizer import Tokenizer
 from transformer.interop.marian_config import (
     EXPORT_MAX_POSITIONS,
     check_exportable,

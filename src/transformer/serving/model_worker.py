@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from transformer.config import DecodeConfig
-from transformer.data.batching import pad_sequences
+from transformer.data.pipeline.batch import pad_sequences
 from transformer.decoding.search import Hypothesis
 from transformer.interop.ctranslate2 import CTranslate2Translator
 from transformer.model.transformer import Transformer
@@ -166,16 +166,16 @@ class ModelWorker:
     metrics : ServingMetrics
         Where batch and queue metrics go.
 
+    Raises
+    ------
+    ValueError
+        For an unknown ``batching`` mode, or continuous batching with a model that is not a Transformer.
+
     Notes
     -----
     Continuous batching needs the Transformer's incremental cache; other architectures (the recurrent
     baseline) and CTranslate2 (no step-level API) are refused there, and serve with ``batching="request"``.
     An ensemble of Transformers is accepted: its sentences take the request-batching path.
-
-    Raises
-    ------
-    ValueError
-        For an unknown ``batching`` mode, or continuous batching with a model that is not a Transformer.
     """
 
     def __init__(

@@ -32,7 +32,7 @@ from transformer.checkpoint import (
     read_index,
     write_model_files,
 )
-from transformer.data.batching import BATCH_ORDER_VERSION
+from transformer.data.pipeline.token_batch_sampler import BATCH_ORDER_VERSION
 from transformer.safetensors_files import save_safetensors_file
 
 
@@ -70,7 +70,7 @@ class TrainerState:
         Why training ended ("max_steps", "max_epochs", "max_minutes") in the checkpoint written at its end;
         None in checkpoints written along the way.
     batch_order : int or None
-        :data:`~transformer.data.batching.BATCH_ORDER_VERSION` of the sampler that cut the batches; None for a
+        :data:`~transformer.data.pipeline.token_batch_sampler.BATCH_ORDER_VERSION` of the sampler that cut the batches; None for a
         checkpoint written before the version was recorded (order 1, or 2 from 2026-11-24 until then).
     tuning : dict or None
         The automatic defaults the run measured (:func:`transformer.training.reproducibility.tuning_record`),

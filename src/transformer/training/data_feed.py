@@ -1,6 +1,6 @@
 """What the trainer reads: each process's groups of training batches, and its shard of the validation batches.
 
-Batches are cut by :class:`~transformer.data.batching.TokenBatchSampler` from (seed, epoch) alone, identically
+Batches are cut by :class:`~transformer.data.pipeline.token_batch_sampler.TokenBatchSampler` from (seed, epoch) alone, identically
 on every process, and each process takes its own shard; the position in the epoch lives in the training state,
 so a resumed run reads exactly the batches an uninterrupted one would have.
 """
@@ -11,8 +11,10 @@ import numpy as np
 
 from transformer.architectures import ModelConfig
 from transformer.config import TrainConfig
-from transformer.data.batching import Batch, TokenBatchSampler, collate, shard
-from transformer.data.dataset import ParallelCorpus
+from transformer.data.pipeline.batch import Batch, collate
+from transformer.data.pipeline.dataset import ParallelCorpus
+from transformer.data.pipeline.sharding import shard
+from transformer.data.pipeline.token_batch_sampler import TokenBatchSampler
 from transformer.data.prepare import TrainingData
 from transformer.training.checkpoint import TrainerState
 from transformer.training.distributed import DistributedContext
@@ -35,7 +37,7 @@ class TrainingFeed:
     Notes
     -----
     Batches are padded with the same ids decoding and perplexity use, so training, scoring and search see
-    the same inputs; :func:`~transformer.data.batching.collate` is looked up at each call (a test wraps it).
+    the same inputs; :func:`~transformer.data.pipeline.batch.collate` is looked up at each call (a test wraps it).
     """
 
     def __init__(
@@ -65,7 +67,7 @@ class TrainingFeed:
 
         Notes
         -----
-        Each process takes its shard of the epoch's batches (:func:`~transformer.data.batching.shard`), so N
+        Each process takes its shard of the epoch's batches (:func:`~transformer.data.pipeline.sharding.shard`), so N
         processes step through the epoch N times faster and stay in step with each other.
         """
         while self.recipe.max_epochs is None or state.epoch < self.recipe.max_epochs:

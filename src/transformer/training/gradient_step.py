@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.optim.lr_scheduler import LRScheduler
 
-from transformer.data.batching import Batch
+from transformer.data.pipeline.batch import Batch
 from transformer.loss import label_smoothed_nll_loss
 from transformer.training.distributed import DistributedContext, all_reduce_sum
 from transformer.training.precision import autocast

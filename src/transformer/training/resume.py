@@ -10,7 +10,7 @@ from pathlib import Path
 
 from transformer.architectures import ModelConfig
 from transformer.checkpoint import CheckpointError, describe_mismatch
-from transformer.data.batching import BATCH_ORDER_VERSION
+from transformer.data.pipeline.token_batch_sampler import BATCH_ORDER_VERSION
 from transformer.training.checkpoint import (
     CheckpointManager,
     TrainerState,

@@ -19,7 +19,8 @@ from torch.optim.lr_scheduler import LRScheduler
 from transformer.allocator import allocator_note
 from transformer.architectures import build_model, model_width
 from transformer.config import ExperimentConfig
-from transformer.data.batching import BATCH_ORDER_VERSION, Batch
+from transformer.data.pipeline.batch import Batch
+from transformer.data.pipeline.token_batch_sampler import BATCH_ORDER_VERSION
 from transformer.data.prepare import TOKENIZER_FILE, TrainingData
 from transformer.evaluation.perplexity import sum_batch_losses
 from transformer.model.transformer import Transformer

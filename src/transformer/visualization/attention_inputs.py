@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from transformer.data.text_tokenizer import TextTokenizer
+from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.model.transformer import AttentionWeights, Transformer
 
 

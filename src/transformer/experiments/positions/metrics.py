@@ -10,11 +10,11 @@ import torch
 
 from transformer.atomic_files import write_text_atomically
 from transformer.config import DecodeConfig, ExperimentConfig
-from transformer.data.dataset import read_lines
-from transformer.data.synthetic import (
+from transformer.data.corpora.synthetic import (
     generate_pairs,
 )
-from transformer.data.text_tokenizer import TextTokenizer
+from transformer.data.pipeline.text_files import read_lines
+from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.decoding.translator import Translator
 from transformer.evaluation.bleu import score_translations
 from transformer.experiments.positions.probes import (

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from transformer.data.synthetic import (
+from transformer.data.corpora.synthetic import (
     Clause,
     Noun,
     NounPhrase,
@@ -17,7 +17,7 @@ from transformer.data.synthetic import (
     german_sentence,
     load_lexicon,
 )
-from transformer.data.text_tokenizer import TextTokenizer
+from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.decoding.translator import Translator
 from transformer.experiments.positions.settings import ANIMATE, BUCKETS
 from transformer.model.transformer import Transformer
@@ -168,8 +168,8 @@ def swap_pairs(count: int, seed: int) -> list[SwapPair]:
 
     Notes
     -----
-    Realised with the grammar's own :func:`~transformer.data.synthetic.english_sentence` and
-    :func:`~transformer.data.synthetic.german_sentence`, so the German references follow its agreement rules
+    Realised with the grammar's own :func:`~transformer.data.corpora.synthetic.english_sentence` and
+    :func:`~transformer.data.corpora.synthetic.german_sentence`, so the German references follow its agreement rules
     (nominative subject, accusative or dative object).
     """
     lexicon = load_lexicon()

@@ -406,7 +406,7 @@ def compare_training_steps(
     import tempfile
 
     from benchmarks.bench_common import time_interleaved
-    from transformer.config import load_config
+    from transformer.config.files import load_config
     from transformer.data.batching import TokenBatchSampler, collate
     from transformer.data.dataset import ParallelCorpus, encode_corpus, read_parallel_files
     from transformer.data.prepare import TOKEN_STORE_DIR, TOKENIZER_FILE, TrainingData

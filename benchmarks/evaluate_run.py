@@ -28,7 +28,7 @@ import torch
 
 from transformer.averaging import average_checkpoints, write_weights_checkpoint
 from transformer.checkpoint import read_index
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.data.dataset import read_parallel_files
 from transformer.decoding.translator import TRANSLATION_PRECISIONS, Translator
 from transformer.device import bf16_unsupported_reason, describe_cpu

@@ -14,7 +14,7 @@ from transformer.checkpoint import (
     weights_sha256,
 )
 from transformer.cli import main
-from transformer.config import TransformerConfig
+from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
 
 CONFIG = TransformerConfig(

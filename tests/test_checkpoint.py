@@ -15,8 +15,9 @@ from transformer.checkpoint import (
     save_checkpoint,
     weights_sha256,
 )
-from transformer.config import DecodeConfig, TransformerConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.translator import Translator
+from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
 
 CONFIG = TransformerConfig(

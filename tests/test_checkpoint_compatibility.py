@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from transformer.checkpoint import CHECKSUM_METADATA_KEY, load_checkpoint, read_weights_metadata
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.translator import Translator
 from transformer.training.checkpoint import load_training_checkpoint
 

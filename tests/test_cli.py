@@ -22,7 +22,7 @@ from transformer.cli import (
     read_input_lines,
     translator_from_args,
 )
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.data.dataset import read_parallel_files
 from transformer.decoding.translator import Translator
 

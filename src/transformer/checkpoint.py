@@ -39,7 +39,7 @@ from transformer.architectures import (
     model_config_from_dict,
 )
 from transformer.atomic_files import staged_directory
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.data.text_tokenizer import TextTokenizer
 from transformer.data.tokenizer import Tokenizer
 from transformer.safetensors_files import save_safetensors_file

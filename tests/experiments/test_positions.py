@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer.config import TransformerConfig, experiment_from_dict
+from transformer.config.experiment import experiment_from_dict
 from transformer.data.synthetic import generate_pairs
 from transformer.evaluation.bleu import score_translations
 from transformer.experiments import table2
@@ -24,6 +24,7 @@ from transformer.experiments.positions import (
 from transformer.experiments.positions.verdicts import render_verdicts
 from transformer.experiments.results import load_sentences, read_results
 from transformer.experiments.runner import plan_runs, run_experiment
+from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
 
 

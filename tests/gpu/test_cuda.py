@@ -16,7 +16,7 @@ from transformer.autotune.precision_probe import decide_precision, reduced_preci
 from transformer.autotune.workload import ProbeShape
 from transformer.checkpoint import load_checkpoint
 from transformer.cli import main
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.beam_search import beam_search
 from transformer.decoding.greedy import greedy_search
 from transformer.decoding.translator import Translator

@@ -16,9 +16,9 @@ import torch
 from torch import Tensor, nn
 
 from transformer.checkpoint import save_checkpoint
-from transformer.config import TransformerConfig
 from transformer.data.synthetic import generate_pairs
 from transformer.data.tokenizer import Tokenizer
+from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
 
 PAIRS = generate_pairs(300, seed=11)

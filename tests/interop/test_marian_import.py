@@ -15,7 +15,7 @@ from transformer.checkpoint import (
     read_weights_metadata,
     weights_sha256,
 )
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.translator import Translator
 from transformer.interop.marian import MarianTokenizer, import_marian
 from transformer.interop.marian_config import marian_to_config

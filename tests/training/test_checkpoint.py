@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from transformer.checkpoint import CheckpointError, load_checkpoint
-from transformer.config import TransformerConfig
+from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
 from transformer.training.checkpoint import (
     CheckpointManager,

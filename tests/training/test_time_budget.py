@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer.config import load_config
+from transformer.config.files import load_config
 from transformer.data.prepare import prepare_data
 from transformer.training.checkpoint import load_training_checkpoint
 from transformer.training.schedule import (

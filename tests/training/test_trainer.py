@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from transformer.checkpoint import CheckpointError, read_index
 from transformer.cli import main
-from transformer.config import load_config
+from transformer.config.files import load_config
 from transformer.data.batching import BATCH_ORDER_VERSION
 from transformer.data.prepare import prepare_data
 from transformer.training import gradient_step as gradient_step_module

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.constraints import TargetPrefixes, constrain_step, raise_limits_for_prefixes
 from transformer.decoding.search import (
     Hypothesis,

@@ -10,7 +10,7 @@ import torch
 
 from transformer.architectures import SequenceModel, architecture_of
 from transformer.checkpoint import MODEL_FILE, load_checkpoint, load_checkpoint_tokenizer
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.data.batching import inference_batches, pad_sequences
 from transformer.data.text_tokenizer import TextTokenizer
 from transformer.decoding.alignment import (

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from transformer.architectures import SequenceModel
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.data.batching import pad_sequences
 from transformer.decoding.beam_search import search
 from transformer.decoding.search import Hypothesis

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from transformer.architectures import SequenceModel
 from transformer.checkpoint import STATE_FILE, resolve_checkpoint
-from transformer.config import DataConfig, DecodeConfig
+from transformer.config.data import DataConfig
+from transformer.config.decode import DecodeConfig
 from transformer.data.text_tokenizer import TextTokenizer
 from transformer.decoding.translator import DEFAULT_MAX_INPUT_TOKENS, Translator
 from transformer.interop.ctranslate2 import CTranslate2Translator

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.translator import Candidate
 from transformer.serving.continuous_batching import DecodedSentence
 from transformer.serving.metrics import ServingMetrics
@@ -50,7 +50,7 @@ class SearchOptions:
 
     Notes
     -----
-    Applied to the model's :class:`~transformer.config.DecodeConfig` with :func:`dataclasses.replace`, so
+    Applied to the model's :class:`~transformer.config.decode.DecodeConfig` with :func:`dataclasses.replace`, so
     the config's own checks (``nbest <= beam_size``) apply.
     """
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from transformer.architectures import ModelConfig
-from transformer.config import TrainConfig
+from transformer.config.train import TrainConfig
 from transformer.data.batching import Batch, TokenBatchSampler, collate, shard
 from transformer.data.dataset import ParallelCorpus
 from transformer.data.prepare import TrainingData

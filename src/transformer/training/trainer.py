@@ -18,7 +18,7 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from transformer.allocator import allocator_note
 from transformer.architectures import build_model, model_width
-from transformer.config import ExperimentConfig
+from transformer.config.experiment import ExperimentConfig
 from transformer.data.batching import BATCH_ORDER_VERSION, Batch
 from transformer.data.prepare import TOKENIZER_FILE, TrainingData
 from transformer.evaluation.perplexity import sum_batch_losses

@@ -14,7 +14,7 @@ from typing import Any
 
 from benchmarks.bench_common import Section
 from benchmarks.bench_settings import Settings
-from transformer.checkpoint import STATE_FILE
+from transformer.checkpoint.layout import STATE_FILE
 from transformer.config.decode import DecodeConfig
 from transformer.config.experiment import experiment_from_dict
 from transformer.data.dataset import read_parallel_files

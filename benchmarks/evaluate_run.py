@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from transformer.averaging import average_checkpoints, write_weights_checkpoint
-from transformer.checkpoint import read_index
+from transformer.checkpoint.layout import read_index
 from transformer.config.decode import DecodeConfig
 from transformer.data.dataset import read_parallel_files
 from transformer.decoding.translator import TRANSLATION_PRECISIONS, Translator

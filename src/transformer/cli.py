@@ -24,7 +24,7 @@ from transformer.averaging import (
     select_last_checkpoints,
     write_weights_checkpoint,
 )
-from transformer.checkpoint import CheckpointError, resolve_checkpoint
+from transformer.checkpoint.layout import CheckpointError, resolve_checkpoint
 from transformer.command_checks import (
     integer_in_range,
     number_in_range,

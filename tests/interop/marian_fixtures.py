@@ -15,7 +15,7 @@ import sentencepiece
 import torch
 from torch import Tensor, nn
 
-from transformer.checkpoint import save_checkpoint
+from transformer.checkpoint.model_checkpoint import save_checkpoint
 from transformer.data.synthetic import generate_pairs
 from transformer.data.tokenizer import Tokenizer
 from transformer.model.config import TransformerConfig

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tests.interop.marian_fixtures import ENGLISH, SOURCE_SENTENCES, pad_batch, write_our_checkpoint
-from transformer.checkpoint import load_checkpoint, save_checkpoint
+from transformer.checkpoint.model_checkpoint import load_checkpoint, save_checkpoint
 from transformer.config.decode import DecodeConfig
 from transformer.decoding.beam_search import search
 from transformer.decoding.translator import Translator

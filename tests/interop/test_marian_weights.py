@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from tests.interop.marian_fixtures import randomize_
-from transformer.checkpoint import load_model_tensors, model_tensors
+from transformer.checkpoint.weights import load_model_tensors, model_tensors
 from transformer.interop.marian_weights import (
     interleaved_to_concatenated_order,
     permute_residual_basis,

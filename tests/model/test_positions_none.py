@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from transformer import Transformer, TransformerConfig
-from transformer.checkpoint import load_checkpoint, save_checkpoint
+from transformer.checkpoint.model_checkpoint import load_checkpoint, save_checkpoint
 from transformer.cli import main
 from transformer.config.decode import DecodeConfig
 from transformer.decoding.beam_search import search

@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file
 
 from tests.training.recording_cli import install_recorders, read_records
-from transformer.checkpoint import read_index
+from transformer.checkpoint.layout import read_index
 from transformer.cli import main
 from transformer.config.files import load_config
 from transformer.data.token_store import ARRAY_FILES, MANIFEST_FILE, read_manifest

@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from transformer.checkpoint import CheckpointError, read_index
+from transformer.checkpoint.layout import CheckpointError, read_index
 from transformer.cli import main
 from transformer.config.files import load_config
 from transformer.data.batching import BATCH_ORDER_VERSION

@@ -57,7 +57,8 @@ class ExperimentConfig:
         -----
         Round-trips through :func:`experiment_from_dict`: the model section is written out in full, with no
         ``preset`` key. Every value is a JSON scalar, so the trainer stores this dict in each checkpoint's
-        ``trainer_state.json``, from which :func:`transformer.checkpoint.load_checkpoint` reads ``decode``.
+        ``trainer_state.json``, from which
+        :func:`transformer.checkpoint.model_checkpoint.load_checkpoint` reads ``decode``.
         """
         return dataclasses.asdict(self)
 

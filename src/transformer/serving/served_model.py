@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transformer.architectures import SequenceModel
-from transformer.checkpoint import STATE_FILE, resolve_checkpoint
+from transformer.checkpoint.layout import STATE_FILE, resolve_checkpoint
 from transformer.config.data import DataConfig
 from transformer.config.decode import DecodeConfig
 from transformer.data.text_tokenizer import TextTokenizer

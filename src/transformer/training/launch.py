@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from transformer.checkpoint import read_index
+from transformer.checkpoint.layout import read_index
 from transformer.config.experiment import ExperimentConfig
 from transformer.data.prepare import TrainingData, prepare_data
 from transformer.training.distributed import (

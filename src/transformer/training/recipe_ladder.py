@@ -9,7 +9,7 @@ import torch
 from transformer.autotune.cache import ProbeCache
 from transformer.autotune.model_tuning import default_probe_cache, tune_model
 from transformer.autotune.throughput_probe import decide_training_throughput
-from transformer.checkpoint import read_index
+from transformer.checkpoint.layout import read_index
 from transformer.config.experiment import ExperimentConfig, experiment_from_dict
 from transformer.config.files import apply_override
 from transformer.config.ladder import LadderRung

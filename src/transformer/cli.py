@@ -53,7 +53,7 @@ from transformer.interop.ctranslate2 import CTranslate2Translator, export_ctrans
 from transformer.interop.marian import export_marian, import_marian
 from transformer.model.transformer import Transformer
 from transformer.training.launch import claim_run_dir_if_main, is_main_process, train_experiment
-from transformer.training.trainer import TrainingDivergedError, TrainResult
+from transformer.training.result import TrainingDivergedError, TrainResult
 from transformer.visualization.attention_html import write_attention_html
 from transformer.visualization.attention_inputs import sentence_attention
 from transformer.visualization.attention_plot import plot_attention_maps

@@ -20,8 +20,9 @@ from transformer.serving.translation_service import (
     elapsed_ms,
     translate_texts,
 )
-from transformer.visualization.attention_html import build_attention_payload, render_attention_page
+from transformer.visualization.attention_html import build_attention_payload
 from transformer.visualization.attention_inputs import sentence_attention
+from transformer.visualization.attention_page import render_attention_page
 
 #: HTTP status of a request whose client went away before its answer (nginx's convention; nobody reads it).
 CLIENT_CLOSED_REQUEST = 499

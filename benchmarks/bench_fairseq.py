@@ -19,7 +19,7 @@ from typing import Any
 
 from torch import Tensor
 
-from transformer.config import TransformerConfig
+from transformer.model.config import TransformerConfig
 from transformer.training.schedule import build_scheduler
 
 #: The PyPI distribution timed, and the import name it provides.

@@ -18,7 +18,7 @@ Backward costs twice the forward (gradients with respect to inputs and to weight
 
 from dataclasses import dataclass
 
-from transformer.config import TransformerConfig
+from transformer.model.config import TransformerConfig
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ from benchmarks.bench_common import Section
 from benchmarks.bench_data import fixed_batches, synthetic_corpus, train_synthetic_tokenizer
 from benchmarks.bench_settings import MODEL_SHAPES, Settings, model_config
 from benchmarks.bench_worker import read_status_bytes, reset_peak_rss, run_json_worker
-from transformer.config import ExperimentConfig, TrainConfig
+from transformer.config.experiment import ExperimentConfig
+from transformer.config.train import TrainConfig
 from transformer.data.prepare import TrainingData
 from transformer.model.transformer import Transformer
 from transformer.training.trainer import Trainer

@@ -14,8 +14,9 @@ from typing import Any
 
 from benchmarks.bench_common import Section
 from benchmarks.bench_settings import Settings
-from transformer.checkpoint import STATE_FILE
-from transformer.config import DecodeConfig, experiment_from_dict
+from transformer.checkpoint.layout import STATE_FILE
+from transformer.config.decode import DecodeConfig
+from transformer.config.experiment import experiment_from_dict
 from transformer.data.pipeline.text_files import read_parallel_files
 from transformer.data.prepare import corpus_files
 from transformer.decoding.translator import Translator

@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from transformer.config import TransformerConfig
 from transformer.device import bf16_unsupported_reason
+from transformer.model.config import TransformerConfig
 
 #: Model shapes by name. small: the issue's small config; base: the paper's base with a 32k vocabulary;
 #: tiny: a few thousand parameters, for the smoke test only.

@@ -407,7 +407,7 @@ def compare_training_steps(
     import tempfile
 
     from benchmarks.bench_common import time_interleaved
-    from transformer.config import load_config
+    from transformer.config.files import load_config
     from transformer.data.pipeline.batch import collate
     from transformer.data.pipeline.dataset import ParallelCorpus, encode_corpus
     from transformer.data.pipeline.stored_corpus import StoredCorpus

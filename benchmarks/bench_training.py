@@ -19,7 +19,8 @@ from benchmarks.bench_fairseq import FAIRSEQ_MODULE, build_fairseq_step
 from benchmarks.bench_flops import ModelShape, training_flops_per_target_token
 from benchmarks.bench_reference import ReferenceTransformer, build_reference_step
 from benchmarks.bench_settings import MODEL_SHAPES, Settings, model_config
-from transformer.config import ExperimentConfig, TrainConfig
+from transformer.config.experiment import ExperimentConfig
+from transformer.config.train import TrainConfig
 from transformer.data.pipeline.tokenizer import Tokenizer
 from transformer.data.prepare import TrainingData
 from transformer.training.trainer import Trainer

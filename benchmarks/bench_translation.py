@@ -25,8 +25,9 @@ from benchmarks.bench_ctranslate2 import CTranslate2Worker
 from benchmarks.bench_data import random_ids, train_synthetic_tokenizer
 from benchmarks.bench_flops import ModelShape, decoding_flops_per_sentence
 from benchmarks.bench_settings import Settings, model_config
-from transformer.checkpoint import TOKENIZER_FILE, save_checkpoint
-from transformer.config import DecodeConfig
+from transformer.checkpoint.layout import TOKENIZER_FILE
+from transformer.checkpoint.model_checkpoint import save_checkpoint
+from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.special_tokens import EOS_ID
 from transformer.data.pipeline.tokenizer import Tokenizer
 from transformer.decoding.beam_search import search

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from transformer.atomic_files import write_json_atomically, write_text_atomically
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.text_files import read_parallel_files
 from transformer.decoding.translator import Translator
 from transformer.device import describe_cpu

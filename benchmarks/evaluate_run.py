@@ -27,8 +27,8 @@ from typing import Any
 import torch
 
 from transformer.averaging import average_checkpoints, write_weights_checkpoint
-from transformer.checkpoint import read_index
-from transformer.config import DecodeConfig
+from transformer.checkpoint.layout import read_index
+from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.text_files import read_parallel_files
 from transformer.decoding.translator import TRANSLATION_PRECISIONS, Translator
 from transformer.device import bf16_unsupported_reason, describe_cpu

@@ -25,7 +25,7 @@ if not __package__:  # run by path, where the package imports below fail: say ho
         f"run from the repository root: python -m benchmarks.large_corpus {shlex.join(sys.argv[1:])}".rstrip()
     )
 
-from transformer.config import DataConfig
+from transformer.config.data import DataConfig
 from transformer.data.corpora.known_corpora import fetch_corpus
 from transformer.data.corpora.large_corpus import (
     find_large_corpus,

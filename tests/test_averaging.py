@@ -4,17 +4,11 @@ import pytest
 import torch
 
 from transformer.averaging import average_checkpoints, write_weights_checkpoint
-from transformer.checkpoint import (
-    CHECKSUM_METADATA_KEY,
-    CheckpointError,
-    load_checkpoint,
-    read_index,
-    read_weights_metadata,
-    save_checkpoint,
-    weights_sha256,
-)
+from transformer.checkpoint.layout import CHECKSUM_METADATA_KEY, CheckpointError, read_index
+from transformer.checkpoint.model_checkpoint import load_checkpoint, save_checkpoint
+from transformer.checkpoint.weights import read_weights_metadata, weights_sha256
 from transformer.cli import main
-from transformer.config import TransformerConfig
+from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
 
 CONFIG = TransformerConfig(

@@ -21,7 +21,8 @@ from safetensors.torch import load_file, save_file
 
 from tests.conftest import write_tiny_config
 from transformer import cli
-from transformer.checkpoint import CHECKSUM_METADATA_KEY, read_weights_metadata, resolve_checkpoint
+from transformer.checkpoint.layout import CHECKSUM_METADATA_KEY, resolve_checkpoint
+from transformer.checkpoint.weights import read_weights_metadata
 from transformer.cli import main
 from transformer.data.pipeline.text_files import read_lines
 

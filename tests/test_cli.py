@@ -14,7 +14,8 @@ import torch
 from safetensors.torch import save_file
 
 from transformer.averaging import write_weights_checkpoint
-from transformer.checkpoint import CheckpointError, load_checkpoint, read_index
+from transformer.checkpoint.layout import CheckpointError, read_index
+from transformer.checkpoint.model_checkpoint import load_checkpoint
 from transformer.cli import (
     build_parser,
     claim_run_dir_if_main,
@@ -22,7 +23,7 @@ from transformer.cli import (
     read_input_lines,
     translator_from_args,
 )
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.text_files import read_parallel_files
 from transformer.decoding.translator import Translator
 

@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import write_tiny_config
 from transformer.cli import main
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.text_files import read_lines
 from transformer.decoding.translator import Translator
 

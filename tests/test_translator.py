@@ -8,8 +8,8 @@ import torch
 
 from tests.conftest import requires_cpu_bf16
 from transformer import device
-from transformer.checkpoint import load_checkpoint, load_checkpoint_tokenizer
-from transformer.config import DecodeConfig
+from transformer.checkpoint.model_checkpoint import load_checkpoint, load_checkpoint_tokenizer
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.translator import TRANSLATION_PRECISIONS, Translator
 from transformer.model.quantization import Int8Linear, quantize_for_inference
 

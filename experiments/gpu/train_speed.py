@@ -19,7 +19,8 @@ from pathlib import Path
 
 import torch
 
-from transformer.config import ExperimentConfig, TrainConfig
+from transformer.config.experiment import ExperimentConfig
+from transformer.config.train import TrainConfig
 from transformer.data.pipeline.tokenizer import Tokenizer
 from transformer.data.prepare import TrainingData
 from transformer.training.distributed import init_distributed

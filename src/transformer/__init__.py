@@ -11,7 +11,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports each name on first use
     from transformer.baselines.rnn import RNNEncoderDecoder
     from transformer.baselines.rnn_config import RNNConfig
-    from transformer.config import DataConfig, DecodeConfig, ExperimentConfig, TrainConfig, load_config
+    from transformer.config.data import DataConfig
+    from transformer.config.decode import DecodeConfig
+    from transformer.config.experiment import ExperimentConfig
+    from transformer.config.files import load_config
+    from transformer.config.train import TrainConfig
     from transformer.decoding.translator import Translator
     from transformer.model.additive_attention import AdditiveScore, additive_attention
     from transformer.model.config import TransformerConfig
@@ -25,20 +29,20 @@ if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports each nam
 _DEFINED_IN = {
     "AdditiveScore": "transformer.model.additive_attention",
     "AttentionWeights": "transformer.model.transformer",
-    "DataConfig": "transformer.config",
-    "DecodeConfig": "transformer.config",
+    "DataConfig": "transformer.config.data",
+    "DecodeConfig": "transformer.config.decode",
     "Decoder": "transformer.model.decoder",
     "Encoder": "transformer.model.encoder",
-    "ExperimentConfig": "transformer.config",
+    "ExperimentConfig": "transformer.config.experiment",
     "MultiHeadAttention": "transformer.model.multihead_attention",
     "RNNConfig": "transformer.baselines.rnn_config",
     "RNNEncoderDecoder": "transformer.baselines.rnn",
-    "TrainConfig": "transformer.config",
+    "TrainConfig": "transformer.config.train",
     "Transformer": "transformer.model.transformer",
     "TransformerConfig": "transformer.model.config",
     "Translator": "transformer.decoding.translator",
     "additive_attention": "transformer.model.additive_attention",
-    "load_config": "transformer.config",
+    "load_config": "transformer.config.files",
     "scaled_dot_product_attention": "transformer.model.scaled_dot_product_attention",
 }
 

@@ -13,15 +13,17 @@ from pathlib import Path
 import torch
 
 from transformer.atomic_files import staged_directory
-from transformer.checkpoint import (
+from transformer.checkpoint.layout import (
     AVERAGED_FROM_FILE,
     MODEL_FILE,
     STATE_FILE,
-    Checkpoint,
     CheckpointError,
+    read_index,
+)
+from transformer.checkpoint.model_checkpoint import (
+    Checkpoint,
     describe_mismatch,
     load_checkpoint,
-    read_index,
     write_model_files,
 )
 

@@ -24,7 +24,7 @@ from transformer.averaging import (
     select_last_checkpoints,
     write_weights_checkpoint,
 )
-from transformer.checkpoint import CheckpointError, resolve_checkpoint
+from transformer.checkpoint.layout import CheckpointError, resolve_checkpoint
 from transformer.command_checks import (
     integer_in_range,
     number_in_range,
@@ -32,14 +32,9 @@ from transformer.command_checks import (
     refuse_outputs_among_inputs,
     seed_selection,
 )
-from transformer.config import (
-    MAX_LENGTH_OFFSET,
-    MBR_CANDIDATE_SOURCES,
-    MBR_UTILITIES,
-    DecodeConfig,
-    ExperimentConfig,
-    load_config,
-)
+from transformer.config.decode import MAX_LENGTH_OFFSET, MBR_CANDIDATE_SOURCES, MBR_UTILITIES, DecodeConfig
+from transformer.config.experiment import ExperimentConfig
+from transformer.config.files import blame_override, load_config, resolve_config_path
 from transformer.data.corpora.backtranslated_corpus import check_backtranslation_output
 from transformer.data.pipeline.text_files import CorpusError, read_lines, read_parallel_files
 from transformer.data.prepare import prepare_data
@@ -58,13 +53,12 @@ from transformer.interop.ctranslate2 import CTranslate2Translator, export_ctrans
 from transformer.interop.marian import export_marian, import_marian
 from transformer.model.transformer import Transformer
 from transformer.training.launch import claim_run_dir_if_main, is_main_process, train_experiment
-from transformer.training.trainer import TrainingDivergedError, TrainResult
+from transformer.training.result import TrainingDivergedError, TrainResult
 from transformer.visualization.attention_html import write_attention_html
 from transformer.visualization.attention_inputs import sentence_attention
 from transformer.visualization.attention_plot import plot_attention_maps
 from transformer.visualization.training_curves import plot_training_curves
 
-REPO_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 #: Largest ``--beam``: each beam multiplies the rows decoded together (memory and time), and translation
 #: quality peaks at small beams (4 to 10) and falls beyond (Koehn and Knowles, 2017), so more is a typo.
 MAX_BEAM = 64
@@ -132,33 +126,6 @@ class OneLineErrorParser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: error: {message}")
 
 
-def resolve_config_path(name: str) -> Path:
-    """Accept a YAML path or the bare name of a file in the repository's ``configs/``.
-
-    Parameters
-    ----------
-    name : str
-        ``configs/multi30k.yaml``, ``multi30k.yaml`` or ``multi30k``.
-
-    Returns
-    -------
-    Path
-        An existing file.
-
-    Notes
-    -----
-    Raises ValueError listing the shipped configs when nothing matches.
-    """
-    path = Path(name)
-    if path.exists():
-        return path
-    for candidate in (REPO_CONFIGS / name, REPO_CONFIGS / f"{name}.yaml"):
-        if candidate.exists():
-            return candidate
-    shipped = sorted(item.stem for item in REPO_CONFIGS.glob("*.yaml")) if REPO_CONFIGS.exists() else []
-    raise ValueError(f"--config {name}: no such file (shipped configs: {', '.join(shipped) or 'none'})")
-
-
 def load_experiment(args: argparse.Namespace) -> ExperimentConfig:
     """Read ``--config`` with its ``--set`` overrides.
 
@@ -174,7 +141,7 @@ def load_experiment(args: argparse.Namespace) -> ExperimentConfig:
 
     Notes
     -----
-    See :func:`transformer.config.load_config`. An error that an override causes names its flag
+    See :func:`transformer.config.files.load_config`. An error that an override causes names its flag
     (``--set KEY=VALUE`` or ``--data-dir DIR``) rather than the file; see :func:`blame_override`.
     """
     path = resolve_config_path(args.config)
@@ -189,45 +156,6 @@ def load_experiment(args: argparse.Namespace) -> ExperimentConfig:
         return load_config(path, [override for _, override in flagged_overrides])
     except ValueError as error:
         raise blame_override(path, flagged_overrides, error) from None
-
-
-def blame_override(path: Path, flagged_overrides: Sequence[tuple[str, str]], error: ValueError) -> ValueError:
-    """Name the flag whose override made a config invalid, instead of the config file.
-
-    Parameters
-    ----------
-    path : Path
-        The config file.
-    flagged_overrides : sequence of (str, str)
-        Each override with the command-line flag that gave it, e.g. ``("--set train.max_steps=x",
-        "train.max_steps=x")``, in the order applied.
-    error : ValueError
-        The error of loading ``path`` with every override.
-
-    Returns
-    -------
-    ValueError
-        The error of the first prefix of overrides that fails, its message starting with the flag of the
-        last override in that prefix; ``error`` itself when the file alone fails or no prefix does.
-
-    Notes
-    -----
-    :func:`load_config` names the file in every validation error, since it cannot tell the file's values
-    from the overrides'. Loading again with more and more overrides finds the one that breaks the config;
-    that happens only on the way to an error message, so the extra loads cost nothing in a good run.
-    """
-    for count in range(len(flagged_overrides) + 1):
-        try:
-            load_config(path, [override for _, override in flagged_overrides[:count]])
-        except ValueError as prefix_error:
-            if count == 0:
-                return error
-            message = str(prefix_error)
-            if message.startswith("--set "):  # a malformed override, already named by load_config
-                return prefix_error
-            flag = flagged_overrides[count - 1][0]
-            return ValueError(f"{flag}: {message.removeprefix(f'{path}: ')}")
-    return error
 
 
 def default_output_dir(args: argparse.Namespace) -> Path:
@@ -720,7 +648,7 @@ def checkpoint_directory(args: argparse.Namespace) -> Path:
 
     Notes
     -----
-    See :func:`~transformer.checkpoint.resolve_checkpoint` (a run directory means its best checkpoint, the
+    See :func:`~transformer.checkpoint.layout.resolve_checkpoint` (a run directory means its best checkpoint, the
     weights file its directory); used to compare the outputs with the checkpoint's files before the model
     is loaded.
     """
@@ -921,7 +849,7 @@ def is_pytorch_checkpoint(path: Path) -> bool:
     Returns
     -------
     bool
-        True when :func:`~transformer.checkpoint.resolve_checkpoint` finds a checkpoint there.
+        True when :func:`~transformer.checkpoint.layout.resolve_checkpoint` finds a checkpoint there.
 
     Notes
     -----

@@ -11,8 +11,8 @@ from transformer.autotune.attention_probe import (
     measure_attention_seconds,
 )
 from transformer.autotune.cache import ProbeCache
-from transformer.config import TransformerConfig
 from transformer.model import scaled_dot_product_attention as attention_module
+from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
 
 CPU = torch.device("cpu")

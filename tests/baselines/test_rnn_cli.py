@@ -11,7 +11,8 @@ from safetensors.torch import load_file
 from tests.conftest import requires_cpu_bf16, write_tiny_config
 from transformer import device
 from transformer.baselines import RNNConfig, RNNEncoderDecoder
-from transformer.checkpoint import load_checkpoint, read_weights_metadata
+from transformer.checkpoint.model_checkpoint import load_checkpoint
+from transformer.checkpoint.weights import read_weights_metadata
 from transformer.cli import main
 from transformer.decoding.translator import Translator
 

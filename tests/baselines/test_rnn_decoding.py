@@ -7,7 +7,7 @@ import torch
 
 from transformer.baselines import RNNConfig, RNNEncoderDecoder
 from transformer.baselines.rnn_step_model import RNNStepModel
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.beam_search import beam_search, search
 from transformer.decoding.greedy import greedy_search
 from transformer.decoding.search import Hypothesis

@@ -9,8 +9,8 @@ from torch.nn import functional as F
 from transformer.architectures import build_model, model_config_from_dict
 from transformer.baselines import RNNConfig, RNNEncoderDecoder
 from transformer.baselines.rnn_attention import GlobalAttention
-from transformer.checkpoint import load_checkpoint, save_checkpoint
-from transformer.config import experiment_from_dict
+from transformer.checkpoint.model_checkpoint import load_checkpoint, save_checkpoint
+from transformer.config.experiment import experiment_from_dict
 
 SCORINGS = ["dot", "general", "additive"]
 

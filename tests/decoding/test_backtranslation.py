@@ -3,11 +3,9 @@
 import json
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import write_tiny_config
 from transformer.cli import main
-from transformer.config import DataConfig, DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.data.corpora.backtranslated_corpus import (
     read_backtranslated_pairs,
     write_backtranslated_corpus,
@@ -77,18 +75,3 @@ def test_backtranslation_settings_sample_unless_a_beam_is_given() -> None:
     assert sampled.sampling and sampled.nbest == 1 and sampled.max_length_offset == 7
     beam = backtranslation_settings(base, 5)
     assert not beam.sampling and beam.beam_size == 5 and beam.nbest == 1
-
-
-@pytest.mark.parametrize(
-    ("fields", "message"),
-    [
-        ({"backtranslation_tag": "<BT>"}, "need backtranslated_dir"),
-        ({"real_upsample": 3}, "need backtranslated_dir"),
-        ({"backtranslated_dir": "bt", "real_upsample": 0}, "real_upsample=0 must be at least 1"),
-        ({"backtranslated_dir": "bt", "backtranslation_tag": "<B T>"}, "must be one word without spaces"),
-        ({"backtranslated_dir": "bt", "token_store": True}, "cannot be used with token_store"),
-    ],
-)
-def test_backtranslation_data_settings_are_checked(fields: dict, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        DataConfig(**fields)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from tests.decoding.oracle_step_model import EOS, A, B, C, TableStepModel, gnmt_penalty, log, oracle_sources
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.beam_search import beam_search, search
 from transformer.decoding.greedy import greedy_search
 from transformer.decoding.search import Hypothesis

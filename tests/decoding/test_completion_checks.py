@@ -23,7 +23,7 @@ import transformer.decoding.beam_search as beam_search_module
 import transformer.decoding.greedy as greedy_module
 from tests.decoding.oracle_step_model import EOS, A, B, TableStepModel, oracle_sources, random_tables
 from transformer import Transformer, TransformerConfig
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.beam_search import beam_search, search
 from transformer.decoding.greedy import greedy_search
 from transformer.decoding.search import Hypothesis

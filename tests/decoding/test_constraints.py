@@ -9,7 +9,7 @@ import torch
 from tests.decoding.oracle_step_model import EOS, A, B, C, TableStepModel, log, oracle_sources
 from tests.decoding.test_transformer_decoding import padded_sources
 from transformer import Transformer, TransformerConfig
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.beam_search import beam_search, search
 from transformer.decoding.constraints import forbid_repeated_ngrams
 from transformer.decoding.greedy import greedy_search

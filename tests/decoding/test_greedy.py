@@ -2,8 +2,8 @@ import pytest
 import torch
 
 from tests.decoding.oracle_step_model import EOS, A, B, C, TableStepModel, gnmt_penalty, log, oracle_sources
-from transformer.config import DecodeConfig
-from transformer.decoding.greedy import greedy_search
+from transformer.config.decode import DecodeConfig
+from transformer.decoding.greedy import RowOutputs, greedy_search
 from transformer.decoding.search import Hypothesis
 
 # Greedy takes A (0.6) but A's continuations are weak; B (0.4) continues for sure.
@@ -66,3 +66,26 @@ def test_greedy_rejects_nbest_above_one_and_accepts_an_empty_batch() -> None:
     with pytest.raises(ValueError, match="nbest=2"):
         greedy_search(TableStepModel(GARDEN_PATH), oracle_sources(0), DecodeConfig(nbest=2))
     assert greedy_search(TableStepModel(GARDEN_PATH), torch.zeros(0, 3, dtype=torch.long)) == []
+
+
+def test_row_outputs_keep_the_results_of_rows_done_earlier() -> None:
+    rows = RowOutputs.empty(3, 4, pad_id=0, device=torch.device("cpu"))
+    eos = 2
+    rows.record(
+        0,
+        torch.tensor([0, 1, 2]),
+        torch.tensor([5, eos, 6]),
+        torch.tensor([-0.5, -0.25, -1.0]),
+        torch.zeros(3, dtype=torch.bool),
+        eos,
+    )
+    # Row 1 ended with EOS at step 0; it is still in the batch (and still computes) at step 1.
+    done = torch.tensor([False, True, False])
+    rows.record(
+        1, torch.tensor([0, 1, 2]), torch.tensor([eos, 7, 8]), torch.tensor([-1.0, -3.0, -1.5]), done, eos
+    )
+    assert rows.num_steps.tolist() == [2, 1, 2] and rows.ends_with_eos.tolist() == [True, True, False]
+    assert rows.log_probs.tolist() == [-1.0, -0.25, -1.5]
+    hypotheses = rows.hypotheses(DecodeConfig(length_penalty=0.0))
+    assert [hypothesis.tokens for hypothesis in hypotheses] == [[5], [], [6, 8]]
+    assert [hypothesis.score for hypothesis in hypotheses] == [-1.0, -0.25, -1.5]

@@ -7,7 +7,7 @@ import sacrebleu
 import torch
 
 from tests.decoding.oracle_step_model import EOS, A, B, C, TableStepModel, oracle_sources
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.beam_search import beam_search
 from transformer.decoding.mbr import candidate_config, mbr_search
 from transformer.decoding.search import Hypothesis

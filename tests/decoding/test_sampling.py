@@ -11,7 +11,7 @@ from torch import Tensor
 from tests.decoding.oracle_step_model import EOS, A, B, C, TableStepModel, log, oracle_sources, random_tables
 from tests.decoding.test_transformer_decoding import padded_sources
 from transformer import Transformer, TransformerConfig
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.beam_search import search
 from transformer.decoding.greedy import greedy_search
 from transformer.decoding.sampling import counter_uniforms, hash_32, sample_search, sampling_distribution

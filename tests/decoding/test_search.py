@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from tests.decoding.oracle_step_model import EOS, A, B, TableState, TableStepModel, oracle_sources
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.beam_search import search
 from transformer.decoding.search import (
     Hypothesis,

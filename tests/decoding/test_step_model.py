@@ -5,7 +5,7 @@ import torch
 
 from tests.decoding.oracle_step_model import TableStepModel
 from transformer import Transformer, TransformerConfig
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.beam_search import beam_search
 from transformer.decoding.greedy import greedy_search
 from transformer.decoding.step_model import TransformerStepModel, as_step_model, inference_context

@@ -7,7 +7,7 @@ import torch
 from torch.nn import functional as F
 
 from transformer import Transformer, TransformerConfig
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.beam_search import beam_search, search
 from transformer.decoding.greedy import greedy_search
 from transformer.decoding.search import Hypothesis

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from transformer import Transformer, TransformerConfig
-from transformer.config import experiment_from_dict
+from transformer.config.experiment import experiment_from_dict
 from transformer.data.pipeline.batch import Batch
 from transformer.experiments import attention_scoring
 from transformer.experiments.attention_statistics import (

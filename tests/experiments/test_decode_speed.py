@@ -3,9 +3,10 @@
 import pytest
 import torch
 
-from transformer.config import DecodeConfig, TransformerConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.translator import Translator
 from transformer.experiments.decode_speed import measure_decode_speed
+from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
 
 

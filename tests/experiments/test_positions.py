@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer.config import TransformerConfig, experiment_from_dict
-from transformer.data.corpora.synthetic import generate_pairs
+from transformer.config.experiment import experiment_from_dict
+from transformer.data.corpora.synthetic.generation import generate_pairs
 from transformer.evaluation.bleu import score_translations
 from transformer.experiments import table2
 from transformer.experiments.plan import run_config, set_dotted, with_base_overrides
@@ -24,6 +24,7 @@ from transformer.experiments.positions import (
 from transformer.experiments.positions.verdicts import render_verdicts
 from transformer.experiments.results import load_sentences, read_results
 from transformer.experiments.runner import plan_runs, run_experiment
+from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
 
 

@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from transformer.config import TransformerConfig
 from transformer.experiments.quality_curve import CURVE_FILE, CurvePoint, checkpoint_curve, first_reaching
+from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
 from transformer.training.checkpoint import CheckpointManager, TrainerState
 

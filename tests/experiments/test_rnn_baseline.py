@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from transformer.config import load_config
+from transformer.config.files import load_config
 from transformer.experiments.plan import run_config
 from transformer.experiments.quality_curve import (
     CurvePoint,

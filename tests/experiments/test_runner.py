@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer.checkpoint import read_index
+from transformer.checkpoint.layout import read_index
 from transformer.evaluation.bleu import score_translations
 from transformer.experiments.curves import plot_curves, read_curve
 from transformer.experiments.plan import (

@@ -14,9 +14,9 @@ from transformer import Transformer, TransformerConfig
 from transformer.autotune.cache import ProbeCache
 from transformer.autotune.precision_probe import decide_precision, reduced_precision_candidate
 from transformer.autotune.workload import ProbeShape
-from transformer.checkpoint import load_checkpoint
+from transformer.checkpoint.model_checkpoint import load_checkpoint
 from transformer.cli import main
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.beam_search import beam_search
 from transformer.decoding.greedy import greedy_search
 from transformer.decoding.translator import Translator

@@ -15,10 +15,10 @@ import sentencepiece
 import torch
 from torch import Tensor, nn
 
-from transformer.checkpoint import save_checkpoint
-from transformer.config import TransformerConfig
+from transformer.checkpoint.model_checkpoint import save_checkpoint
 from transformer.data.corpora.synthetic import generate_pairs
 from transformer.data.pipeline.tokenizer import Tokenizer
+from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
 
 PAIRS = generate_pairs(300, seed=11)

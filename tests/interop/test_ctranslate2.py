@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from tests.interop.marian_fixtures import ENGLISH, SOURCE_SENTENCES, pad_batch, write_our_checkpoint
-from transformer.checkpoint import load_checkpoint, save_checkpoint
-from transformer.config import DecodeConfig
+from transformer.checkpoint.model_checkpoint import load_checkpoint, save_checkpoint
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.beam_search import search
 from transformer.decoding.translator import Translator
 from transformer.model.transformer import Transformer

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from tests.interop.marian_fixtures import ENGLISH, SOURCE_SENTENCES, pad_batch, strip_generated
-from transformer.checkpoint import load_checkpoint, load_checkpoint_tokenizer
-from transformer.config import DecodeConfig
+from transformer.checkpoint.model_checkpoint import load_checkpoint, load_checkpoint_tokenizer
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.beam_search import search
 from transformer.model.transformer import Transformer
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tests.interop.marian_fixtures import GERMAN, SOURCE_SENTENCES
-from transformer.checkpoint import load_checkpoint, load_checkpoint_tokenizer
+from transformer.checkpoint.model_checkpoint import load_checkpoint, load_checkpoint_tokenizer
 from transformer.cli import main
 from transformer.visualization.attention_inputs import sentence_attention
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tests.interop.marian_fixtures import ENGLISH, SOURCE_SENTENCES, random_batches, write_our_checkpoint
-from transformer.checkpoint import load_checkpoint
+from transformer.checkpoint.model_checkpoint import load_checkpoint
 from transformer.data.pipeline.tokenizer import Tokenizer
 from transformer.interop.marian import export_marian, import_marian
 

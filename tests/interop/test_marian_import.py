@@ -8,14 +8,10 @@ import torch
 from safetensors.torch import load_file
 
 from tests.interop.marian_fixtures import ENGLISH, SOURCE_SENTENCES, random_batches
-from transformer.checkpoint import (
-    CHECKSUM_METADATA_KEY,
-    load_checkpoint,
-    load_checkpoint_tokenizer,
-    read_weights_metadata,
-    weights_sha256,
-)
-from transformer.config import DecodeConfig
+from transformer.checkpoint.layout import CHECKSUM_METADATA_KEY
+from transformer.checkpoint.model_checkpoint import load_checkpoint, load_checkpoint_tokenizer
+from transformer.checkpoint.weights import read_weights_metadata, weights_sha256
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.translator import Translator
 from transformer.interop.marian import MarianTokenizer, import_marian
 from transformer.interop.marian_config import marian_to_config

@@ -2,13 +2,13 @@ import pytest
 import torch
 
 from tests.interop.marian_fixtures import randomize_
-from transformer.checkpoint import load_model_tensors, model_tensors
-from transformer.config import TransformerConfig
+from transformer.checkpoint.weights import load_model_tensors, model_tensors
 from transformer.interop.marian_weights import (
     interleaved_to_concatenated_order,
     permute_residual_basis,
     residual_axes,
 )
+from transformer.model.config import TransformerConfig
 from transformer.model.positional_encoding import sinusoidal_table
 from transformer.model.transformer import Transformer
 

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from transformer import Transformer, TransformerConfig
-from transformer.checkpoint import load_checkpoint, save_checkpoint
+from transformer.checkpoint.model_checkpoint import load_checkpoint, save_checkpoint
 from transformer.cli import main
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.beam_search import search
 from transformer.decoding.translator import Translator
 from transformer.model.masks import build_padding_mask

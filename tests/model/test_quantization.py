@@ -8,7 +8,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from transformer import TransformerConfig
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.greedy import greedy_search
 from transformer.model.multihead_attention import MultiHeadAttention
 from transformer.model.quantization import (

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from transformer import TransformerConfig
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.beam_search import search
 from transformer.model.transformer import Transformer
 from transformer.serving.continuous_batching import ContinuousBatch, DecodedSentence, SentenceToDecode

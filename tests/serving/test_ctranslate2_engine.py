@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.serving.config import ServeConfig
 
 

@@ -4,8 +4,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer.checkpoint import CheckpointError, load_checkpoint
-from transformer.config import TransformerConfig
+from transformer.checkpoint.layout import CheckpointError
+from transformer.checkpoint.model_checkpoint import load_checkpoint
+from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
 from transformer.training.checkpoint import (
     CheckpointManager,

@@ -12,9 +12,9 @@ import torch
 from safetensors.torch import load_file
 
 from tests.training.recording_cli import install_recorders, read_records
-from transformer.checkpoint import read_index
+from transformer.checkpoint.layout import read_index
 from transformer.cli import main
-from transformer.config import load_config
+from transformer.config.files import load_config
 from transformer.data.pipeline.token_store import ARRAY_FILES, MANIFEST_FILE, read_manifest
 from transformer.device import resolve_device
 from transformer.model.transformer import Transformer

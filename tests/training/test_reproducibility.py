@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from transformer.autotune.decision import TuningDecision
 from transformer.autotune.model_tuning import ModelTuning
 from transformer.cli import main
-from transformer.config import TrainConfig
+from transformer.config.train import TrainConfig
 from transformer.safetensors_files import save_safetensors_file
 from transformer.training.checkpoint import load_training_checkpoint
 from transformer.training.measured_defaults import reconcile_tuning

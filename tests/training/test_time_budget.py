@@ -7,16 +7,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer.config import load_config
+from transformer.config.files import load_config
 from transformer.data.prepare import prepare_data
 from transformer.training.checkpoint import load_training_checkpoint
+from transformer.training.reporting import SilentReporter
 from transformer.training.schedule import (
     TimeBudget,
     build_scheduler,
     crossed_multiple,
     inverse_sqrt_learning_rate,
 )
-from transformer.training.trainer import SilentReporter, Trainer
+from transformer.training.trainer import Trainer
 
 
 class RecordingReporter(SilentReporter):

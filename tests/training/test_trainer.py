@@ -10,15 +10,16 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from transformer.checkpoint import CheckpointError, read_index
+from transformer.checkpoint.layout import CheckpointError, read_index
 from transformer.cli import main
-from transformer.config import load_config
+from transformer.config.files import load_config
 from transformer.data.pipeline.token_batch_sampler import BATCH_ORDER_VERSION
 from transformer.data.prepare import prepare_data
 from transformer.training import gradient_step as gradient_step_module
 from transformer.training import trainer as trainer_module
 from transformer.training.checkpoint import load_training_checkpoint
-from transformer.training.trainer import Trainer, TrainingDivergedError
+from transformer.training.result import TrainingDivergedError
+from transformer.training.trainer import Trainer
 
 #: Runs compared for equality name their attention path: "auto" is timed by each process, and on a busy machine
 #: the answer is not cached, so two runs can pick different paths and round differently (see

@@ -9,7 +9,7 @@ import torch
 from matplotlib.image import imread
 
 from transformer.model.transformer import AttentionWeights
-from transformer.visualization.attention_html import encode_script_json, write_attention_html
+from transformer.visualization.attention_html import write_attention_html
 
 HOSTILE_TOKENS = ["</script><script>window.injected = 1</script>", "&amp;", "<b>bold</b>", "a\u2028b"]
 CHROMIUM_FLAGS = [
@@ -79,13 +79,6 @@ def test_hostile_tokens_and_title_are_escaped(tiny_attention, tmp_path: Path) ->
     assert "<script>window.injected" not in page and "<b>bold" not in page and "<img" not in page
     assert "<h1>&lt;img src=x onerror=alert(1)&gt; &amp; co</h1>" in page
     assert embedded_data(page)["source_tokens"][:4] == HOSTILE_TOKENS  # escaped, yet exact after parsing
-
-
-def test_encode_script_json_round_trips() -> None:
-    payload = {"tokens": ["</script>", "<!--", "&", "\u2028"], "weights": [0.1234, 1.0]}
-    text = encode_script_json(payload)
-    assert not set("<>&\u2028") & set(text)
-    assert json.loads(text) == payload
 
 
 def test_wrong_tokens_and_bad_weights_raise(tiny_attention, tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from transformer.config import DataConfig
+from transformer.config.data import DataConfig
 from transformer.data.corpora.backtranslated_corpus import read_backtranslated_pairs
 from transformer.data.corpora.known_corpora import fetch_corpus, local_directory_corpus
 from transformer.data.corpora.synthetic import generate_splits, write_corpus

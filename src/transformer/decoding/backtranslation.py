@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.data.corpora.backtranslated_corpus import (
     check_backtranslation_output,
     write_backtranslated_corpus,

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.constraints import TargetPrefixes, constrain_step, raise_limits_for_prefixes
 from transformer.decoding.greedy import greedy_search
 from transformer.decoding.sampling import sample_search

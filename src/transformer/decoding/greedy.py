@@ -6,12 +6,13 @@ token per row and step, chosen by the argmax or by a draw.
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.constraints import TargetPrefixes, constrain_step, raise_limits_for_prefixes
 from transformer.decoding.search import (
     Hypothesis,
@@ -29,6 +30,128 @@ from transformer.decoding.step_model import Decodable, StepModel, as_step_model,
 #: step_log_probs and totals (running sum plus step) of shape (active, vocab), active_ids (active,) the rows'
 #: positions in the batch, tokens (active,) int64. None in :func:`run_token_loop` means the argmax of totals.
 TokenChooser = Callable[[Tensor, Tensor, Tensor, int], Tensor]
+
+
+@dataclass
+class RowOutputs:
+    """What the token loop has produced for each row of the batch.
+
+    Parameters
+    ----------
+    tokens : torch.Tensor, shape (rows, max_steps), int64
+        The chosen tokens, final EOS included, filled with the pad id beyond.
+    log_probs : torch.Tensor, shape (rows,), float32
+        Running sums of the chosen tokens' log-probabilities.
+    num_steps : torch.Tensor, shape (rows,), int64
+        Tokens generated, final EOS included.
+    ends_with_eos : torch.Tensor, shape (rows,), bool
+        Whether the row ended with EOS (False while it runs, and when its length limit stopped it).
+
+    Notes
+    -----
+    Indexed by each row's position in the batch (the loop's ``active_ids``), not by its place in the step
+    model's batch, which shrinks as rows finish.
+    """
+
+    tokens: Tensor
+    log_probs: Tensor
+    num_steps: Tensor
+    ends_with_eos: Tensor
+
+    @classmethod
+    def empty(cls, rows: int, max_steps: int, pad_id: int, device: torch.device) -> "RowOutputs":
+        """Allocate the outputs of rows that have generated nothing yet.
+
+        Parameters
+        ----------
+        rows : int
+            Rows of the batch.
+        max_steps : int
+            The longest any row may run (sizes ``tokens``).
+        pad_id : int
+            Fills ``tokens``.
+        device : torch.device
+            Where the search runs.
+
+        Returns
+        -------
+        RowOutputs
+            Pad tokens, zero sums and lengths, no EOS.
+
+        Notes
+        -----
+        Allocated once, before the first step: the loop writes in place and never reads the size back.
+        """
+        return cls(
+            tokens=torch.full((rows, max_steps), pad_id, dtype=torch.long, device=device),
+            log_probs=torch.zeros(rows, device=device),
+            num_steps=torch.zeros(rows, dtype=torch.long, device=device),
+            ends_with_eos=torch.zeros(rows, dtype=torch.bool, device=device),
+        )
+
+    def record(
+        self,
+        step: int,
+        active_ids: Tensor,
+        next_tokens: Tensor,
+        best_totals: Tensor,
+        done: Tensor,
+        eos_id: int,
+    ) -> None:
+        """Store one step's choices for the rows still in the step model's batch.
+
+        Parameters
+        ----------
+        step : int
+            The step, from 0.
+        active_ids : torch.Tensor, shape (active,), int64
+            The rows' positions in the batch.
+        next_tokens : torch.Tensor, shape (active,), int64
+            The tokens chosen at this step.
+        best_totals : torch.Tensor, shape (active,), float32
+            The running sums including them.
+        done : torch.Tensor, shape (active,), bool
+            Rows that finished at an earlier step but have not been dropped yet.
+        eos_id : int
+            The end-of-sentence id.
+
+        Returns
+        -------
+        None
+
+        Notes
+        -----
+        Finished rows stay in the batch until the next completion check and keep computing; their sums,
+        lengths and EOS flags are left as they were. Their tokens past ``num_steps`` are written but never
+        read.
+        """
+        self.tokens[active_ids, step] = next_tokens
+        self.log_probs[active_ids] = torch.where(done, self.log_probs[active_ids], best_totals)
+        self.num_steps[active_ids] = torch.where(done, self.num_steps[active_ids], step + 1)
+        self.ends_with_eos[active_ids] = torch.where(
+            done, self.ends_with_eos[active_ids], next_tokens == eos_id
+        )
+
+    def hypotheses(self, config: DecodeConfig) -> list[Hypothesis]:
+        """Turn the rows into hypotheses, scored with the length penalty.
+
+        Parameters
+        ----------
+        config : DecodeConfig
+            The length penalty (``length_penalty``, ``length_penalty_form``).
+
+        Returns
+        -------
+        list of Hypothesis
+            One per row, in row order, the final EOS removed.
+
+        Notes
+        -----
+        Scored here, once, with the same function beam search uses
+        (:func:`~transformer.decoding.search.normalise_scores`), so greedy search and beam size 1 agree.
+        """
+        scores = normalise_scores(self.log_probs, self.num_steps, config)
+        return build_hypotheses(self.tokens, self.num_steps, self.ends_with_eos, self.log_probs, scores)
 
 
 def greedy_search(
@@ -138,10 +261,7 @@ def run_token_loop(
     max_lengths = raise_limits_for_prefixes(max_lengths, prefixes, position_limit)
     max_steps = int(max_lengths.max())  # read once, before the loop: sizes the token table
     check_interval = completion_check_interval(device)
-    tokens = torch.full((batch_size, max_steps), step_model.pad_id, dtype=torch.long, device=device)
-    log_probs = torch.zeros(batch_size, device=device)  # (batch,) running sums
-    num_steps = torch.zeros(batch_size, dtype=torch.long, device=device)
-    ends_with_eos = torch.zeros(batch_size, dtype=torch.bool, device=device)
+    rows = RowOutputs.empty(batch_size, max_steps, step_model.pad_id, device)
     active_ids = torch.arange(batch_size, device=device)  # (active,) sentences in the step model's batch
     done = torch.zeros(batch_size, dtype=torch.bool, device=device)  # (active,) finished, not yet dropped
     last_tokens = torch.full((batch_size,), step_model.bos_id, dtype=torch.long, device=device)
@@ -150,23 +270,18 @@ def run_token_loop(
         model_log_probs = step_model.log_probs(state, last_tokens)  # (active, vocab)
         nan_seen = note_nan_scores(nan_seen, model_log_probs)
         row_prefixes = prefixes.select(active_ids) if prefixes is not None else None
-        history = tokens[active_ids, :step] if config.no_repeat_ngram else None  # (active, step)
+        history = rows.tokens[active_ids, :step] if config.no_repeat_ngram else None  # (active, step)
         step_log_probs = constrain_step(model_log_probs, step, config, special_ids, history, row_prefixes)
         # Rank running sums, not step log-probs, so beam search of size 1 does the same arithmetic.
-        totals = log_probs[active_ids, None] + step_log_probs  # (active, vocab)
+        totals = rows.log_probs[active_ids, None] + step_log_probs  # (active, vocab)
         if choose is None:
             best_totals, next_tokens = totals.max(dim=1)  # (active,)
         else:
             next_tokens = choose(step_log_probs, totals, active_ids, step)  # (active,)
             best_totals = totals.gather(1, next_tokens[:, None]).squeeze(1)
-        tokens[active_ids, step] = next_tokens  # for a done sentence past its num_steps: never read
         # A sentence done at an earlier step stays in the batch until the next check: keep its results.
-        log_probs[active_ids] = torch.where(done, log_probs[active_ids], best_totals)
-        num_steps[active_ids] = torch.where(done, num_steps[active_ids], step + 1)
-        ends_with_eos[active_ids] = torch.where(
-            done, ends_with_eos[active_ids], next_tokens == step_model.eos_id
-        )
-        done = done | ends_with_eos[active_ids] | (max_lengths[active_ids] == step + 1)
+        rows.record(step, active_ids, next_tokens, best_totals, done, step_model.eos_id)
+        done = done | rows.ends_with_eos[active_ids] | (max_lengths[active_ids] == step + 1)
         done |= best_totals.isinf()  # Every allowed next token has probability zero.
         if (step + 1) % check_interval == 0:
             keep = (~done).nonzero().squeeze(1)  # (still_active,): the loop's only read back to the host
@@ -177,5 +292,4 @@ def run_token_loop(
                 active_ids, next_tokens, done = active_ids[keep], next_tokens[keep], done[keep]
         last_tokens = next_tokens
     check_no_nan_scores(nan_seen)
-    scores = normalise_scores(log_probs, num_steps, config)
-    return build_hypotheses(tokens, num_steps, ends_with_eos, log_probs, scores)
+    return rows.hypotheses(config)

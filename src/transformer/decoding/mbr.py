@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from torch import Tensor
 
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.beam_search import search
 from transformer.decoding.search import Hypothesis
 from transformer.decoding.step_model import Decodable

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.constraints import TargetPrefixes
 from transformer.decoding.greedy import run_token_loop
 from transformer.decoding.search import Hypothesis, check_src_tokens

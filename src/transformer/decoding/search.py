@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 
 
 class NonFiniteScoresError(ValueError):

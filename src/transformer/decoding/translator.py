@@ -9,8 +9,9 @@ from typing import Any
 import torch
 
 from transformer.architectures import SequenceModel, architecture_of
-from transformer.checkpoint import MODEL_FILE, load_checkpoint, load_checkpoint_tokenizer
-from transformer.config import DecodeConfig
+from transformer.checkpoint.layout import MODEL_FILE
+from transformer.checkpoint.model_checkpoint import load_checkpoint, load_checkpoint_tokenizer
+from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.batch import pad_sequences
 from transformer.data.pipeline.inference_batches import inference_batches
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
@@ -204,7 +205,7 @@ class Translator:
         Notes
         -----
         Uses the tokenizer stored in the checkpoint, so ids always match the weights. Damaged weights are
-        refused when loaded (:func:`~transformer.checkpoint.load_checkpoint`); a model that still computes NaN
+        refused when loaded (:func:`~transformer.checkpoint.model_checkpoint.load_checkpoint`); a model that still computes NaN
         scores stops translating with an error naming its weights file.
         """
         checkpoint = load_checkpoint(Path(path))

@@ -73,7 +73,7 @@ from typing import Any
 
 import torch
 
-from transformer.config import ExperimentConfig
+from transformer.config.experiment import ExperimentConfig
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.experiments.attention_scoring_verdicts import (
     render_verdicts as render_verdicts,  # EXPERIMENTS.md

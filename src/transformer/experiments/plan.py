@@ -14,7 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from transformer.config import ExperimentConfig, TrainConfig, apply_override, experiment_from_dict
+from transformer.config.experiment import ExperimentConfig, experiment_from_dict
+from transformer.config.files import apply_override
+from transformer.config.train import TrainConfig
 
 #: Keys that describe the machine, not the experiment: they may differ between a run and its resumption.
 #: ``data.token_store*`` say where the encoded corpus is held (lists or a memory-mapped store), which gives the

@@ -16,7 +16,8 @@ from typing import Any
 
 from transformer.architectures import SequenceModel
 from transformer.atomic_files import write_json_atomically
-from transformer.checkpoint import load_checkpoint, read_index
+from transformer.checkpoint.layout import read_index
+from transformer.checkpoint.model_checkpoint import load_checkpoint
 from transformer.training.checkpoint import read_trainer_state
 
 #: The cache of scored checkpoints, in the run directory.

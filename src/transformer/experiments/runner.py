@@ -23,7 +23,7 @@ from typing import Any
 
 from transformer.atomic_files import write_bytes_atomically, write_json_atomically, write_text_atomically
 from transformer.autotune.thread_probe import usable_cpus
-from transformer.config import experiment_from_dict
+from transformer.config.experiment import experiment_from_dict
 from transformer.data.prepare import TOKENIZER_FILE, prepare_data
 from transformer.experiments.curves import keep_run_curves
 from transformer.experiments.plan import (

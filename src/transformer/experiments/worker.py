@@ -15,8 +15,9 @@ from typing import Any
 
 from transformer.atomic_files import write_json_atomically, write_text_atomically
 from transformer.averaging import average_checkpoints
-from transformer.checkpoint import Checkpoint, load_checkpoint, load_checkpoint_tokenizer, read_index
-from transformer.config import experiment_from_dict
+from transformer.checkpoint.layout import read_index
+from transformer.checkpoint.model_checkpoint import Checkpoint, load_checkpoint, load_checkpoint_tokenizer
+from transformer.config.experiment import experiment_from_dict
 from transformer.data.pipeline.text_files import read_parallel_files
 from transformer.decoding.translator import Translator
 from transformer.evaluation.bleu import score_translations

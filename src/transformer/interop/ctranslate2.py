@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from transformer.checkpoint import TOKENIZER_FILE, load_checkpoint, load_checkpoint_tokenizer
+from transformer.checkpoint.layout import TOKENIZER_FILE
+from transformer.checkpoint.model_checkpoint import load_checkpoint, load_checkpoint_tokenizer
 from transformer.data.pipeline.marian_tokenizer import OPTIONAL_FILES, REQUIRED_FILES
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.decoding.translator import DEFAULT_MAX_INPUT_TOKENS

@@ -15,13 +15,9 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-from transformer.checkpoint import (
-    MODEL_FILE,
-    TOKENIZER_FILE,
-    load_checkpoint,
-    load_model_tensors,
-    save_checkpoint,
-)
+from transformer.checkpoint.layout import MODEL_FILE, TOKENIZER_FILE
+from transformer.checkpoint.model_checkpoint import load_checkpoint, save_checkpoint
+from transformer.checkpoint.weights import load_model_tensors
 from transformer.data.pipeline.marian_tokenizer import (
     SOURCE_SPM_FILE,
     TARGET_SPM_FILE,

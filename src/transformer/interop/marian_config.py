@@ -1,4 +1,4 @@
-"""HuggingFace ``MarianConfig`` fields to :class:`~transformer.config.TransformerConfig` and back.
+"""HuggingFace ``MarianConfig`` fields to :class:`~transformer.model.config.TransformerConfig` and back.
 
 MarianMT is the paper's Transformer: post-norm layers, sinusoidal positions, embeddings scaled by
 sqrt(d_model) and tied with the output projection. The differences our config represents are the column

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from transformer.config import MAX_LENGTH_OFFSET
+from transformer.config.decode import MAX_LENGTH_OFFSET
 from transformer.decoding.alignment import check_alignment_layer, format_pharaoh
 from transformer.decoding.translator import Candidate
 from transformer.model.transformer import Transformer
@@ -23,8 +23,9 @@ from transformer.serving.translation_service import (
     elapsed_ms,
     translate_texts,
 )
-from transformer.visualization.attention_html import build_attention_payload, render_attention_page
+from transformer.visualization.attention_html import build_attention_payload
 from transformer.visualization.attention_inputs import sentence_attention
+from transformer.visualization.attention_page import render_attention_page
 
 #: HTTP status of a request whose client went away before its answer (nginx's convention; nobody reads it).
 CLIENT_CLOSED_REQUEST = 499

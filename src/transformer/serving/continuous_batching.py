@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.batch import pad_sequences
 from transformer.decoding.cache_rows import reorder_decoder_cache
 from transformer.decoding.search import Hypothesis, normalise_scores, output_length_limits

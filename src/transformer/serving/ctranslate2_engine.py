@@ -13,7 +13,7 @@ log-probability (tested).
 
 from collections import defaultdict
 
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.search import Hypothesis
 from transformer.interop.ctranslate2 import CTranslate2Translator
 

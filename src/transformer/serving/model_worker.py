@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.batch import pad_sequences
 from transformer.decoding.search import Hypothesis
 from transformer.interop.ctranslate2 import CTranslate2Translator

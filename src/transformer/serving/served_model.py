@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transformer.architectures import SequenceModel
-from transformer.checkpoint import STATE_FILE, resolve_checkpoint
-from transformer.config import DataConfig, DecodeConfig
+from transformer.checkpoint.layout import STATE_FILE, resolve_checkpoint
+from transformer.config.data import DataConfig
+from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.decoding.translator import DEFAULT_MAX_INPUT_TOKENS, Translator
 from transformer.interop.ctranslate2 import CTranslate2Translator

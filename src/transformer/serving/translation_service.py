@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from transformer.config import DecodeConfig
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.translator import Candidate
 from transformer.serving.continuous_batching import DecodedSentence
 from transformer.serving.metrics import ServingMetrics
@@ -49,7 +49,7 @@ class SearchOptions:
     alpha : float or None
         Length penalty.
     sampling : bool or None
-        Draw tokens at random (:attr:`~transformer.config.DecodeConfig.sampling`).
+        Draw tokens at random (:attr:`~transformer.config.decode.DecodeConfig.sampling`).
     temperature, top_k, top_p, epsilon, seed : float, int, float, float, int, or None
         Sampling settings, as ``transformer translate --temperature`` etc.
     mbr : int or None
@@ -65,7 +65,7 @@ class SearchOptions:
 
     Notes
     -----
-    Applied to the model's :class:`~transformer.config.DecodeConfig` with :func:`dataclasses.replace`, so
+    Applied to the model's :class:`~transformer.config.decode.DecodeConfig` with :func:`dataclasses.replace`, so
     the config's own checks (``nbest <= beam_size``, a positive temperature, ...) apply.
     """
 

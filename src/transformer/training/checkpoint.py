@@ -20,18 +20,16 @@ from torch import Tensor, nn
 
 from transformer.architectures import ModelConfig
 from transformer.atomic_files import staged_directory, write_json_atomically
-from transformer.checkpoint import (
+from transformer.checkpoint.layout import (
     FORMAT,
     INDEX_FILE,
     OPTIMIZER_FILE,
     STATE_FILE,
-    Checkpoint,
     CheckpointError,
-    load_checkpoint,
-    model_tensors,
     read_index,
-    write_model_files,
 )
+from transformer.checkpoint.model_checkpoint import Checkpoint, load_checkpoint, write_model_files
+from transformer.checkpoint.weights import model_tensors
 from transformer.data.pipeline.token_batch_sampler import BATCH_ORDER_VERSION
 from transformer.safetensors_files import save_safetensors_file
 
@@ -122,7 +120,7 @@ class TrainingCheckpoint(Checkpoint):
     Notes
     -----
     Produced by :func:`load_training_checkpoint`; everything that only translates uses
-    :class:`transformer.checkpoint.Checkpoint`, which this extends.
+    :class:`transformer.checkpoint.model_checkpoint.Checkpoint`, which this extends.
     """
 
     state: TrainerState | None = None
@@ -240,7 +238,7 @@ def load_training_checkpoint(path: Path) -> TrainingCheckpoint:
     ----------
     path : Path
         A checkpoint directory, a run's ``checkpoints`` directory or the run directory (see
-        :func:`transformer.checkpoint.load_checkpoint`).
+        :func:`transformer.checkpoint.model_checkpoint.load_checkpoint`).
 
     Returns
     -------

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from transformer.architectures import ModelConfig
-from transformer.config import TrainConfig
+from transformer.config.train import TrainConfig
 from transformer.data.pipeline.batch import Batch, collate
 from transformer.data.pipeline.dataset import ParallelCorpus
 from transformer.data.pipeline.sharding import shard

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import torch
 
-from transformer.checkpoint import read_index
-from transformer.config import ExperimentConfig
+from transformer.checkpoint.layout import read_index
+from transformer.config.experiment import ExperimentConfig
 from transformer.data.prepare import TrainingData, prepare_data
 from transformer.training.distributed import (
     broadcast_from_main,
@@ -23,9 +23,10 @@ from transformer.training.distributed import (
 )
 from transformer.training.progress import ProgressBar
 from transformer.training.recipe_ladder import recorded_rung, resolve_ladder
+from transformer.training.result import TrainResult
 from transformer.training.run_directory import claim_run_directory
 from transformer.training.run_lock import LOCK_FILE
-from transformer.training.trainer import Trainer, TrainResult
+from transformer.training.trainer import Trainer
 
 
 def train_experiment(

@@ -14,7 +14,7 @@ import torch
 from transformer.architectures import ModelConfig
 from transformer.autotune.model_tuning import ModelTuning, tune_model
 from transformer.autotune.thread_probe import usable_cpus
-from transformer.config import TrainConfig
+from transformer.config.train import TrainConfig
 from transformer.training.distributed import DistributedContext, broadcast_from_main
 
 

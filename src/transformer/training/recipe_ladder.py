@@ -9,8 +9,10 @@ import torch
 from transformer.autotune.cache import ProbeCache
 from transformer.autotune.model_tuning import default_probe_cache, tune_model
 from transformer.autotune.throughput_probe import decide_training_throughput
-from transformer.checkpoint import read_index
-from transformer.config import ExperimentConfig, LadderRung, apply_override, experiment_from_dict
+from transformer.checkpoint.layout import read_index
+from transformer.config.experiment import ExperimentConfig, experiment_from_dict
+from transformer.config.files import apply_override
+from transformer.config.ladder import LadderRung
 from transformer.model.config import TransformerConfig
 
 #: The share of the budget spent training (the rest validates and saves checkpoints), from the

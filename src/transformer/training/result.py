@@ -6,7 +6,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from transformer.config import TrainConfig
+from transformer.config.train import TrainConfig
 
 
 class TrainingDivergedError(RuntimeError):

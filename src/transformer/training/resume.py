@@ -9,7 +9,8 @@ into batches was another version.
 from pathlib import Path
 
 from transformer.architectures import ModelConfig
-from transformer.checkpoint import CheckpointError, describe_mismatch
+from transformer.checkpoint.layout import CheckpointError
+from transformer.checkpoint.model_checkpoint import describe_mismatch
 from transformer.data.pipeline.token_batch_sampler import BATCH_ORDER_VERSION
 from transformer.training.checkpoint import (
     CheckpointManager,

@@ -10,7 +10,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from transformer.checkpoint import CheckpointError, read_index
+from transformer.checkpoint.layout import CheckpointError, read_index
 from transformer.training.run_lock import LOCK_FILE, LockHolder, hold_run_lock
 
 

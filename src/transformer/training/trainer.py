@@ -14,11 +14,10 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.optim.lr_scheduler import LRScheduler
 
 from transformer.allocator import allocator_note
-from transformer.architectures import build_model, model_width
-from transformer.config import ExperimentConfig
+from transformer.architectures import build_model
+from transformer.config.experiment import ExperimentConfig
 from transformer.data.pipeline.batch import Batch
 from transformer.data.pipeline.token_batch_sampler import BATCH_ORDER_VERSION
 from transformer.data.prepare import TOKENIZER_FILE, TrainingData
@@ -42,16 +41,14 @@ from transformer.training.gradient_step import GradientStep
 from transformer.training.interval_stats import IntervalStats
 from transformer.training.measured_defaults import reconcile_tuning, tune_training_defaults, tuning_record
 from transformer.training.metrics import MetricsLog
+from transformer.training.optimizer import build_optimizer_and_schedule
 from transformer.training.precision import autocast, check_precision
 from transformer.training.reporting import Reporter, SilentReporter
 from transformer.training.reproducibility import deterministic_algorithms
-from transformer.training.result import TrainingDivergedError, TrainResult, raise_if_diverged, time_limit_note
+from transformer.training.result import TrainResult, raise_if_diverged, time_limit_note
 from transformer.training.resume import batch_order_warning, checkpoint_to_resume, resumable_state
 from transformer.training.run_clock import RunClock
-from transformer.training.schedule import TimeBudget, build_scheduler, crossed_multiple, scale_for_peak
-
-#: The trainer's own names and those of its results and reporters, importable from here as before the split.
-__all__ = ["Reporter", "SilentReporter", "TrainResult", "Trainer", "TrainingDivergedError"]
+from transformer.training.schedule import TimeBudget, crossed_multiple
 
 
 class Trainer:
@@ -111,7 +108,13 @@ class Trainer:
             if self.recipe.max_minutes is not None
             else None
         )
-        self.optimizer, self.scheduler = self._build_optimizer_and_schedule()
+        self.optimizer, self.scheduler = build_optimizer_and_schedule(
+            self.model,
+            experiment.model,
+            self.recipe,
+            self.device,
+            self.clock.clock_step if self.clock.time_budget is not None else None,
+        )
         self.gradient_step = GradientStep(
             self.model,
             self.training_model,
@@ -155,31 +158,6 @@ class Trainer:
         if self.recipe.compile:
             # The training forward only: validation, search and checkpoints use the plain model.
             self.training_model = torch.compile(self.training_model)  # type: ignore[assignment]
-
-    def _build_optimizer_and_schedule(self) -> tuple[torch.optim.Adam, LRScheduler]:
-        """Adam (section 5.3) and the learning rate of Eq. (3), read on the clock when a time budget binds."""
-        optimizer = torch.optim.Adam(
-            self.model.parameters(),
-            lr=1.0,  # the scheduler supplies the absolute rate
-            betas=(self.recipe.adam_beta1, self.recipe.adam_beta2),
-            eps=self.recipe.adam_epsilon,
-            # One fused kernel per step on GPUs; on the CPU the fused path measured within noise of foreach.
-            fused=self.device.type == "cuda",
-        )
-        width = model_width(self.experiment.model)
-        scale = self.recipe.learning_rate_scale
-        if self.recipe.peak_learning_rate is not None:
-            scale = scale_for_peak(self.recipe.peak_learning_rate, width, self.recipe.warmup_steps)
-        scheduler = build_scheduler(
-            optimizer,
-            width,
-            self.recipe.warmup_steps,
-            scale,
-            self.recipe.max_steps,
-            self.recipe.cooldown_steps,
-            self.clock.clock_step if self.clock.time_budget is not None else None,
-        )
-        return optimizer, scheduler
 
     def train(self, resume: bool = False, reuse_finished: bool = False) -> TrainResult:
         """Run until ``max_steps``, ``max_epochs`` or ``max_minutes``.

@@ -17,7 +17,7 @@ import pytest
 import sacrebleu.dataset
 from sacrebleu.dataset.fake_sgml import FakeSGMLDataset
 
-from transformer.config import DataConfig
+from transformer.config.data import DataConfig
 from transformer.data.corpora.archive_corpus import (
     ARCHIVE_DIRECTORY,
     MANIFEST_FILE,

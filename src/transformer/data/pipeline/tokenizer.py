@@ -9,7 +9,7 @@ itself (sampling, the SentencePiece trainer) is :mod:`transformer.data.pipeline.
 Special ids are fixed for every model this module trains or accepts: ``PAD_ID = 0``,
 ``BOS_ID = 1``, ``EOS_ID = 2``, ``UNK_ID = 3`` (pieces ``<pad>``, ``<s>``, ``</s>``, ``<unk>``,
 :mod:`transformer.data.pipeline.special_tokens`), matching the defaults of
-:class:`transformer.config.TransformerConfig`.
+:class:`transformer.model.config.TransformerConfig`.
 """
 
 import hashlib

@@ -9,7 +9,8 @@ from typing import Any
 import torch
 
 from transformer.atomic_files import write_text_atomically
-from transformer.config import DecodeConfig, ExperimentConfig
+from transformer.config.decode import DecodeConfig
+from transformer.config.experiment import ExperimentConfig
 from transformer.data.corpora.synthetic import (
     generate_pairs,
 )

@@ -4,7 +4,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from transformer.config import experiment_from_dict
+from transformer.config.experiment import experiment_from_dict
 from transformer.experiments import table2
 from transformer.experiments.plan import ExperimentPlan, Variant, flatten, short_recipe
 

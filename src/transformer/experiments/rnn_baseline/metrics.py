@@ -11,7 +11,7 @@ import torch
 from transformer.architectures import SequenceModel
 from transformer.autotune.model_tuning import tune_model
 from transformer.autotune.thread_probe import usable_cpus
-from transformer.config import ExperimentConfig
+from transformer.config.experiment import ExperimentConfig
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.decoding.translator import Translator
 from transformer.device import resolve_device

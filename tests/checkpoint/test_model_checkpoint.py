@@ -1,30 +1,16 @@
-import json
 import os
 from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import save_file
 
-from transformer.checkpoint import (
-    CHECKSUM_METADATA_KEY,
-    CheckpointError,
-    load_checkpoint,
-    read_weights_metadata,
-    resolve_checkpoint,
-    save_checkpoint,
-    weights_sha256,
-)
-from transformer.config import DecodeConfig, TransformerConfig
+from tests.checkpoint.random_checkpoints import CONFIG, SOME_TENSOR, save_random_model, save_without_checksum
+from transformer.checkpoint.layout import CheckpointError
+from transformer.checkpoint.model_checkpoint import load_checkpoint, save_checkpoint
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.translator import Translator
 from transformer.model.transformer import Transformer
 
-CONFIG = TransformerConfig(
-    vocab_size=30, d_model=16, d_ff=32, num_heads=2, num_encoder_layers=1, num_decoder_layers=1
-)
-
-
-SOME_TENSOR = "decoder.layers.0.feed_forward_residual.norm.bias"
 OVERFLOWING = "decoder.layers.0.feed_forward.linear_out.weight"
 
 
@@ -38,13 +24,6 @@ class NumberTokenizer:
 
     def decode(self, ids: list[int]) -> str:
         return " ".join(str(token_id) for token_id in ids)
-
-
-def save_random_model(path: Path, seed: int, config: TransformerConfig = CONFIG) -> Transformer:
-    torch.manual_seed(seed)
-    model = Transformer(config)
-    save_checkpoint(path, model, config, {"tokenizer.model": b"tokenizer-bytes"})
-    return model
 
 
 def test_save_and_load_round_trip(tmp_path: Path) -> None:
@@ -89,16 +68,6 @@ def overwrite_middle(path: Path, garbage: bytes) -> None:
         handle.write(garbage)
 
 
-def test_a_checkpoint_records_the_sha256_of_its_weights(tmp_path: Path) -> None:
-    save_random_model(tmp_path / "a", seed=1)
-    metadata = read_weights_metadata(tmp_path / "a" / "model.safetensors")
-    checkpoint = load_checkpoint(tmp_path / "a")
-    assert metadata[CHECKSUM_METADATA_KEY] == weights_sha256(checkpoint.weights)
-    assert len(metadata[CHECKSUM_METADATA_KEY]) == 64
-    changed = {**checkpoint.weights, SOME_TENSOR: checkpoint.weights[SOME_TENSOR] + 1e-6}
-    assert weights_sha256(changed) != metadata[CHECKSUM_METADATA_KEY]
-
-
 def test_damaged_weights_are_refused_naming_the_file(tmp_path: Path) -> None:
     save_random_model(tmp_path / "a", seed=1)
     # Finite floats (0x3f3f3f3f is 0.75): only the checksum can tell these bytes from real weights.
@@ -109,13 +78,6 @@ def test_damaged_weights_are_refused_naming_the_file(tmp_path: Path) -> None:
         f"{tmp_path / 'a' / 'model.safetensors'}: the weights do not match the SHA-256 recorded when they were "
         "saved; the file is damaged (restore it from a copy, or use another checkpoint)"
     )
-
-
-def save_without_checksum(directory: Path, weights: dict[str, torch.Tensor]) -> None:
-    """A checkpoint as written before checksums were recorded (the fixture of #15 is one too)."""
-    directory.mkdir()
-    metadata = {"format": "transformer-checkpoint-v1", "model_config": json.dumps(CONFIG.to_dict())}
-    save_file(weights, str(directory / "model.safetensors"), metadata=metadata)
 
 
 def test_a_checkpoint_without_a_checksum_loads_but_non_finite_weights_are_refused(tmp_path: Path) -> None:
@@ -153,34 +115,3 @@ def test_a_model_that_computes_nan_scores_stops_translating_naming_its_weights(t
     )
     healthy = Translator(model, tokenizer, DecodeConfig(beam_size=1, max_length_offset=2), device="cpu")
     assert len(healthy.translate(["3 4 5"])) == 1  # the same sentence, with sane weights
-
-
-def test_a_file_of_a_checkpoint_means_its_directory(tmp_path: Path) -> None:
-    save_random_model(tmp_path / "run" / "checkpoints" / "step-00000944", seed=1)
-    checkpoint_dir = tmp_path / "run" / "checkpoints" / "step-00000944"
-    assert resolve_checkpoint(checkpoint_dir / "model.safetensors") == checkpoint_dir
-    assert resolve_checkpoint(checkpoint_dir / "tokenizer.model") == checkpoint_dir
-    (tmp_path / "notes.txt").write_text("not a checkpoint\n", encoding="utf-8")
-    with pytest.raises(CheckpointError) as refused:
-        resolve_checkpoint(tmp_path / "notes.txt")
-    assert str(refused.value) == (
-        f"{tmp_path / 'notes.txt'}: a file, not a checkpoint; pass a checkpoint directory (holding "
-        "model.safetensors) or a run"
-    )
-
-
-@pytest.mark.parametrize("role", ["latest", "best"])
-def test_an_index_naming_a_missing_checkpoint_names_it(tmp_path: Path, role: str) -> None:
-    checkpoints = tmp_path / "run" / "checkpoints"
-    save_random_model(checkpoints / "step-00000500", seed=1)
-    index = {"latest": "step-00000944", "best": None, "checkpoints": ["step-00000500", "step-00000944"]}
-    if role == "best":
-        index = {**index, "latest": "step-00000500", "best": "step-00000944"}
-    (checkpoints / "index.json").write_text(json.dumps(index), encoding="utf-8")
-    with pytest.raises(CheckpointError) as refused:
-        resolve_checkpoint(tmp_path / "run")
-    assert str(refused.value) == (
-        f"{checkpoints / 'index.json'}: names step-00000944 as the {role} checkpoint, but "
-        f"{checkpoints / 'step-00000944'} does not exist (pass another checkpoint directory explicitly)"
-    )
-    assert resolve_checkpoint(checkpoints / "step-00000500") == checkpoints / "step-00000500"

@@ -1,14 +1,12 @@
-import importlib
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import yaml
 
-from transformer.config import TrainConfig, load_config
+from transformer.config.files import REPO_CONFIGS, blame_override, load_config, resolve_config_path
 from transformer.model.config import TransformerConfig
 
-CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
+CONFIGS = sorted((Path(__file__).parents[2] / "configs").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda path: path.stem)
@@ -125,58 +123,57 @@ def test_missing_file() -> None:
         load_config("/nonexistent/config.yaml")
 
 
-def test_train_config_defaults_are_the_papers() -> None:
-    recipe = TrainConfig()
-    assert (recipe.adam_beta1, recipe.adam_beta2, recipe.adam_epsilon) == (0.9, 0.98, 1e-9)
-    assert recipe.warmup_steps == 4000 and recipe.label_smoothing == 0.1
+def test_the_shipped_configs_folder_is_the_repositorys() -> None:
+    assert Path(__file__).resolve().parents[2] / "configs" == REPO_CONFIGS
 
 
-def load_sweep_module() -> ModuleType:
-    return importlib.import_module("experiments.gpu.multi30k_sweep")  # a package since #15
+def test_a_config_is_found_by_path_file_name_or_bare_name(tmp_path: Path, monkeypatch) -> None:
+    assert resolve_config_path("multi30k") == REPO_CONFIGS / "multi30k.yaml"
+    assert resolve_config_path("multi30k.yaml") == REPO_CONFIGS / "multi30k.yaml"
+    local = tmp_path / "multi30k.yaml"
+    local.write_text("model:\n  vocab_size: 100\n")
+    monkeypatch.chdir(tmp_path)
+    assert resolve_config_path("multi30k.yaml") == Path("multi30k.yaml")  # a local file wins
+    assert resolve_config_path(str(local)) == local
 
 
-SWEEP_SPECS = sorted((Path(__file__).parents[1] / "experiments" / "gpu" / "sweeps").glob("*.txt"))
+def test_an_unknown_config_name_lists_the_shipped_ones() -> None:
+    with pytest.raises(ValueError) as refused:
+        resolve_config_path("no-such-config")
+    shipped = ", ".join(sorted(path.stem for path in REPO_CONFIGS.glob("*.yaml")))
+    assert "multi30k" in shipped
+    assert str(refused.value) == f"--config no-such-config: no such file (shipped configs: {shipped})"
 
 
-@pytest.mark.parametrize("path", SWEEP_SPECS, ids=lambda path: path.stem)
-def test_sweep_specs_are_valid_overrides_of_the_multi30k_config(path: Path) -> None:
-    # A misspelt key in a spec would only fail on the GPU, minutes into a sweep.
-    variants = load_sweep_module().read_spec(path)
-    assert variants
-    for name, arguments in variants:
-        assert arguments[::2] == ["--set"] * (len(arguments) // 2) and len(arguments) % 2 == 0, name
-        experiment = load_config(Path(__file__).parents[1] / "configs" / "multi30k.yaml", arguments[1::2])
-        assert experiment.data.corpus == "multi30k", name
+def test_the_override_that_breaks_a_config_is_named_by_its_flag(tmp_path: Path) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text("model:\n  vocab_size: 100\n  d_model: 32\n  num_heads: 4\n")
+    flagged = [
+        ("--set model.d_model=40", "model.d_model=40"),
+        ("--set model.num_heads=3", "model.num_heads=3"),
+    ]
+    with pytest.raises(ValueError) as refused:
+        load_config(path, [override for _, override in flagged])
+    blamed = blame_override(path, flagged, refused.value)
+    assert str(blamed).startswith("--set model.num_heads=3: [model] ")
+    assert str(path) not in str(blamed)
 
 
-def test_sweep_spec_rejects_a_repeated_run_name(tmp_path: Path) -> None:
-    path = tmp_path / "spec.txt"
-    path.write_text("# comment\n\nbase --set train.seed=2\nbase --set train.seed=3\n")
-    with pytest.raises(SystemExit, match=r"spec.txt:4: run name 'base' repeated"):
-        load_sweep_module().read_spec(path)
+def test_a_fault_in_the_file_itself_keeps_the_files_error(tmp_path: Path) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text("model:\n  vocab_size: 100\nextra: {}\n")
+    flagged = [("--set train.max_steps=3", "train.max_steps=3")]
+    with pytest.raises(ValueError) as refused:
+        load_config(path, ["train.max_steps=3"])
+    assert blame_override(path, flagged, refused.value) is refused.value
 
 
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [
-        (None, r"missing.txt: cannot read the spec"),
-        ("ok --set 'train.seed=2\n", r"spec.txt:1: No closing quotation"),
-    ],
-)
-def test_sweep_spec_errors_name_the_file(tmp_path: Path, text: str | None, message: str) -> None:
-    path = tmp_path / ("missing.txt" if text is None else "spec.txt")
-    if text is not None:
-        path.write_text(text)
-    with pytest.raises(SystemExit, match=message):
-        load_sweep_module().read_spec(path)
-
-
-def test_sweep_variant_that_fails_to_train_ends_with_a_line_naming_its_log(
-    tmp_path: Path, write_config
-) -> None:
-    # A failed step ends its variant with one line; the sweep's other variants go on.
-    config = write_config(tmp_path)
-    result = load_sweep_module().run_variant("bad", ["--set", "model.colour=red"], config, tmp_path, tmp_path)
-    assert result == "bad: training failed (exit 2), see bad.log"
-    assert "colour" in (tmp_path / "bad.log").read_text(encoding="utf-8")
-    assert not (tmp_path / "scores.jsonl").exists()
+def test_a_malformed_override_keeps_its_own_message(tmp_path: Path) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text("model:\n  vocab_size: 100\n")
+    flagged = [("--set train.max_steps", "train.max_steps")]
+    with pytest.raises(ValueError) as refused:
+        load_config(path, ["train.max_steps"])
+    assert str(blame_override(path, flagged, refused.value)) == (
+        "--set 'train.max_steps': expected section.key=value, e.g. train.max_steps=2000"
+    )

@@ -12,12 +12,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer.checkpoint import CHECKSUM_METADATA_KEY, load_checkpoint, read_weights_metadata
-from transformer.config import DecodeConfig
+from transformer.checkpoint.layout import CHECKSUM_METADATA_KEY
+from transformer.checkpoint.model_checkpoint import load_checkpoint
+from transformer.checkpoint.weights import read_weights_metadata
+from transformer.config.decode import DecodeConfig
 from transformer.decoding.translator import Translator
 from transformer.training.checkpoint import load_training_checkpoint
 
-FIXTURE = Path(__file__).parent / "fixtures" / "checkpoints-before-15"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "checkpoints-before-15"
 EXPECTED = json.loads((FIXTURE / "expected.json").read_text(encoding="utf-8"))
 
 

@@ -1,32 +1,10 @@
-"""The checkpoint, the product's central artifact: weights, model config, tokenizer files and search settings.
-
-A checkpoint is a directory::
-
-    step-00001000/
-      model.safetensors      weights; the model config, the weights' SHA-256 (and, for weights-only
-                             checkpoints, the search settings) in the file's metadata
-      tokenizer.model        the SentencePiece model, so the directory alone can translate
-                             (or source.spm, target.spm and vocab.json for an imported Marian model)
-      optimizer.safetensors  training checkpoints only: Adam moments and random-number-generator states
-      trainer_state.json     training checkpoints only: step, data position, schedule, experiment config
-      averaged_from.json     averages only: the checkpoints averaged
-
-This module reads and writes what translating, converting, scoring and averaging need, and depends only on
-the model, its config and the tokenizers; what only training needs (the optimizer and trainer state, the
-manager of the last-K and best checkpoints) is in :mod:`transformer.training.checkpoint`. Nothing is ever
-unpickled: only safetensors and JSON are read, so a checkpoint cannot execute code. Directories are assembled
-in a hidden sibling and renamed into place (:func:`transformer.atomic_files.staged_directory`), so a crash
-(even SIGKILL) leaves the old checkpoint or the new one, never a half-written directory.
-"""
+"""A checkpoint as translating, converting and averaging use it: weights, model config, tokenizer, search settings."""
 
 import dataclasses
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import Tensor, nn
@@ -39,172 +17,29 @@ from transformer.architectures import (
     model_config_from_dict,
 )
 from transformer.atomic_files import staged_directory
-from transformer.config import DecodeConfig
+from transformer.checkpoint.layout import (
+    CHECKSUM_METADATA_KEY,
+    DECODE_METADATA_KEY,
+    FORMAT,
+    MODEL_FILE,
+    NON_TOKENIZER_FILES,
+    STATE_FILE,
+    TOKENIZER_FILE,
+    CheckpointError,
+    resolve_checkpoint,
+)
+from transformer.checkpoint.weights import (
+    check_weights,
+    load_model_tensors,
+    model_tensors,
+    read_weights_metadata,
+    weights_sha256,
+)
+from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.data.pipeline.tokenizer import Tokenizer
 from transformer.safetensors_files import save_safetensors_file
 from transformer.typed_fields import build_dataclass
-
-FORMAT = "transformer-checkpoint-v1"
-MODEL_FILE = "model.safetensors"
-OPTIMIZER_FILE = "optimizer.safetensors"
-STATE_FILE = "trainer_state.json"
-TOKENIZER_FILE = "tokenizer.model"
-INDEX_FILE = "index.json"
-AVERAGED_FROM_FILE = "averaged_from.json"
-#: Key of the weights-file metadata that holds a weights-only checkpoint's search settings (JSON).
-DECODE_METADATA_KEY = "decode_config"
-#: Key of the weights-file metadata that holds the SHA-256 of the weights (:func:`weights_sha256`); checkpoints
-#: written before 2026-11-26 lack it and load unverified.
-CHECKSUM_METADATA_KEY = "weights_sha256"
-NON_TOKENIZER_FILES = {MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, AVERAGED_FROM_FILE}
-
-
-class CheckpointError(ValueError):
-    """A checkpoint is missing, malformed or does not match what it is loaded into.
-
-    Notes
-    -----
-    A ``ValueError``, so the command line reports it as one line naming the checkpoint, like any bad input.
-    """
-
-
-def model_tensors(model: nn.Module) -> dict[str, Tensor]:
-    """Collect a model's weights, each shared tensor once.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        The model.
-
-    Returns
-    -------
-    dict of str to torch.Tensor
-        State-dict entries, minus later names of tensors already included (tied embeddings).
-
-    Notes
-    -----
-    safetensors refuses tensors that share memory; loading restores the ties because the module shares them.
-    """
-    tensors: dict[str, Tensor] = {}
-    seen: set[tuple[int, int, tuple[int, ...]]] = set()
-    for name, tensor in model.state_dict().items():
-        identity = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
-        if identity in seen:
-            continue
-        seen.add(identity)
-        tensors[name] = tensor.detach().contiguous().cpu()
-    return tensors
-
-
-def load_model_tensors(model: nn.Module, tensors: dict[str, Tensor], source: str) -> None:
-    """Load weights saved by :func:`model_tensors` into a model of the same architecture.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        Target model.
-    tensors : dict of str to torch.Tensor
-        Saved weights.
-    source : str
-        File name for error messages.
-
-    Returns
-    -------
-    None
-
-    Raises
-    ------
-    CheckpointError
-        Naming the source and the missing, unexpected or mis-shaped tensors.
-
-    Notes
-    -----
-    Names and shapes are compared before ``load_state_dict``, so a mismatch names the file it came from
-    instead of surfacing as PyTorch's size-mismatch error.
-    """
-    expected = model_tensors(model)
-    missing = sorted(set(expected) - set(tensors))
-    unexpected = sorted(set(tensors) - set(expected))
-    if missing or unexpected:
-        raise CheckpointError(
-            f"{source}: weights do not match the model: missing {missing}, unexpected {unexpected}"
-        )
-    for name, tensor in tensors.items():
-        if tensor.shape != expected[name].shape:
-            raise CheckpointError(
-                f"{source}: {name} has shape {tuple(tensor.shape)}, the model expects {tuple(expected[name].shape)}"
-            )
-    model.load_state_dict(tensors, strict=False)
-
-
-def weights_sha256(weights: dict[str, Tensor]) -> str:
-    """Hash a checkpoint's weights: every tensor's name, dtype, shape and bytes, in name order.
-
-    Parameters
-    ----------
-    weights : dict of str to torch.Tensor
-        Model weights on the CPU (as saved or as loaded).
-
-    Returns
-    -------
-    str
-        The hexadecimal SHA-256 digest.
-
-    Notes
-    -----
-    Computed from the tensors rather than the file, so it can be stored in the file's own metadata and does
-    not depend on how safetensors lays the file out; a byte changed anywhere in the tensors changes it. 40 MB
-    of weights hash in 34 ms on the 2-core development CPU, once per save and once per load.
-    """
-    digest = hashlib.sha256()
-    for name in sorted(weights):
-        tensor = weights[name].detach().contiguous().cpu()
-        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}\n".encode())
-        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().data)  # the tensor's own memory, no copy
-    return digest.hexdigest()
-
-
-def check_weights(weights: dict[str, Tensor], metadata: dict[str, str], model_file: Path) -> None:
-    """Refuse weights that do not match their recorded checksum or hold NaN or infinite values.
-
-    Parameters
-    ----------
-    weights : dict of str to torch.Tensor
-        The tensors read from ``model_file``.
-    metadata : dict of str to str
-        The file's metadata; ``weights_sha256`` is checked when present (checkpoints written before it was
-        recorded have none).
-    model_file : Path
-        The weights file, named in the error.
-
-    Returns
-    -------
-    None
-
-    Raises
-    ------
-    CheckpointError
-        Naming the file, when the checksum differs or a tensor holds NaN or infinite values.
-
-    Notes
-    -----
-    A weights file with a few kilobytes overwritten in the middle still parses, and used to translate every
-    line to an empty one with exit status 0; the checksum catches any changed byte, and the finiteness check
-    catches damage in files that carry no checksum yet.
-    """
-    expected = metadata.get(CHECKSUM_METADATA_KEY)
-    if expected is not None and weights_sha256(weights) != expected:
-        raise CheckpointError(
-            f"{model_file}: the weights do not match the SHA-256 recorded when they were saved; the file is "
-            "damaged (restore it from a copy, or use another checkpoint)"
-        )
-    for name, tensor in weights.items():
-        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            count = int((~torch.isfinite(tensor)).sum())
-            raise CheckpointError(
-                f"{model_file}: {name} holds {count} NaN or infinite value(s); the weights are damaged"
-            )
 
 
 @dataclass
@@ -414,40 +249,6 @@ def load_checkpoint(path: Path) -> Checkpoint:
     return Checkpoint(path, model_config, weights, decode_config)
 
 
-def read_weights_metadata(model_file: Path) -> dict[str, str]:
-    """Read the string metadata of a safetensors file without loading its tensors.
-
-    Parameters
-    ----------
-    model_file : Path
-        A ``model.safetensors`` file.
-
-    Returns
-    -------
-    dict of str to str
-        The header's ``__metadata__`` (``format``, ``model_config``, optionally ``decode_config``).
-
-    Raises
-    ------
-    OSError
-        When the file cannot be read.
-    KeyError
-        When the header has no ``__metadata__``.
-    ValueError
-        When the header is malformed.
-
-    Notes
-    -----
-    The safetensors header is an 8-byte little-endian length followed by that much JSON; reading it directly
-    avoids a second pass over the weights.
-    """
-    with open(model_file, "rb") as handle:
-        header_size = int.from_bytes(handle.read(8), "little")
-        header = json.loads(handle.read(header_size))
-    metadata: dict[str, str] = header["__metadata__"]
-    return metadata
-
-
 def load_checkpoint_tokenizer(directory: Path) -> TextTokenizer:
     """Load the tokenizer stored in a checkpoint directory.
 
@@ -483,90 +284,6 @@ def load_checkpoint_tokenizer(directory: Path) -> TextTokenizer:
     raise ValueError(
         f"{directory}: no tokenizer (expected {TOKENIZER_FILE}, or vocab.json with source/target.spm)"
     )
-
-
-def resolve_checkpoint(path: Path) -> Path:
-    """Find the checkpoint directory a user means.
-
-    Parameters
-    ----------
-    path : Path
-        A checkpoint, a ``checkpoints`` directory or a run directory.
-
-    Returns
-    -------
-    Path
-        A directory holding ``model.safetensors``.
-
-    Raises
-    ------
-    CheckpointError
-        For a file that is not part of a checkpoint, an index naming a checkpoint whose weights are gone
-        (naming that checkpoint), or a directory with neither weights nor an index.
-
-    Notes
-    -----
-    A run resolves to its best checkpoint by validation loss, else its latest (the best is what one wants
-    to translate with, and the manager never deletes it). The index is trusted: if the directory it names
-    has lost its weights, that is an error rather than a fall-back to another checkpoint. A file
-    of a checkpoint (``step-00000944/model.safetensors``) means its directory, and ``index.json`` its
-    checkpoints directory; any other file is refused as not a checkpoint.
-    """
-    path = Path(path)
-    if path.is_file():
-        if (path.parent / MODEL_FILE).is_file() or path.name == INDEX_FILE:
-            return resolve_checkpoint(path.parent)
-        raise CheckpointError(
-            f"{path}: a file, not a checkpoint; pass a checkpoint directory (holding {MODEL_FILE}) or a run"
-        )
-    if (path / MODEL_FILE).exists():
-        return path
-    for index_dir in (path, path / "checkpoints"):
-        if (index_dir / INDEX_FILE).exists():
-            index = read_index(index_dir)
-            role = "best" if index.get("best") else "latest"
-            name = index.get(role)
-            if not name:
-                continue
-            if not (index_dir / name / MODEL_FILE).exists():
-                missing = (
-                    index_dir / name if not (index_dir / name).exists() else index_dir / name / MODEL_FILE
-                )
-                raise CheckpointError(
-                    f"{index_dir / INDEX_FILE}: names {name} as the {role} checkpoint, but {missing} does not "
-                    "exist (pass another checkpoint directory explicitly)"
-                )
-            return index_dir / name
-    raise CheckpointError(f"{path}: no checkpoint here (expected {MODEL_FILE} or checkpoints/{INDEX_FILE})")
-
-
-def read_index(checkpoint_dir: Path) -> dict[str, Any]:
-    """Read ``index.json`` of a checkpoints directory.
-
-    Parameters
-    ----------
-    checkpoint_dir : Path
-        The directory holding the checkpoints.
-
-    Returns
-    -------
-    dict
-        ``{"latest": name, "best": name or None, "checkpoints": [names, oldest first]}``; empty values when
-        the file does not exist yet.
-
-    Notes
-    -----
-    Written atomically by :class:`transformer.training.checkpoint.CheckpointManager`; read here because a run
-    directory resolves to the checkpoint its index names best.
-    """
-    index_path = checkpoint_dir / INDEX_FILE
-    if not index_path.exists():
-        return {"latest": None, "best": None, "checkpoints": []}
-    try:
-        values: dict[str, Any] = json.loads(index_path.read_text(encoding="utf-8"))
-    except ValueError as error:
-        raise CheckpointError(f"{index_path}: not valid JSON ({error})") from None
-    return values
 
 
 def describe_mismatch(expected: ModelConfig, actual: ModelConfig, source: str) -> None:

@@ -1,0 +1,149 @@
+"""The ``train`` section: the training recipe of section 5, and the machine settings it runs with."""
+
+from dataclasses import dataclass
+
+from transformer.typed_fields import check_field_types
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The training recipe; defaults are the paper's (section 5).
+
+    Parameters
+    ----------
+    max_tokens : int
+        Token budget of one batch, per side (the paper: about 25,000 source and 25,000 target tokens per
+        step, over 8 GPUs).
+    accumulate : int
+        Batches whose gradients are summed per optimizer step, to reach a large effective batch.
+    max_steps : int
+        Optimizer steps to run (100,000 base, 300,000 big).
+    max_epochs : int or None
+        Stop after this many passes over the data, if earlier.
+    max_minutes : float or None
+        Stop after this much wall-clock training time per invocation, if earlier than ``max_steps`` (a
+        ``--resume`` trains for another ``max_minutes``). Where the limit binds, the whole schedule follows
+        the clock: warm-up takes the share of the time that ``warmup_steps`` is of ``max_steps``, the
+        cool-down anneals to zero at the limit, and validations and checkpoints keep their spacing in the
+        schedule, so a slow machine still runs the whole recipe in fewer steps (see
+        ``transformer.training.schedule.TimeBudget``); without a cool-down, a run stopped by the limit ends
+        with a warning naming the share of the schedule done.
+    warmup_steps : int
+        Linear warm-up steps of Eq. (3) (4,000).
+    learning_rate_scale : float
+        Multiplier on Eq. (3).
+    peak_learning_rate : float or None
+        If set, overrides ``learning_rate_scale`` so the schedule peaks at this rate.
+    cooldown_steps : int
+        Linear decay to zero over the last steps of ``max_steps`` (0: the paper's pure inverse square root).
+    adam_beta1, adam_beta2, adam_epsilon : float
+        Adam's beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9.
+    label_smoothing : float
+        eps_ls = 0.1.
+    clip_norm : float or None
+        Clip the gradient norm to this (not in the paper); None disables clipping.
+    precision : str
+        "auto", "fp32", "bf16" or "fp16" (CUDA only, with a gradient scaler). "auto" times a training
+        product at the model's shape in fp32 and in bf16 (fp16 on GPUs without bf16) and takes the reduced
+        precision only if it is at least 1.1x faster: bf16 on CPUs with AMX (about 7x) and on GPUs, fp32 on
+        CPUs whose bf16 is merely native (AVX-512 BF16 alone: about 0.55x) or absent. Measured once per
+        machine and model shape, cached in ``~/.cache/transformer/autotune.json``, and logged.
+    device : str
+        "auto" (CUDA if available, else CPU), "cpu", "cuda" or "cuda:N".
+    threads : int or None
+        CPU threads for PyTorch. None measures: the model's products are timed with 1, 2, 4, ... threads up
+        to the CPUs this process may use (its affinity mask and container quota, which PyTorch's own default
+        ignores), and the largest count within 5% of the fastest is kept; cached like ``precision``.
+    seed : int
+        Seed of parameter initialisation, data order and dropout.
+    log_every : int
+        Steps between training-metric records.
+    validate_every : int
+        Steps between validation passes (0: only at the end).
+    checkpoint_every : int
+        Steps between checkpoints (0: only at the end).
+    keep_checkpoints : int
+        Recent checkpoints kept on disk, besides the best one by validation loss.
+    tensorboard : bool
+        Also write TensorBoard event files (needs the ``tensorboard`` extra).
+    compile : bool
+        Run the training forward through ``torch.compile`` (fused kernels, fewer launches). For GPUs, where
+        small batches are bound by kernel launches; on the CPUs measured here it made steps slower
+        (BENCHMARKS.md), and compiling takes tens of seconds before the first step.
+    deterministic : bool
+        Train with ``torch.use_deterministic_algorithms(True)`` (an operation without a deterministic
+        implementation raises instead of accumulating in a varying order; on CUDA, ``CUBLAS_WORKSPACE_CONFIG``
+        is set) and refuse ``max_minutes``, whose schedule follows the clock. On the CPU, runs with the same
+        seed, thread count, precision and attention threshold were bit-identical without it
+        (:mod:`transformer.training.reproducibility`).
+
+    Raises
+    ------
+    ValueError
+        At construction, naming the field, for a bad value.
+    TypeError
+        At construction, naming the field, for a wrongly typed value.
+
+    Notes
+    -----
+    The defaults are the paper's except the batch: ``max_tokens=4096`` is sized for one device, against the
+    paper's ~25,000 tokens per side over 8 GPUs, so ``accumulate`` is how a small machine approaches the
+    paper's effective batch.
+    """
+
+    max_tokens: int = 4096
+    accumulate: int = 1
+    max_steps: int = 100_000
+    max_epochs: int | None = None
+    max_minutes: float | None = None
+    warmup_steps: int = 4000
+    learning_rate_scale: float = 1.0
+    peak_learning_rate: float | None = None
+    cooldown_steps: int = 0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    adam_epsilon: float = 1e-9
+    label_smoothing: float = 0.1
+    clip_norm: float | None = None
+    precision: str = "auto"
+    device: str = "auto"
+    threads: int | None = None
+    seed: int = 1
+    log_every: int = 50
+    validate_every: int = 1000
+    checkpoint_every: int = 1000
+    keep_checkpoints: int = 5
+    tensorboard: bool = False
+    compile: bool = False
+    deterministic: bool = False
+
+    def __post_init__(self) -> None:
+        check_field_types(self)
+        for name in (
+            "max_tokens",
+            "accumulate",
+            "max_steps",
+            "warmup_steps",
+            "log_every",
+            "keep_checkpoints",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"TrainConfig.{name}={getattr(self, name)} must be positive")
+        for name in ("validate_every", "checkpoint_every", "cooldown_steps"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"TrainConfig.{name}={getattr(self, name)} must be non-negative")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"TrainConfig.precision={self.precision!r} is not one of {PRECISIONS}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"TrainConfig.label_smoothing={self.label_smoothing} must be in [0, 1)")
+        if self.threads is not None and self.threads <= 0:
+            raise ValueError(f"TrainConfig.threads={self.threads} must be positive")
+        if self.clip_norm is not None and self.clip_norm <= 0:
+            raise ValueError(f"TrainConfig.clip_norm={self.clip_norm} must be positive or null")
+        if self.deterministic and self.max_minutes is not None:
+            raise ValueError(
+                f"TrainConfig.deterministic=True with max_minutes={self.max_minutes}: a time budget makes the "
+                "learning rate follow the clock; set train.max_minutes to null for a reproducible run"
+            )

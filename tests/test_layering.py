@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "baselines": {"model", "typed_fields"},
     "architectures": {"model", "baselines"},
     "config": {"model", "baselines", "architectures", "typed_fields"},
-    "data": {"config", "atomic_files"},
+    "data": {"config", "atomic_files", "command_checks"},
     "checkpoint": {
         "model",
         "architectures",
@@ -49,9 +49,9 @@ ALLOWED: dict[str, set[str]] = {
         "evaluation",
     },
     "evaluation": {"model", "architectures", "data", "loss"},
-    "visualization": {"model", "data", "atomic_files"},
+    "visualization": {"model", "architectures", "data", "decoding", "atomic_files"},
     "autotune": {"model", "baselines", "device", "atomic_files"},
-    "interop": {"model", "config", "data", "checkpoint", "decoding", "atomic_files"},
+    "interop": {"model", "config", "data", "checkpoint", "decoding", "atomic_files", "command_checks"},
     "training": {
         "model",
         "architectures",

@@ -15,16 +15,13 @@ from safetensors.torch import save_file
 
 from transformer.averaging import write_weights_checkpoint
 from transformer.checkpoint import CheckpointError, load_checkpoint, read_index
-from transformer.cli import (
-    build_parser,
-    claim_run_dir_if_main,
-    main,
-    read_input_lines,
-    translator_from_args,
-)
+from transformer.cli import build_parser, main
+from transformer.cli_arguments.search_options import translator_from_args
 from transformer.config import DecodeConfig
 from transformer.data.dataset import read_parallel_files
+from transformer.data.text_lines import read_input_lines
 from transformer.decoding.translator import Translator
+from transformer.training.launch import claim_run_dir_if_main
 
 
 @pytest.fixture(scope="module")

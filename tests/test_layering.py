@@ -92,7 +92,18 @@ ALLOWED: dict[str, set[str]] = {
         "interop",
         "visualization",
     },
+    "cli_arguments": {
+        "command_checks",
+        "config",
+        "checkpoint",
+        "decoding",
+        "device",
+        "experiments",
+        "serving",
+    },
     "cli": {
+        "cli_arguments",
+        "device",
         "serving",
         "experiments",
         "atomic_files",

@@ -15,7 +15,7 @@ from pathlib import Path
 from transformer.config import DecodeConfig
 from transformer.data.backtranslated_corpus import check_backtranslation_output, write_backtranslated_corpus
 from transformer.data.text_lines import read_input_lines
-from transformer.decoding.file_translation import TranslationProgress, open_progress
+from transformer.decoding.translation_progress import TranslationProgress, open_progress
 from transformer.decoding.translator import Translator
 
 

@@ -2,46 +2,14 @@
 
 Line i of the output is sentence i's translation (or, with n-best, its candidates), in the columns of
 :mod:`~transformer.decoding.translation_lines`; an empty input line gives an empty output line. A long
-translation reports its progress through a caller's display (:data:`TranslationProgress`), since the library
-never prints.
+translation reports its progress through a caller's display
+(:data:`~transformer.decoding.translation_progress.TranslationProgress`), since the library never prints.
 """
-
-import contextlib
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 
 from transformer.data.text_lines import read_input_lines, write_output_lines
 from transformer.decoding.translation_lines import format_translations
+from transformer.decoding.translation_progress import TranslationProgress, open_progress
 from transformer.decoding.translator import Translator
-
-#: Opens a progress display for a translation of the given number of sentences; entered, it gives the callback
-#: that :meth:`~transformer.decoding.translator.Translator.translate` calls with the sentences each batch held.
-TranslationProgress = Callable[[int], AbstractContextManager[Callable[[int], None]]]
-
-
-def open_progress(
-    progress: TranslationProgress | None, total: int
-) -> AbstractContextManager[Callable[[int], None] | None]:
-    """Open a caller's progress display for ``total`` sentences, or none.
-
-    Parameters
-    ----------
-    progress : TranslationProgress or None
-        The caller's display (the command line's progress bar); None shows nothing.
-    total : int
-        Sentences to translate.
-
-    Returns
-    -------
-    contextlib.AbstractContextManager
-        Entered, it gives the callback for :meth:`Translator.translate` (None without a display).
-
-    Notes
-    -----
-    The display is opened only once the sentences are read, so its total is known from the start and the
-    time-left estimate is right from the first batch.
-    """
-    return contextlib.nullcontext() if progress is None else progress(total)
 
 
 def read_prefixes(prefix_path: str | None, input_path: str | None, num_sentences: int) -> list[str] | None:

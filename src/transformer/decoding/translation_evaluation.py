@@ -7,7 +7,7 @@
 from dataclasses import dataclass
 
 from transformer.data.text_lines import read_input_lines, write_output_lines
-from transformer.decoding.file_translation import TranslationProgress, open_progress
+from transformer.decoding.translation_progress import TranslationProgress, open_progress
 from transformer.decoding.translator import Translator
 from transformer.evaluation.bleu import TranslationScores, score_translations
 from transformer.evaluation.perplexity import PerplexityResult, corpus_perplexity

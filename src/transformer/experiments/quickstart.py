@@ -11,7 +11,7 @@ from pathlib import Path
 
 from transformer.config import ExperimentConfig
 from transformer.data.dataset import read_parallel_files
-from transformer.decoding.file_translation import TranslationProgress, open_progress
+from transformer.decoding.translation_progress import TranslationProgress, open_progress
 from transformer.decoding.translator import Translator
 from transformer.evaluation.bleu import TranslationScores, score_translations
 from transformer.training.launch import claim_run_dir_if_main, train_experiment

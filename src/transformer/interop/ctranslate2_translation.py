@@ -154,7 +154,9 @@ def translate_file_with_ctranslate2(
     device: str = "auto",
     compute_type: str = "default",
     precision: str = "fp32",
-    output_options: Sequence[str] = (),
+    prefix_path: str | None = None,
+    alignments: bool = False,
+    scores: bool = False,
 ) -> None:
     """Translate a file (or standard input) with a directory written by ``transformer convert --to ctranslate2``.
 
@@ -175,8 +177,9 @@ def translate_file_with_ctranslate2(
         CTranslate2's computation type, e.g. "default" or "int8".
     precision : str
         The ``--precision`` given, which must be fp32 (see :func:`check_ctranslate2_search`).
-    output_options : sequence of str
-        The output flags given that CTranslate2 cannot produce; any is refused.
+    prefix_path, alignments, scores : str or None, bool, bool
+        ``--prefix-file``, ``--alignments`` and ``--scores`` as given: outputs only this project's translator
+        produces, each refused when given.
 
     Returns
     -------
@@ -198,7 +201,8 @@ def translate_file_with_ctranslate2(
     anyone types into standard input. Line i of the output is line i's translation, empty for an empty line,
     as :func:`~transformer.decoding.file_translation.translate_file` writes them.
     """
-    check_ctranslate2_search(settings, precision, output_options)
+    given = {"--prefix-file": prefix_path is not None, "--alignments": alignments, "--scores": scores}
+    check_ctranslate2_search(settings, precision, [flag for flag, used in given.items() if used])
     translator = CTranslate2Translator.from_directory(
         model_dir, "cuda" if device.startswith("cuda") else "cpu", compute_type
     )

@@ -25,6 +25,7 @@ from transformer.checkpoint.layout import CHECKSUM_METADATA_KEY, resolve_checkpo
 from transformer.checkpoint.weights import read_weights_metadata
 from transformer.cli import main
 from transformer.data.pipeline.text_files import read_lines
+from transformer.decoding import translation_progress
 
 
 @pytest.fixture(scope="module")
@@ -555,7 +556,8 @@ def test_a_weights_file_as_checkpoint_translates_as_its_directory(in_workspace: 
 def test_a_long_translation_shows_its_progress_on_standard_error(
     in_workspace: Path, monkeypatch, capsys
 ) -> None:
-    monkeypatch.setattr(cli, "PROGRESS_DELAY_SECONDS", 0.0)  # as if the search took longer than the delay
+    # As if the search took longer than the delay.
+    monkeypatch.setattr(translation_progress, "PROGRESS_DELAY_SECONDS", 0.0)
     arguments = ["translate", "--checkpoint", "run", "--input", "src.en", "--max-length-offset", "1024"]
     assert main([*arguments, "--output", "progress.de"]) == 0
     output = capsys.readouterr()
@@ -564,6 +566,6 @@ def test_a_long_translation_shows_its_progress_on_standard_error(
     (in_workspace / "progress.de").unlink()  # the workspace stays as the table expects it
     # A translation shorter than the delay prints nothing extra (a delay no run reaches, so that a loaded
     # machine cannot make this translation "long"; the real delay is PROGRESS_DELAY_SECONDS = 3 s).
-    monkeypatch.setattr(cli, "PROGRESS_DELAY_SECONDS", 3600.0)
+    monkeypatch.setattr(translation_progress, "PROGRESS_DELAY_SECONDS", 3600.0)
     assert main(arguments) == 0
     assert capsys.readouterr().err == ""

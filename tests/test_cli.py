@@ -16,16 +16,12 @@ from safetensors.torch import save_file
 from transformer.averaging import write_weights_checkpoint
 from transformer.checkpoint.layout import CheckpointError, read_index
 from transformer.checkpoint.model_checkpoint import load_checkpoint
-from transformer.cli import (
-    build_parser,
-    claim_run_dir_if_main,
-    main,
-    read_input_lines,
-    translator_from_args,
-)
+from transformer.cli import build_parser, main
+from transformer.cli_arguments.search_options import translator_from_args
 from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.text_files import read_parallel_files
 from transformer.decoding.translator import Translator
+from transformer.training.launch import claim_run_dir_if_main
 
 
 @pytest.fixture(scope="module")
@@ -314,12 +310,6 @@ def test_non_utf8_standard_input_names_standard_input_and_line(
     assert capsys.readouterr().err == (
         "transformer translate: error: standard input line 2: not valid UTF-8 (byte 7 of the line)\n"
     )
-
-
-def test_standard_input_lines_keep_their_spaces_and_lose_their_line_ends(monkeypatch) -> None:
-    stdin = io.TextIOWrapper(io.BytesIO(b"\xef\xbb\xbf one \r\n\n two\n last"), "utf-8", "surrogateescape")
-    monkeypatch.setattr("sys.stdin", stdin)
-    assert read_input_lines("-") == [" one ", "", " two", " last"]
 
 
 def one_error_line(capsys) -> str:

@@ -28,7 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "baselines": {"model", "typed_fields"},
     "architectures": {"model", "baselines"},
     "config": {"model", "baselines", "architectures", "typed_fields"},
-    "data": {"config", "atomic_files"},
+    "data": {"config", "atomic_files", "command_checks"},
     "checkpoint": {
         "model",
         "architectures",
@@ -50,9 +50,9 @@ ALLOWED: dict[str, set[str]] = {
         "evaluation",
     },
     "evaluation": {"model", "architectures", "data", "loss"},
-    "visualization": {"model", "data", "atomic_files"},
+    "visualization": {"model", "architectures", "data", "decoding", "atomic_files"},
     "autotune": {"model", "baselines", "device", "atomic_files"},
-    "interop": {"model", "config", "data", "checkpoint", "decoding", "atomic_files"},
+    "interop": {"model", "config", "data", "checkpoint", "decoding", "atomic_files", "command_checks"},
     "training": {
         "model",
         "architectures",
@@ -93,7 +93,18 @@ ALLOWED: dict[str, set[str]] = {
         "interop",
         "visualization",
     },
+    "cli_arguments": {
+        "command_checks",
+        "config",
+        "checkpoint",
+        "decoding",
+        "device",
+        "experiments",
+        "serving",
+    },
     "cli": {
+        "cli_arguments",
+        "device",
         "serving",
         "experiments",
         "atomic_files",
@@ -122,7 +133,7 @@ ALLOWED: dict[str, set[str]] = {
 DATA_LAYERS: dict[str, set[str]] = {
     "data.pipeline": {"atomic_files"},
     "data.corpora": {"data.pipeline", "atomic_files"},
-    "data": {"data.pipeline", "data.corpora", "config"},
+    "data": {"data.pipeline", "data.corpora", "config", "command_checks", "atomic_files"},
 }
 
 

@@ -2,8 +2,8 @@
 
 "For the base models, we used a single model obtained by averaging the last 5 checkpoints, which were written
 at 10-minute intervals. For the big models, we averaged the last 20 checkpoints." ``transformer
-average-checkpoints`` is :func:`select_last_checkpoints` (or explicit directories), :func:`check_average_output`,
-:func:`average_checkpoints` and :func:`write_weights_checkpoint`, in that order.
+average-checkpoints`` is :func:`select_last_checkpoints` (or explicit directories), then :func:`write_average`:
+:func:`check_average_output`, :func:`average_checkpoints` and :func:`write_weights_checkpoint`, in that order.
 """
 
 import json
@@ -130,6 +130,37 @@ def write_weights_checkpoint(checkpoint: Checkpoint, destination: Path, sources:
         )
         (staging / AVERAGED_FROM_FILE).write_text(json.dumps([str(path) for path in sources], indent=1))
     return Path(destination)
+
+
+def write_average(paths: Sequence[Path], destination: Path) -> Path:
+    """Average checkpoints and write the mean as a new checkpoint.
+
+    Parameters
+    ----------
+    paths : sequence of Path
+        Checkpoint directories of one model shape and vocabulary (:func:`select_last_checkpoints`, or given).
+    destination : Path
+        The new checkpoint directory: missing, empty, or an earlier average (replaced).
+
+    Returns
+    -------
+    Path
+        ``destination``.
+
+    Raises
+    ------
+    ValueError
+        When ``destination`` holds anything but an earlier average (:func:`check_average_output`).
+    CheckpointError
+        When a checkpoint is missing or damaged, or the checkpoints differ in shape or tokenizer.
+
+    Notes
+    -----
+    The destination is checked before any checkpoint is read, so a wrong ``--output`` costs no loading; the
+    result records its sources in ``averaged_from.json``.
+    """
+    check_average_output(destination)
+    return write_weights_checkpoint(average_checkpoints(paths), destination, paths)
 
 
 def check_average_output(destination: Path) -> None:

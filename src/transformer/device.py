@@ -7,6 +7,7 @@ request the CPU would only emulate, and the tests skip what the machine lacks wi
 
 import os
 import platform
+import re
 from pathlib import Path
 
 import torch
@@ -37,8 +38,9 @@ def resolve_device(requested: str, local_rank: int = 0, option: str = "train.dev
     local_rank : int
         Picks the GPU for "auto"/"cuda" when several processes share a machine.
     option : str
-        The setting's name in error messages: ``train.device`` for training, ``--device`` or ``device`` for
-        translation.
+        The setting's name in error messages: ``train.device`` for training, ``device`` for a
+        :class:`~transformer.decoding.translator.Translator`, or a command-line flag such as ``--device``
+        (a flag is written ``--device cuda``, a setting ``train.device='cuda'``).
 
     Returns
     -------
@@ -48,32 +50,36 @@ def resolve_device(requested: str, local_rank: int = 0, option: str = "train.dev
     Raises
     ------
     ValueError
-        Naming ``option`` when CUDA is requested but unavailable, when "auto"/"cuda" would give this process
-        (local rank ``local_rank``) a GPU the machine does not have, or for a setting other than auto, cpu,
-        cuda and cuda:N.
+        Naming ``option`` and the value: for a setting other than auto, cpu, cuda and cuda:N; when CUDA is
+        requested but unavailable; for a "cuda:N" beyond the machine's GPUs; and when "auto"/"cuda" would give
+        this process (local rank ``local_rank``) a GPU the machine does not have.
 
     Notes
     -----
     With ``torchrun --nproc_per_node=2`` on a machine with one GPU, "auto" and "cuda" are refused: without the
-    check both processes would silently share GPU 0.
+    check both processes would silently share GPU 0. Every refusal happens here, before a model is built, so
+    a wrong device costs one line instead of a CUDA traceback from the first tensor moved to it.
     """
-    if requested == "auto":
-        requested = "cuda" if torch.cuda.is_available() else "cpu"
-    if requested.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ValueError(f"{option}={requested!r} but CUDA is not available on this machine")
-        if ":" in requested:
-            return torch.device(requested)
-        gpus = torch.cuda.device_count()
-        if local_rank >= gpus:
-            raise ValueError(
-                f"{option}={requested!r}: process of local rank {local_rank} has no GPU of its own "
-                f"({gpus} visible); start at most {gpus} processes per machine or set {option}=cpu"
-            )
-        return torch.device(f"cuda:{local_rank}")
-    if requested != "cpu":
-        raise ValueError(f"{option}={requested!r} is not one of auto, cpu, cuda, cuda:N")
-    return torch.device("cpu")
+    flag = option.startswith("-")
+    setting = f"{option} {requested}" if flag else f"{option}={requested!r}"
+    use_cpu = f"{option} cpu" if flag else f"{option}=cpu"
+    if not re.fullmatch(r"auto|cpu|cuda(:[0-9]+)?", requested):
+        raise ValueError(f"{setting}: expected auto, cpu, cuda or cuda:N")
+    if requested == "cpu" or (requested == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ValueError(f"{setting}: CUDA is not available on this machine; use {use_cpu}")
+    gpus = torch.cuda.device_count()
+    if ":" in requested:
+        if int(requested.partition(":")[2]) >= gpus:
+            raise ValueError(f"{setting}: this machine has {gpus} GPU(s)")
+        return torch.device(requested)
+    if local_rank >= gpus:
+        raise ValueError(
+            f"{setting}: process of local rank {local_rank} has no GPU of its own ({gpus} visible); start at "
+            f"most {gpus} processes per machine or set {use_cpu}"
+        )
+    return torch.device(f"cuda:{local_rank}")
 
 
 def cpu_model_and_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, list[str]]:

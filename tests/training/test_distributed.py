@@ -189,7 +189,11 @@ def test_more_processes_than_gpus_is_a_one_line_error(monkeypatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     assert resolve_device("auto", local_rank=0) == torch.device("cuda:0")
-    assert resolve_device("cuda:3", local_rank=1) == torch.device("cuda:3")
+    assert resolve_device("cuda:0", local_rank=1) == torch.device(
+        "cuda:0"
+    )  # an explicit GPU, whatever the rank
+    with pytest.raises(ValueError, match=r"train.device='cuda:3': this machine has 1 GPU\(s\)"):
+        resolve_device("cuda:3", local_rank=1)
     with pytest.raises(
         ValueError, match=r"local rank 1 has no GPU of its own \(1 visible\).*train.device=cpu"
     ):

@@ -8,6 +8,7 @@ are too regular to teach the model much.
 """
 
 import dataclasses
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from transformer.data.corpora.backtranslated_corpus import (
     check_backtranslation_output,
     write_backtranslated_corpus,
 )
+from transformer.data.text_lines import read_input_lines
+from transformer.decoding.translation_progress import TranslationProgress, open_progress
 from transformer.decoding.translator import Translator
 
 
@@ -99,3 +102,102 @@ def backtranslate(
         "precision": translator.precision,
     }
     return write_backtranslated_corpus(output_dir, sources, list(targets), languages, record)
+
+
+def check_backtranslation_request(
+    output_dir: Path, languages: tuple[str, str], beam_size: int | None, sampling: bool | None
+) -> None:
+    """Refuse a back-translation's output folder, language suffixes or search before a model is loaded.
+
+    Parameters
+    ----------
+    output_dir : Path
+        The corpus folder (``--output``).
+    languages : (str, str)
+        ``--source-lang`` and ``--target-lang``: the suffixes of the corpus files.
+    beam_size : int or None
+        ``--beam``: beam search instead of sampling.
+    sampling : bool or None
+        ``--sampling`` as given.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        Naming the option: an output folder holding anything but an earlier back-translation, a suffix that
+        is not letters, digits, ``-`` or ``_``, the same suffix twice, or ``--beam`` with ``--sampling``.
+
+    Notes
+    -----
+    A suffix becomes part of a file name (``train.en``), so one with a space or a slash would write
+    somewhere unexpected; both searches asked for at once would leave one silently ignored.
+    """
+    check_backtranslation_output(output_dir)
+    for option, language in zip(("--source-lang", "--target-lang"), languages, strict=True):
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", language):
+            raise ValueError(
+                f"{option} {language!r}: expected a file suffix such as en (letters, digits, - or _)"
+            )
+    if languages[0] == languages[1]:
+        raise ValueError(f"--source-lang and --target-lang are both {languages[0]!r}")
+    if beam_size is not None and sampling:
+        raise ValueError("--beam and --sampling: back-translation samples unless --beam asks for beam search")
+
+
+def backtranslate_file(
+    translator: Translator,
+    input_path: str | None,
+    output_dir: Path,
+    languages: tuple[str, str],
+    beam_size: int | None,
+    checkpoint_label: str,
+    progress: TranslationProgress | None = None,
+) -> tuple[int, int]:
+    """Back-translate a file (or standard input) of target-language lines into a synthetic corpus folder.
+
+    Parameters
+    ----------
+    translator : Translator
+        A target-to-source model (or ensemble); its ``decode_config`` is replaced by the back-translation
+        search (:func:`backtranslation_settings`).
+    input_path : str or None
+        Monolingual target-language text (plain or gzipped); None or "-" reads standard input.
+    output_dir : Path
+        The corpus folder: missing, empty, or an earlier back-translation (it is replaced).
+    languages : (str, str)
+        Source and target language suffixes of the corpus files, e.g. ("en", "de").
+    beam_size : int or None
+        Beam search with this beam; None samples.
+    checkpoint_label : str
+        The checkpoint(s) the model came from, recorded in ``backtranslation.json``.
+    progress : TranslationProgress or None
+        A progress display for the translation.
+
+    Returns
+    -------
+    written : int
+        Synthetic pairs written.
+    read : int
+        Input lines read (the difference, pairs with an empty side, was dropped).
+
+    Raises
+    ------
+    ValueError
+        For bad input text or an output folder holding something else (see :func:`backtranslate`).
+    CorpusError
+        When the input is unreadable or not UTF-8.
+
+    Notes
+    -----
+    The input is read after the model is loaded, so a wrong checkpoint fails before anyone types into
+    standard input; the record names the input file, or standard input.
+    """
+    translator.decode_config = backtranslation_settings(translator.decode_config, beam_size)
+    targets = read_input_lines(input_path)
+    provenance = {"checkpoint": checkpoint_label, "input": input_path or "standard input"}
+    with open_progress(progress, len(targets)) as advance:
+        written = backtranslate(translator, targets, output_dir, languages, provenance, advance)
+    return written, len(targets)

@@ -13,6 +13,8 @@ import sacrebleu
 from sacrebleu.metrics.helpers import extract_all_char_ngrams, extract_all_word_ngrams
 from sacrebleu.significance import PairedTest, Result
 
+from transformer.data.text_lines import read_input_lines
+
 
 @dataclass(frozen=True)
 class TranslationScores:
@@ -110,6 +112,39 @@ def score_translations(
         bleu_details=details,
         num_sentences=len(hypotheses),
     )
+
+
+def score_files(hypotheses_path: str, reference_path: str, lowercase: bool = False) -> TranslationScores:
+    """Score a file of translations against a file of references.
+
+    Parameters
+    ----------
+    hypotheses_path : str
+        Detokenised translations, one per line (plain or gzipped; "-" is standard input).
+    reference_path : str
+        References, line-aligned with the translations.
+    lowercase : bool
+        Case-insensitive BLEU.
+
+    Returns
+    -------
+    TranslationScores
+        BLEU, chrF, signatures and details.
+
+    Raises
+    ------
+    ValueError
+        When the counts differ, there is nothing to score, or a line holds a control character.
+    CorpusError
+        When a file is unreadable or not UTF-8.
+
+    Notes
+    -----
+    ``transformer evaluate --hypotheses``: translations made by any system are scored exactly as this
+    project's own, so the numbers compare. The references are read first, as when a model translates.
+    """
+    references = read_input_lines(reference_path)
+    return score_translations(read_input_lines(hypotheses_path), references, lowercase=lowercase)
 
 
 #: The utilities minimum Bayes risk decoding can use (``DecodeConfig.mbr_utility``).

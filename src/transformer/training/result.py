@@ -62,6 +62,29 @@ class TrainResult:
     stop_reason: str
     schedule_note: str = ""
 
+    def describe(self) -> str:
+        """Summarise the run in one line.
+
+        Returns
+        -------
+        str
+            Steps, target tokens, minutes, what stopped it, the final validation loss and perplexity (when
+            validated) and the last checkpoint.
+
+        Notes
+        -----
+        ``transformer train`` and ``transformer quickstart`` print it when training ends; the validation loss
+        is label-smoothed, the perplexity comes from the unsmoothed NLL, so the two do not convert into each
+        other.
+        """
+        valid = ""
+        if self.valid_loss is not None and self.valid_perplexity is not None:
+            valid = f", valid loss {self.valid_loss:.4f}, perplexity {self.valid_perplexity:.2f}"
+        return (
+            f"trained {self.step} steps ({self.tokens_seen:,} target tokens) in {self.elapsed_seconds / 60:.1f} min, "
+            f"stopped by {self.stop_reason}{valid}; checkpoint {self.checkpoint}"
+        )
+
 
 def raise_if_diverged(per_step: Tensor, first_step: int, latest_checkpoint: Path | None) -> None:
     """Raise :class:`TrainingDivergedError` naming the first step whose loss is not finite.

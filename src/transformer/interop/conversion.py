@@ -1,0 +1,62 @@
+"""``transformer convert``: import a HuggingFace Marian model, or export a checkpoint to Marian or CTranslate2.
+
+The command's paths are positional (``convert --from hf-marian MARIAN_DIR --to CHECKPOINT_DIR``, ``convert --to
+hf-marian|ctranslate2 CHECKPOINT OUTPUT_DIR``), so their number and the target format are checked here, with
+the output compared to the input before anything is read.
+"""
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from transformer.checkpoint.layout import resolve_checkpoint
+from transformer.command_checks import refuse_outputs_among_inputs
+from transformer.interop.ctranslate2 import export_ctranslate2
+from transformer.interop.marian import export_marian, import_marian
+
+
+def convert_model(from_format: str, to: str, paths: Sequence[str], quantization: str | None = None) -> Path:
+    """Import a HuggingFace Marian directory, or export a checkpoint (or a run's best) to another format.
+
+    Parameters
+    ----------
+    from_format : {"checkpoint", "hf-marian"}
+        ``--from``: "hf-marian" imports, "checkpoint" exports.
+    to : str
+        ``--to``: the new checkpoint directory of an import, or the export's format ("hf-marian" or
+        "ctranslate2").
+    paths : sequence of str
+        ``MARIAN_DIR`` for an import; ``CHECKPOINT OUTPUT_DIR`` for an export.
+    quantization : str or None
+        CTranslate2 weight quantization, e.g. "int8" (CTranslate2 exports only).
+
+    Returns
+    -------
+    Path
+        The directory written.
+
+    Raises
+    ------
+    ValueError
+        For the wrong number of paths or an unknown export format (with the command's usage), an output that
+        is or holds the input, an output holding something other than an earlier conversion of the same
+        kind, or a model the format cannot represent.
+
+    Notes
+    -----
+    An output directory is replaced only if it holds an earlier conversion of the same kind, so a mistyped
+    path never deletes a user's files.
+    """
+    if from_format == "hf-marian":
+        if len(paths) != 1:
+            raise ValueError("convert --from hf-marian MARIAN_DIR --to CHECKPOINT_DIR takes one MARIAN_DIR")
+        refuse_outputs_among_inputs(
+            [("MARIAN_DIR", Path(paths[0]))], replaced_directories=[("--to", Path(to))]
+        )
+        return import_marian(Path(paths[0]), Path(to))
+    if to not in ("hf-marian", "ctranslate2") or len(paths) != 2:
+        raise ValueError("export with: convert --to hf-marian|ctranslate2 CHECKPOINT OUTPUT_DIR")
+    source, destination = resolve_checkpoint(Path(paths[0])), Path(paths[1])
+    refuse_outputs_among_inputs([("CHECKPOINT", source)], replaced_directories=[("OUTPUT_DIR", destination)])
+    if to == "hf-marian":
+        return export_marian(source, destination)
+    return export_ctranslate2(source, destination, quantization)

@@ -50,10 +50,10 @@ from transformer.decoding.translation_lines import format_translations
 from transformer.decoding.translator import TRANSLATION_PRECISIONS, Translator
 from transformer.evaluation.bleu import score_translations
 from transformer.evaluation.perplexity import corpus_perplexity
-from transformer.experiments.plan import with_base_overrides
-from transformer.experiments.registry import EXPERIMENTS, SCALES, experiment_module
-from transformer.experiments.report import update_document
-from transformer.experiments.runner import run_experiment
+from transformer.experiments.common.generated_sections import update_document
+from transformer.experiments.common.plan import with_base_overrides
+from transformer.experiments.common.runner import run_experiment
+from transformer.experiments.registry import EXPERIMENTS, SCALES, build_plan, measurement
 from transformer.interop.ctranslate2 import CTranslate2Translator, export_ctranslate2
 from transformer.interop.marian import export_marian, import_marian
 from transformer.model.transformer import Transformer
@@ -1325,19 +1325,19 @@ def run_experiment_command(args: argparse.Namespace) -> int:
         [("NAME", args.report_of, None), ("--document", args.document, None), ("--check", args.check, False)],
     )
     check_device_flag(args.device)
-    module = experiment_module(args.name)
+    measure = measurement(args.name)
     output_dir = (
         Path(args.output_dir)
         if args.output_dir
         else Path("runs") / "experiments" / f"{args.name}-{args.scale}"
     )
     check_output_directory(output_dir, "--output-dir")
-    if hasattr(module, "run_measurement"):
+    if measure is not None:
         refuse_flags(f"{args.name} is a measurement, not a training", training_flags(args))
-        report_path = module.run_measurement(output_dir, args.device, args.scale, print, args.allow_dirty)
+        report_path = measure(output_dir, args.device, args.scale, print, args.allow_dirty)
         print(f"{args.name}: report: {report_path}")
         return 0
-    plan = with_base_overrides(module.build_plan(args.scale), args.overrides)
+    plan = with_base_overrides(build_plan(args.name, args.scale), args.overrides)
     only = [name.strip() for name in args.only.split(",") if name.strip()] if args.only else None
     outcome = run_experiment(
         plan, output_dir, args.seeds, args.parallel, args.device, only, allow_dirty=args.allow_dirty
@@ -1417,7 +1417,7 @@ def run_experiment_report(args: argparse.Namespace) -> int:
     Notes
     -----
     The section is the one between the markers named after the records' directory
-    (:mod:`transformer.experiments.report`).
+    (:mod:`transformer.experiments.common.generated_sections`).
     """
     if args.report_of is None:
         raise ValueError("report: name the experiment, e.g. transformer experiment report table2")

@@ -5,8 +5,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from transformer.experiments.plan import ExperimentPlan
-from transformer.experiments.results import format_metric, records_by_variant
+from transformer.experiments.common.plan import ExperimentPlan
+from transformer.experiments.common.results import format_metric, records_by_variant
 
 
 def _percent(values: Sequence[float | None]) -> str:

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from transformer.config import experiment_from_dict
-from transformer.experiments import table2
-from transformer.experiments.plan import ExperimentPlan, Variant, flatten, short_recipe
+from transformer.experiments.common.plan import ExperimentPlan, Variant, flatten, short_recipe
+from transformer.experiments.table2.settings import scale_settings, scaled_row, table_rows
 
 #: The encodings compared, in table order.
 ENCODINGS = ("none", "sinusoidal", "learned")
@@ -115,11 +115,11 @@ def multi30k_base(scale: str) -> dict[str, Any]:
     Sharing Table 2's configuration makes this group's ``sinusoidal`` and ``learned`` rows the same runs
     as ``table2``'s ``base`` and ``E1``: the two experiments check each other.
     """
-    settings = table2.scale_settings(scale)
+    settings = scale_settings(scale)
     base: dict[str, Any] = copy.deepcopy(settings["base"])
-    name, _, model, smoothing, _, _ = table2.table_rows()[0]
+    name, _, model, smoothing, _, _ = table_rows()[0]
     assert name == "base"
-    base.setdefault("model", {}).update(table2.scaled_row(model, settings["width"], settings["layers"]))
+    base.setdefault("model", {}).update(scaled_row(model, settings["width"], settings["layers"]))
     base.setdefault("train", {})["label_smoothing"] = smoothing
     return base
 

@@ -10,10 +10,10 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from transformer.experiments.comparisons import compare_with_baseline, describe_over_seeds
-from transformer.experiments.plan import ExperimentPlan
+from transformer.experiments.common.comparisons import compare_with_baseline, describe_over_seeds
+from transformer.experiments.common.plan import ExperimentPlan
+from transformer.experiments.common.results import records_by_variant, summarise
 from transformer.experiments.positions.settings import ENCODINGS
-from transformer.experiments.results import records_by_variant, summarise
 
 
 def bucket_names(records: list[dict[str, Any]]) -> list[str]:

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from typing import Any
 
-from transformer.experiments.plan import ExperimentPlan, Variant
+from transformer.experiments.common.plan import ExperimentPlan, Variant
 
 #: Dev BLEU levels whose first-reached training time the table reports (greedy search, like the curve).
 BLEU_LEVELS = (10.0, 20.0, 30.0, 35.0)

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from transformer.device import describe_cpu
-from transformer.experiments.results import append_result
+from transformer.experiments.common.results import append_result
 from transformer.experiments.table1.flops import analytic_flops, counted_flops
 from transformer.experiments.table1.layers import build_layer
 from transformer.experiments.table1.settings import TIMED_KINDS, Table1Settings
@@ -210,7 +210,7 @@ def measure_points(
     report : callable
         Receives one progress line per length.
     commit : str or None
-        The commit of the code that measures (:func:`~transformer.experiments.provenance.git_commit`),
+        The commit of the code that measures (:func:`~transformer.experiments.common.provenance.git_commit`),
         written into every record.
 
     Returns

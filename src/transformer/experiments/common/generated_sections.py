@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transformer.atomic_files import write_text_atomically
-from transformer.experiments.registry import EXPERIMENTS, experiment_module
-from transformer.experiments.results import RESULTS_FILE, read_results
+from transformer.experiments.common.results import RESULTS_FILE, read_results
+from transformer.experiments.registry import EXPERIMENTS, build_plan, experiment_part
 
 
 def section_markers(section: str) -> tuple[str, str]:
@@ -64,8 +64,7 @@ def render_section(name: str, experiment_dir: Path) -> str:
     -----
     The plan is rebuilt at the records' scale (every record names it).
     """
-    module = experiment_module(name)
-    render = getattr(module, "render_verdicts", None)
+    render = getattr(experiment_part(name, "verdicts"), "render_verdicts", None)
     if render is None:
         raise ValueError(f"{name} has no generated report yet (its module defines no render_verdicts)")
     records = read_results(experiment_dir / RESULTS_FILE)
@@ -77,7 +76,7 @@ def render_section(name: str, experiment_dir: Path) -> str:
     scales = sorted({str(record["scale"]) for record in records})
     if len(scales) != 1:
         raise ValueError(f"{experiment_dir / RESULTS_FILE}: records of several scales ({', '.join(scales)})")
-    text: str = render(module.build_plan(scales[0]), records, experiment_dir)
+    text: str = render(build_plan(name, scales[0]), records, experiment_dir)
     return text
 
 

@@ -94,7 +94,7 @@ class ExperimentPlan:
     Notes
     -----
     Plans are plain values built by each experiment module's ``build_plan``; the runner
-    (:mod:`transformer.experiments.runner`) knows nothing about any particular experiment.
+    (:mod:`transformer.experiments.common.runner`) knows nothing about any particular experiment.
     """
 
     name: str

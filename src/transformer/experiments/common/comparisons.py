@@ -3,7 +3,7 @@
 The pieces a generated verdict table is built from: the seeds a variant and its baseline share, the paired
 bootstrap test of each seed pair on the sentences both translated (read from the files the records point
 to), the figures over seeds with their confidence intervals, and the verdict the rule of
-:func:`~transformer.experiments.statistics.decide_verdict` gives. Nothing here trains or decodes: a table is a
+:func:`~transformer.experiments.common.statistics.decide_verdict` gives. Nothing here trains or decodes: a table is a
 function of the records and the files beside them, so the same records always print the same table.
 """
 
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from transformer.evaluation.bleu import PairedBleuTest, paired_bootstrap_bleu
-from transformer.experiments.results import load_sentences
-from transformer.experiments.statistics import Verdict, decide_verdict, summarise_seeds
+from transformer.experiments.common.results import load_sentences
+from transformer.experiments.common.statistics import Verdict, decide_verdict, summarise_seeds
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ def verdict_for(expected_sign: int, pairs: Sequence[SeedPair]) -> Verdict:
     Returns
     -------
     Verdict
-        :func:`~transformer.experiments.statistics.decide_verdict` on the tested pairs.
+        :func:`~transformer.experiments.common.statistics.decide_verdict` on the tested pairs.
 
     Notes
     -----
@@ -198,7 +198,7 @@ def describe_over_seeds(records: Sequence[dict[str, Any]], key: str, digits: int
 
     Notes
     -----
-    The bracket is the t interval of the mean (:func:`~transformer.experiments.statistics.summarise_seeds`), so
+    The bracket is the t interval of the mean (:func:`~transformer.experiments.common.statistics.summarise_seeds`), so
     two seeds print a wide one instead of a falsely tight ``mean ± std``; a record without the metric is left
     out.
     """

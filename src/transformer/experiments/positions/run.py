@@ -17,6 +17,8 @@ from transformer.data.synthetic import (
 from transformer.data.text_tokenizer import TextTokenizer
 from transformer.decoding.translator import Translator
 from transformer.evaluation.bleu import score_translations
+from transformer.experiments.common.results import RUN_SENTENCES_DIR
+from transformer.experiments.common.worker import read_run_spec
 from transformer.experiments.positions.probes import (
     LengthBucket,
     length_buckets,
@@ -24,8 +26,6 @@ from transformer.experiments.positions.probes import (
     swap_pairs,
 )
 from transformer.experiments.positions.settings import LENGTH_SCALES, TEST_SEED
-from transformer.experiments.results import RUN_SENTENCES_DIR
-from transformer.experiments.worker import read_run_spec
 from transformer.model.transformer import Transformer
 
 
@@ -70,7 +70,7 @@ def _score_buckets(
 
     With ``keep_in``, each bucket's translations and references are also written there as
     ``length-NAME.hypotheses.txt`` and ``length-NAME.references.txt``, which the runner keeps for the paired
-    tests between encodings (:func:`~transformer.experiments.results.keep_run_sentences`).
+    tests between encodings (:func:`~transformer.experiments.common.results.keep_run_sentences`).
     """
     scores: list[dict[str, Any]] = []
     for bucket in buckets:

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from transformer.experiments.comparisons import compare_with_baseline, describe_over_seeds
-from transformer.experiments.plan import ExperimentPlan
-from transformer.experiments.results import records_by_variant, summarise
+from transformer.experiments.common.comparisons import compare_with_baseline, describe_over_seeds
+from transformer.experiments.common.plan import ExperimentPlan
+from transformer.experiments.common.results import records_by_variant, summarise
 
 #: Scorings in table order, with what each computes.
 SCORINGS = {"unscaled": "q.k", "sqrt": "q.k / sqrt(d_k)", "linear": "q.k / d_k", "additive": "additive"}

@@ -1,7 +1,7 @@
 """Run an experiment's variants: skip what finished, resume what was interrupted, report what failed.
 
 Every run (variant x seed) lives in ``OUTPUT_DIR/runs/VARIANT-sSEED/`` and is trained and scored by a worker
-process (:mod:`transformer.experiments.worker`) with the ordinary trainer, checkpoints and decoder. The runner
+process (:mod:`transformer.experiments.common.worker`) with the ordinary trainer, checkpoints and decoder. The runner
 decides which runs to start, starts up to ``parallel`` workers at a time, appends each finished run to
 ``results.jsonl`` and rebuilds ``table.md`` (and the experiment's plots) from that file after every run.
 
@@ -25,8 +25,8 @@ from transformer.atomic_files import write_bytes_atomically, write_json_atomical
 from transformer.autotune.thread_probe import usable_cpus
 from transformer.config import experiment_from_dict
 from transformer.data.prepare import TOKENIZER_FILE, prepare_data
-from transformer.experiments.curves import keep_run_curves
-from transformer.experiments.plan import (
+from transformer.experiments.common.curves import keep_run_curves
+from transformer.experiments.common.plan import (
     ExperimentPlan,
     Variant,
     config_differences,
@@ -35,10 +35,20 @@ from transformer.experiments.plan import (
     run_config,
     set_dotted,
 )
-from transformer.experiments.provenance import describe_machine, git_commit, refuse_dirty_tree, source_state
-from transformer.experiments.registry import experiment_module
-from transformer.experiments.results import RESULTS_FILE, append_result, keep_run_sentences, read_results
-from transformer.experiments.worker import LOG_FILE, RESULT_FILE, RUN_FILE
+from transformer.experiments.common.provenance import (
+    describe_machine,
+    git_commit,
+    refuse_dirty_tree,
+    source_state,
+)
+from transformer.experiments.common.results import (
+    RESULTS_FILE,
+    append_result,
+    keep_run_sentences,
+    read_results,
+)
+from transformer.experiments.common.worker import LOG_FILE, RESULT_FILE, RUN_FILE
+from transformer.experiments.registry import experiment_part
 from transformer.training.run_lock import hold_run_lock
 
 TABLE_FILE = "table.md"
@@ -57,7 +67,7 @@ class PlannedRun:
     run_dir : Path
         ``OUTPUT_DIR/runs/VARIANT-sSEED``.
     config : dict of str to Any
-        The resolved run configuration (:func:`~transformer.experiments.plan.run_config`).
+        The resolved run configuration (:func:`~transformer.experiments.common.plan.run_config`).
 
     Notes
     -----
@@ -286,11 +296,12 @@ def rebuild_reports(plan: ExperimentPlan, output_dir: Path) -> Path:
     Built from the file alone, never from memory, so the table always says what the results file holds,
     including runs of earlier invocations.
     """
-    module = experiment_module(plan.name)
+    tables = experiment_part(plan.name, "report")
+    if tables is None:
+        raise ValueError(f"{plan.name} has no report module to render its table")
     records = read_results(output_dir / RESULTS_FILE)
-    table = module.render_table(plan, records)
-    write_text_atomically(output_dir / TABLE_FILE, table)
-    plot = getattr(module, "plot", None)
+    write_text_atomically(output_dir / TABLE_FILE, tables.render_table(plan, records))
+    plot = getattr(tables, "plot", None)
     if plot is not None and records:
         plot(plan, records, output_dir)
     return output_dir / TABLE_FILE
@@ -439,7 +450,7 @@ def _start_worker(run: PlannedRun, plan: ExperimentPlan) -> "subprocess.Popen[by
         log.write(f"\n=== {datetime.now(timezone.utc).isoformat(timespec='seconds')} {run.name}\n".encode())
         log.flush()
         return subprocess.Popen(
-            [sys.executable, "-m", "transformer.experiments.worker", str(run.run_dir)],
+            [sys.executable, "-m", "transformer.experiments.common.worker", str(run.run_dir)],
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},

@@ -7,7 +7,7 @@ import pytest
 
 from transformer.experiments.attention_scoring import settings as attention_scoring_settings
 from transformer.experiments.common.plan import run_config, with_base_overrides
-from transformer.experiments.common.runner import plan_runs
+from transformer.experiments.common.planned_runs import plan_runs
 from transformer.experiments.positions import settings as positions_settings
 from transformer.experiments.table2 import settings as table2_settings
 

@@ -10,8 +10,9 @@ from transformer.config import TransformerConfig, experiment_from_dict
 from transformer.data.synthetic import generate_pairs
 from transformer.evaluation.bleu import score_translations
 from transformer.experiments.common.plan import run_config, set_dotted, with_base_overrides
+from transformer.experiments.common.planned_runs import plan_runs
 from transformer.experiments.common.results import load_sentences, read_results
-from transformer.experiments.common.runner import plan_runs, run_experiment
+from transformer.experiments.common.runner import run_experiment
 from transformer.experiments.positions.probes import (
     bucket_bounds,
     length_buckets,

@@ -3,7 +3,15 @@
 import functools
 from typing import Any
 
-from transformer.experiments.common.plan import ExperimentPlan, Variant, short_recipe, short_schedule
+from transformer.experiments.common.plan import ExperimentPlan, Variant
+from transformer.experiments.scale_recipes import (
+    grammar_data,
+    grammar_test_recipe,
+    multi30k_recipe,
+    short_recipe,
+    short_schedule,
+    wmt14_recipe,
+)
 
 #: Scoring name -> model overrides.
 SCORINGS = {
@@ -20,7 +28,13 @@ SCORING_LABELS = {
     "additive": "additive",
 }
 KEY_WIDTHS = (4, 8, 16, 32, 64, 128, 256)
-#: Training steps per run at the cpu scale (see the calibration in the module docstring).
+#: The model of each short scale (the paper scale trains the paper's base model).
+MODEL_SIZES = {
+    "gpu": {"d_model": 256, "d_ff": 1024, "num_heads": 8, "num_encoder_layers": 4, "num_decoder_layers": 4},
+    "cpu": {"d_model": 128, "d_ff": 512, "num_heads": 4, "num_encoder_layers": 2, "num_decoder_layers": 2},
+    "tiny": {"d_model": 32, "d_ff": 64, "num_heads": 4, "num_encoder_layers": 1, "num_decoder_layers": 1},
+}
+#: Training steps per run at the cpu scale (see the calibration in the package docstring).
 CPU_STEPS = 400
 #: Validation pairs at the cpu scale (BLEU is decoded on all of them with beam 4).
 CPU_VALID_PAIRS = 500
@@ -50,85 +64,27 @@ def scale_settings(scale: str) -> dict[str, Any]:
 
     Notes
     -----
-    The CPU scale's steps come from the calibration in the module docstring.
+    ``paper`` and ``gpu`` train the corpus recipes of :mod:`transformer.experiments.scale_recipes` (the ``gpu``
+    model as Table 2's: d_model 256, 8 heads, 4+4 layers); ``cpu`` trains the grammar, with the steps of the
+    calibration in the package docstring. Every short scale keeps two checkpoints over its run.
     """
-    if scale == "tiny":
-        return {
-            "model": {
-                "vocab_size": 120,
-                "d_model": 32,
-                "d_ff": 64,
-                "num_heads": 4,
-                "num_encoder_layers": 1,
-                "num_decoder_layers": 1,
-                "dropout": 0.0,
-                "norm_first": True,
-            },
-            "data": {
-                "corpus": "synthetic",
-                "synthetic_train_pairs": 300,
-                "synthetic_valid_pairs": 12,
-                "synthetic_test_pairs": 12,
-                "max_len": 64,
-            },
-            "train": {**short_recipe(4, max_tokens=512, peak=0.002, warmup=1, checkpoints=2), "threads": 1},
-            "decode": {"beam_size": 2, "max_length_offset": 5},
-        }
+    if scale == "paper":
+        return wmt14_recipe()
+    if scale == "gpu":
+        base = multi30k_recipe("gpu", checkpoints=2)
+        base["model"].update(MODEL_SIZES["gpu"])
+        return base
     if scale == "cpu":
-        steps = CPU_STEPS
         return {
-            "model": {
-                "vocab_size": 1000,
-                "d_model": 128,
-                "d_ff": 512,
-                "num_heads": 4,
-                "num_encoder_layers": 2,
-                "num_decoder_layers": 2,
-                "dropout": 0.0,
-                "norm_first": True,
-            },
-            "data": {
-                "corpus": "synthetic",
-                "synthetic_train_pairs": 20000,
-                "synthetic_valid_pairs": CPU_VALID_PAIRS,
-                "synthetic_test_pairs": 500,
-                "max_len": 64,
-            },
-            "train": short_recipe(steps, max_tokens=1024, peak=0.003, warmup=steps // 10, checkpoints=2),
+            "model": {"vocab_size": 1000, **MODEL_SIZES["cpu"], "dropout": 0.0, "norm_first": True},
+            "data": grammar_data(train_pairs=20000, valid_pairs=CPU_VALID_PAIRS, test_pairs=500),
+            "train": short_recipe(CPU_STEPS, max_tokens=1024, peak=0.003, checkpoints=2),
             "decode": {"beam_size": 4, "length_penalty": 0.6},
         }
-    if scale == "gpu":
-        steps = 2800
-        return {
-            "model": {
-                "vocab_size": 10000,
-                "d_model": 256,
-                "d_ff": 1024,
-                "num_heads": 8,
-                "num_encoder_layers": 4,
-                "num_decoder_layers": 4,
-                "norm_first": True,
-            },
-            "data": {"corpus": "multi30k", "source_lang": "en", "target_lang": "de", "max_len": 100},
-            "train": short_recipe(steps, max_tokens=4096, peak=0.002, warmup=steps // 10, checkpoints=2),
-            "decode": {"beam_size": 4, "length_penalty": 1.0, "length_penalty_form": "power"},
-        }
-    if scale == "paper":
-        return {
-            "model": {"vocab_size": 37000, "norm_first": False},
-            "data": {"corpus": "wmt14-en-de", "token_store": True, "max_len": 256},
-            "train": {
-                "max_steps": 100_000,
-                "max_minutes": None,
-                "max_tokens": 25000,
-                "warmup_steps": 4000,
-                "label_smoothing": 0.1,
-                "validate_every": 5000,
-                "checkpoint_every": 5000,
-                "keep_checkpoints": 2,
-            },
-            "decode": {"beam_size": 4, "length_penalty": 0.6, "length_penalty_form": "gnmt"},
-        }
+    if scale == "tiny":
+        base = grammar_test_recipe(checkpoints=2)
+        base["model"].update({**MODEL_SIZES["tiny"], "dropout": 0.0})
+        return base
     raise ValueError(f"--scale {scale}: attention-scoring runs at scale tiny, cpu, gpu or paper")
 
 

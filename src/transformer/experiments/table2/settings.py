@@ -3,7 +3,13 @@
 from fractions import Fraction
 from typing import Any
 
-from transformer.experiments.common.plan import ExperimentPlan, Variant, short_recipe, short_schedule
+from transformer.experiments.common.plan import ExperimentPlan, Variant
+from transformer.experiments.scale_recipes import (
+    grammar_test_recipe,
+    multi30k_recipe,
+    short_schedule,
+    wmt14_recipe,
+)
 from transformer.model.presets import BASE_SETTINGS, BIG_SETTINGS, TABLE2_VARIANTS
 
 #: Keys of a Table 2 variant that are widths (scaled by w) and layer counts (scaled by l).
@@ -12,6 +18,13 @@ LAYER_KEYS = ("num_encoder_layers", "num_decoder_layers")
 #: The paper's numbers for the big row (EN-DE, Table 2 last row; steps 300K).
 BIG_REPORTED = {"dev_perplexity": 4.33, "dev_bleu": 26.4, "params_millions": 213}
 BIG_STEP_FACTOR = 3
+#: The scale rule's width factor w and layer factor l per scale (d_model 512 x w, N = 6 x l).
+SCALE_FACTORS = {
+    "paper": (Fraction(1), Fraction(1)),
+    "gpu": (Fraction(1, 2), Fraction(2, 3)),
+    "cpu": (Fraction(1, 4), Fraction(1, 2)),
+    "tiny": (Fraction(1, 16), Fraction(1, 6)),
+}
 
 
 def scale_settings(scale: str) -> dict[str, Any]:
@@ -25,85 +38,30 @@ def scale_settings(scale: str) -> dict[str, Any]:
     Returns
     -------
     dict of str to Any
-        ``width`` and ``layers`` (the factors w and l), ``steps``, and ``base`` (the run configuration of the
-        base row, nested like a YAML file).
+        ``width`` and ``layers`` (the factors w and l of :data:`SCALE_FACTORS`), ``steps``, and ``base`` (the
+        run configuration of the base row, nested like a YAML file).
+
+    Raises
+    ------
+    ValueError
+        Naming ``--scale`` for another scale.
 
     Notes
     -----
-    The steps of the CPU scale were chosen by measuring the base row: 3.4 steps a second with 2,048-token batches
-    (fp32, 2 threads) on a 2-core Xeon with AVX-512 and no AMX, 2026-11-23, so that the whole table, big's
-    threefold steps included, fits in about 2.5 hours there; a CPU with AMX (bf16) runs it several times faster,
-    a loaded machine slower. The step counts do not depend on the machine, so results from any CPU compare.
+    The base is the corpus recipe of the scale (:mod:`transformer.experiments.scale_recipes`): WMT14 at
+    ``paper``, Multi30k at ``gpu`` and ``cpu``, the grammar at ``tiny``. The step counts do not depend on the
+    machine, so results from any CPU compare.
     """
+    if scale not in SCALE_FACTORS:
+        raise ValueError(f"--scale {scale}: table2 runs at scale tiny, cpu, gpu or paper")
     if scale == "paper":
-        return {
-            "width": Fraction(1),
-            "layers": Fraction(1),
-            "steps": 100_000,
-            "base": {
-                "model": {"vocab_size": 37000, "norm_first": False},
-                "data": {"corpus": "wmt14-en-de", "token_store": True, "max_len": 256},
-                "train": {
-                    "max_steps": 100_000,
-                    "max_minutes": None,
-                    "max_tokens": 25000,
-                    "warmup_steps": 4000,
-                    "label_smoothing": 0.1,
-                    "validate_every": 5000,
-                    "checkpoint_every": 5000,
-                    "keep_checkpoints": 2,
-                },
-                "decode": {"beam_size": 4, "length_penalty": 0.6, "length_penalty_form": "gnmt"},
-            },
-        }
-    multi30k = {
-        "data": {"corpus": "multi30k", "source_lang": "en", "target_lang": "de", "max_len": 100},
-        "decode": {"beam_size": 4, "length_penalty": 1.0, "length_penalty_form": "power"},
-    }
-    if scale == "gpu":
-        steps = 2800
-        return {
-            "width": Fraction(1, 2),
-            "layers": Fraction(2, 3),
-            "steps": steps,
-            "base": {
-                **multi30k,
-                "model": {"vocab_size": 10000, "norm_first": True},
-                "train": short_recipe(steps, max_tokens=4096, peak=0.002),
-            },
-        }
-    if scale == "cpu":
-        steps = 800
-        return {
-            "width": Fraction(1, 4),
-            "layers": Fraction(1, 2),
-            "steps": steps,
-            "base": {
-                **multi30k,
-                "model": {"vocab_size": 8000, "norm_first": True},
-                "train": short_recipe(steps, max_tokens=2048, peak=0.002),
-            },
-        }
-    if scale == "tiny":
-        steps = 4
-        return {
-            "width": Fraction(1, 16),
-            "layers": Fraction(1, 6),
-            "steps": steps,
-            "base": {
-                "model": {"vocab_size": 120, "norm_first": True},
-                "data": {
-                    "corpus": "synthetic",
-                    "synthetic_train_pairs": 300,
-                    "synthetic_valid_pairs": 12,
-                    "synthetic_test_pairs": 12,
-                    "max_len": 64,
-                },
-                "train": {**short_recipe(steps, max_tokens=512, peak=0.002), "threads": 1},
-                "decode": {"beam_size": 2, "max_length_offset": 5},
-            },
-        }
-    raise ValueError(f"--scale {scale}: table2 runs at scale tiny, cpu, gpu or paper")
+        base = wmt14_recipe()
+    elif scale == "tiny":
+        base = grammar_test_recipe()
+    else:
+        base = multi30k_recipe(scale)
+    width, layers = SCALE_FACTORS[scale]
+    return {"width": width, "layers": layers, "steps": base["train"]["max_steps"], "base": base}
 
 
 def scaled_row(settings: dict[str, Any], width: Fraction, layers: Fraction) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from transformer.experiments.attention_scoring.settings import (
     SCORINGS,
     variant_name,
 )
+from transformer.experiments.common.markdown import markdown_table
 from transformer.experiments.common.plan import ExperimentPlan, run_config
 from transformer.experiments.common.results import format_metric, records_by_variant
 
@@ -27,17 +28,125 @@ def _values(found: list[dict[str, Any]], key: str, factor: float = 1.0) -> list[
     return [None if record.get(key) is None else float(record[key]) * factor for record in found]
 
 
-def _grid(grouped: dict[str, list[dict[str, Any]]], key: str, digits: int) -> list[str]:
-    """Build a Markdown grid of one metric: a row per scoring, a column per d_k."""
-    lines = ["| scoring | " + " | ".join(f"d_k={d_k}" for d_k in KEY_WIDTHS) + " |"]
-    lines.append("|---|" + "---|" * len(KEY_WIDTHS))
-    for scoring in SCORINGS:
-        cells = [
-            format_metric(_values(grouped.get(variant_name(scoring, d_k), []), key), digits)
-            for d_k in KEY_WIDTHS
+def metric_grid(grouped: dict[str, list[dict[str, Any]]], key: str, digits: int) -> list[str]:
+    """Build a Markdown grid of one metric: a row per scoring, a column per d_k.
+
+    Parameters
+    ----------
+    grouped : dict of str to list of dict
+        Records by variant name.
+    key : str
+        The metric, e.g. ``dev_bleu``.
+    digits : int
+        Decimals shown.
+
+    Returns
+    -------
+    list of str
+        The grid's lines.
+
+    Notes
+    -----
+    The experiment's result at a glance: section 3.2.1's claims are about how the scorings' rows diverge as
+    d_k grows.
+    """
+    rows = [
+        [
+            SCORING_LABELS[scoring],
+            *(
+                format_metric(_values(grouped.get(variant_name(scoring, d_k), []), key), digits)
+                for d_k in KEY_WIDTHS
+            ),
         ]
-        lines.append(f"| {SCORING_LABELS[scoring]} | " + " | ".join(cells) + " |")
-    return lines
+        for scoring in SCORINGS
+    ]
+    return markdown_table(["scoring", *(f"d_k={d_k}" for d_k in KEY_WIDTHS)], rows)
+
+
+def runs_table(plan: ExperimentPlan, grouped: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Build the table of every variant: its widths and steps, dev loss, perplexity, BLEU, size and time.
+
+    Parameters
+    ----------
+    plan : ExperimentPlan
+        The experiment.
+    grouped : dict of str to list of dict
+        Records by variant name.
+
+    Returns
+    -------
+    list of str
+        The table's lines, a row per variant.
+
+    Notes
+    -----
+    Widths and steps come from the plan's resolved configuration, so the table says what was trained.
+    """
+    headings = [
+        "variant",
+        "scoring",
+        "d_k",
+        "d_v",
+        "steps",
+        "dev loss",
+        "dev PPL",
+        "dev BLEU",
+        "params x10^6",
+        "seeds",
+        "min/run",
+    ]
+    rows = []
+    for variant in plan.variants:
+        model, train = (config := run_config(plan, variant, 1))["model"], config["train"]
+        found = grouped.get(variant.name, [])
+        rows.append(
+            [
+                variant.name,
+                SCORING_LABELS[variant.group],
+                model["d_k"],
+                model["d_v"],
+                train["max_steps"],
+                format_metric(_values(found, "dev_nll"), 3),
+                format_metric(_values(found, "dev_perplexity"), 2),
+                format_metric(_values(found, "dev_bleu"), 1),
+                format_metric(_values(found, "params", 1e-6), 2),
+                len(found),
+                format_metric(_values(found, "worker_seconds", 1 / 60), 1),
+            ]
+        )
+    return markdown_table(headings, rows)
+
+
+def statistics_table(plan: ExperimentPlan, grouped: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Build the table of the attention statistics per variant, ``at initialisation -> after training``.
+
+    Parameters
+    ----------
+    plan : ExperimentPlan
+        The experiment.
+    grouped : dict of str to list of dict
+        Records by variant name.
+
+    Returns
+    -------
+    list of str
+        The table's lines, a row per variant.
+
+    Notes
+    -----
+    Averages over all attention layers; the per-kind and per-layer values are in ``results.jsonl``.
+    """
+    rows = []
+    for variant in plan.variants:
+        found = grouped.get(variant.name, [])
+        cells = [variant.name]
+        for name in STATISTICS:
+            digits = 3 if name in ("entropy", "saturated_share") else 4
+            before = format_metric(_values(found, f"init_{name}"), digits)
+            after = format_metric(_values(found, f"trained_{name}"), digits)
+            cells.append("-" if before == after == "-" else f"{before} -> {after}")
+        rows.append(cells)
+    return markdown_table(["variant", *(STATISTIC_HEADINGS[name] for name in STATISTICS)], rows)
 
 
 def render_table(plan: ExperimentPlan, records: list[dict[str, Any]]) -> str:
@@ -53,53 +162,21 @@ def render_table(plan: ExperimentPlan, records: list[dict[str, Any]]) -> str:
     Returns
     -------
     str
-        Markdown: a dev BLEU grid and a dev perplexity grid (scoring x d_k), a table of dev loss,
-        perplexity, BLEU, parameters, seeds and minutes per variant, and a table of the four attention
-        statistics at initialisation and after training (``init -> trained``).
+        Markdown: a dev BLEU grid and a dev perplexity grid (scoring x d_k, :func:`metric_grid`), a table of
+        dev loss, perplexity, BLEU, parameters, seeds and minutes per variant (:func:`runs_table`), and a
+        table of the four attention statistics at initialisation and after training (:func:`statistics_table`).
 
     Notes
     -----
-    Values are means over seeds (``± spread`` with several); runs not finished yet show ``-``. Statistics
-    are averages over all attention layers; the per-kind and per-layer values are in ``results.jsonl``.
+    Values are means over seeds (``± spread`` with several); runs not finished yet show ``-``.
     """
     grouped = records_by_variant(records)
     lines = [f"# Attention scoring against d_k at scale {plan.scale}", "", plan.notes, ""]
-    lines += ["## Dev BLEU", "", *_grid(grouped, "dev_bleu", 1), ""]
-    lines += ["## Dev perplexity (per BPE token)", "", *_grid(grouped, "dev_perplexity", 2), ""]
-    lines += ["## Every run", ""]
-    lines.append(
-        "| variant | scoring | d_k | d_v | steps | dev loss | dev PPL | dev BLEU | params x10^6 | seeds | min/run |"
-    )
-    lines.append("|" + "---|" * 11)
-    for variant in plan.variants:
-        model, train = (config := run_config(plan, variant, 1))["model"], config["train"]
-        found = grouped.get(variant.name, [])
-        cells = [
-            variant.name,
-            SCORING_LABELS[variant.group],
-            model["d_k"],
-            model["d_v"],
-            train["max_steps"],
-            format_metric(_values(found, "dev_nll"), 3),
-            format_metric(_values(found, "dev_perplexity"), 2),
-            format_metric(_values(found, "dev_bleu"), 1),
-            format_metric(_values(found, "params", 1e-6), 2),
-            len(found),
-            format_metric(_values(found, "worker_seconds", 1 / 60), 1),
-        ]
-        lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
+    lines += ["## Dev BLEU", "", *metric_grid(grouped, "dev_bleu", 1), ""]
+    lines += ["## Dev perplexity (per BPE token)", "", *metric_grid(grouped, "dev_perplexity", 2), ""]
+    lines += ["## Every run", "", *runs_table(plan, grouped)]
     lines += ["", "## Attention statistics, at initialisation -> after training (mean over layers)", ""]
-    lines.append("| variant | " + " | ".join(STATISTIC_HEADINGS[name] for name in STATISTICS) + " |")
-    lines.append("|---|" + "---|" * len(STATISTICS))
-    for variant in plan.variants:
-        found = grouped.get(variant.name, [])
-        cells = [variant.name]
-        for name in STATISTICS:
-            digits = 3 if name in ("entropy", "saturated_share") else 4
-            before = format_metric(_values(found, f"init_{name}"), digits)
-            after = format_metric(_values(found, f"trained_{name}"), digits)
-            cells.append("-" if before == after == "-" else f"{before} -> {after}")
-        lines.append("| " + " | ".join(cells) + " |")
+    lines += statistics_table(plan, grouped)
     return "\n".join(lines) + "\n"
 
 

@@ -167,20 +167,31 @@ def measure(
         )
     ]
     if model.config.positional_encoding == "learned":
-        cut = cut_learned_table(model, limit)
-        capped = dataclasses.replace(config.decode, max_length=min(config.decode.max_length or limit, limit))
-        for row, score in zip(rows, _score_buckets(cut, tokenizer, buckets, capped, device), strict=True):
-            row["cut_bleu"], row["cut_truncated_share"] = score["bleu"], score["truncated_share"]
-        for row, score in zip(
-            rows, _score_buckets(cut, tokenizer, buckets, config.decode, device), strict=True
-        ):
-            row["cut_uncapped_error"] = score["error"]
-        too_long = torch.full((1, limit + 1), cut.config.unk_id, device=next(cut.parameters()).device)
-        try:
-            cut.encode(too_long)
-            metrics["learned_position_error"] = None
-        except ValueError as error:
-            metrics["learned_position_error"] = str(error)
+        metrics["learned_position_error"] = _score_cut_table(model, tokenizer, buckets, rows, config, limit)
     metrics["length_limit"] = limit
     metrics["length_buckets"] = rows
     return metrics
+
+
+def _score_cut_table(
+    model: Transformer,
+    tokenizer: TextTokenizer,
+    buckets: Sequence[LengthBucket],
+    rows: list[dict[str, Any]],
+    config: ExperimentConfig,
+    limit: int,
+) -> str | None:
+    """Score the learned model with its table cut to L rows into ``rows``; return its too-long-input error."""
+    device = config.train.device
+    cut = cut_learned_table(model, limit)
+    capped = dataclasses.replace(config.decode, max_length=min(config.decode.max_length or limit, limit))
+    for row, score in zip(rows, _score_buckets(cut, tokenizer, buckets, capped, device), strict=True):
+        row["cut_bleu"], row["cut_truncated_share"] = score["bleu"], score["truncated_share"]
+    for row, score in zip(rows, _score_buckets(cut, tokenizer, buckets, config.decode, device), strict=True):
+        row["cut_uncapped_error"] = score["error"]
+    too_long = torch.full((1, limit + 1), cut.config.unk_id, device=next(cut.parameters()).device)
+    try:
+        cut.encode(too_long)
+    except ValueError as error:
+        return str(error)
+    return None

@@ -172,6 +172,61 @@ def refuse_control_characters(lines: Sequence[str], source: str) -> None:
                 )
 
 
+def check_output_directory(path: Path, option: str) -> None:
+    """Refuse an output directory that is an existing file, naming the option.
+
+    Parameters
+    ----------
+    path : Path
+        The directory the command will create or write into.
+    option : str
+        The flag that gave it (or whose default it is), e.g. ``"--output-dir"``.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        Such as "--output-dir runs/x: is a file; expected a directory".
+
+    Notes
+    -----
+    Without this check the first ``mkdir`` fails with "[Errno 17] File exists", which names neither the
+    option nor the problem.
+    """
+    if path.is_file():
+        raise ValueError(f"{option} {path}: is a file; expected a directory")
+
+
+def check_output_file(path: Path, option: str) -> None:
+    """Refuse an output file that is an existing directory, naming the option.
+
+    Parameters
+    ----------
+    path : Path
+        The file the command will write.
+    option : str
+        The flag that gave it, e.g. ``"--output"``.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        Such as "--output out: is a directory; expected a file".
+
+    Notes
+    -----
+    Without this check the final rename fails with "[Errno 21] Is a directory" and names the temporary file.
+    """
+    if path.is_dir():
+        raise ValueError(f"{option} {path}: is a directory; expected a file")
+
+
 def _same_file(first: Path, second: Path) -> bool:
     """Whether two existing paths name one file or directory (symlinks followed, hard links caught)."""
     try:

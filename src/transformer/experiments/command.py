@@ -1,9 +1,9 @@
 """``transformer experiment``: run, measure or report a named experiment, as library calls.
 
 The command line parses its options into :class:`ExperimentOptions` and makes one call:
-:func:`run_named_experiment` trains and scores a training experiment's runs (or runs a measurement, Table 1),
-:func:`report_named_experiment` regenerates or checks the experiment's section of EXPERIMENTS.md. Each refuses,
-in one line naming them, the options that do not apply to what it does, rather than ignoring them.
+:func:`run_named_experiment` trains and scores a training experiment's runs (or runs a measurement, Table
+1), :func:`report_named_experiment` regenerates or checks the experiment's section of EXPERIMENTS.md. Each
+refuses, in one line naming them, the options that do not apply to what it does, rather than ignoring them.
 """
 
 from collections.abc import Callable, Sequence
@@ -169,8 +169,9 @@ class ExperimentRunOutcome:
         if self.runs is None:
             return f"{self.name}: report: {self.report_path}"
         return (
-            f"{self.name}: {len(self.runs.finished)} run(s) finished now, {len(self.runs.skipped)} done before, "
-            f"{len(self.runs.failed)} failed; table: {self.output_dir / 'table.md'}"
+            f"{self.name}: {len(self.runs.finished)} run(s) finished now, "
+            f"{len(self.runs.skipped)} done before, {len(self.runs.failed)} failed; "
+            f"table: {self.output_dir / 'table.md'}"
         )
 
     def failures(self) -> list[str]:
@@ -267,9 +268,9 @@ def run_named_experiment(options: ExperimentOptions, report: Callable[[str], Non
     -----
     Rerunning the same command skips finished runs and resumes interrupted ones; ``--set`` changes the
     configuration, so runs recorded without it are refused rather than mixed with new ones. A measurement
-    experiment (one whose ``run`` module has ``run_measurement``, e.g. ``table1``) trains nothing: it is called
-    directly, and ``--seeds``, ``--parallel``, ``--only`` and ``--set`` are refused for it. Every option is
-    checked before anything is written.
+    experiment (one whose ``run`` module has ``run_measurement``, e.g. ``table1``) trains nothing: it is
+    called directly, and ``--seeds``, ``--parallel``, ``--only`` and ``--set`` are refused for it. Every
+    option is checked before anything is written.
     """
     refuse_flags(
         f"{options.name} trains or measures, it does not report",

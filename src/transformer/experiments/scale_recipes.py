@@ -4,8 +4,8 @@ An experiment's base configuration is one of these recipes (a nested dictionary 
 file) with its own model settings on top: ``table2``, ``positions`` and ``attention-scoring`` at the ``paper``
 scale all train :func:`wmt14_recipe`; ``table2``'s and ``positions``' ``cpu`` and ``gpu`` scales and
 ``attention-scoring``'s ``gpu`` scale train :func:`multi30k_recipe`; the ``tiny`` scales train
-:func:`grammar_test_recipe`. A recipe changed here changes every experiment that trains it, and the runner then
-refuses to mix the new runs with results recorded under the old recipe (their configurations differ).
+:func:`grammar_test_recipe`. A recipe changed here changes every experiment that trains it, and the runner
+then refuses to mix the new runs with results recorded under the old recipe (their configurations differ).
 
 Every function returns a new dictionary, so a caller may change its copy.
 """
@@ -42,9 +42,10 @@ def short_schedule(steps: int, checkpoints: int = 4) -> dict[str, int]:
 
     Notes
     -----
-    The schedule rule of the short scales (:attr:`~transformer.experiments.common.plan.ExperimentPlan.schedule`):
-    doubling the steps doubles the warm-up and the cool-down, so a longer run keeps the shape of the
-    learning-rate curve instead of a warm-up sized for a shorter one.
+    The schedule rule of the short scales
+    (:attr:`~transformer.experiments.common.plan.ExperimentPlan.schedule`): doubling the steps doubles the
+    warm-up and the cool-down, so a longer run keeps the shape of the learning-rate curve instead of a warm-up
+    sized for a shorter one.
     """
     every = max(1, steps // checkpoints)
     return {
@@ -79,9 +80,9 @@ def short_recipe(steps: int, max_tokens: int, peak: float, checkpoints: int = 4)
 
     Notes
     -----
-    One definition for every short scale of ``table2``, ``positions`` and ``attention-scoring``, so they train
-    with the same schedule and a change to it reaches all three (their recorded configurations then differ, and
-    the runner refuses to mix old and new results).
+    One definition for every short scale of ``table2``, ``positions`` and ``attention-scoring``, so they
+    train with the same schedule and a change to it reaches all three (their recorded configurations then
+    differ, and the runner refuses to mix old and new results).
     """
     return {
         "max_tokens": max_tokens,

@@ -9,7 +9,7 @@ scoring and key width, with everything else fixed, and reports:
 * dev loss (NLL per target token), perplexity and BLEU against d_k, one line per scoring (``plot``);
 * at initialisation and after training, per attention kind and averaged over layers: the variance of the raw
   q . k, the mean softmax entropy, the share of saturated rows (largest probability > 0.99) and the norm of
-  the gradient reaching the attention logits (:mod:`transformer.experiments.attention_scoring.attention_statistics`).
+  the gradient reaching the attention logits (:mod:`.attention_statistics`).
 
 Variants: scorings ``unscaled`` (``attention_scaling: none``), ``sqrt`` (the paper's), ``linear`` (1/d_k) and
 ``additive``, times d_k in {4, 8, 16, 32, 64, 128, 256}, named ``SCORING-dkN`` and grouped by scoring (so
@@ -64,4 +64,8 @@ up, with unscaled d_k >= 64 at about three times their early speed, one step of 
 costs about 9.3 s, plus about 5 minutes of data generation and scoring for all runs: **400 steps** make
 about 67 minutes at one thread per run (the trainer measures whether two threads are faster on an idle
 machine and uses them if so). Additive scoring at d_k = 256 alone is 20 of those minutes.
+
+Layout (docs/experiments.md): :mod:`.settings` (the scorings, key widths, scales, :func:`build_plan`),
+:mod:`.run` (the measure hook), :mod:`.report` (the grids, the tables and the plots), :mod:`.verdicts` (the
+generated section of EXPERIMENTS.md) and :mod:`.attention_statistics` (what the hook measures).
 """

@@ -1,4 +1,4 @@
-"""The attention-scoring experiment's table and plots: grids over scoring and d_k, every run, the statistics."""
+"""The attention-scoring experiment's table and plots: grids over scoring and d_k, every run, statistics."""
 
 from pathlib import Path
 from typing import Any
@@ -164,7 +164,8 @@ def render_table(plan: ExperimentPlan, records: list[dict[str, Any]]) -> str:
     str
         Markdown: a dev BLEU grid and a dev perplexity grid (scoring x d_k, :func:`metric_grid`), a table of
         dev loss, perplexity, BLEU, parameters, seeds and minutes per variant (:func:`runs_table`), and a
-        table of the four attention statistics at initialisation and after training (:func:`statistics_table`).
+        table of the four attention statistics at initialisation and after training
+        (:func:`statistics_table`).
 
     Notes
     -----

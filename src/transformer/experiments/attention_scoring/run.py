@@ -1,4 +1,4 @@
-"""The attention-scoring experiment's measure hook: attention statistics of each trained run and its initial model."""
+"""The attention-scoring experiment's measure hook: attention statistics of a trained run and of its start."""
 
 from collections.abc import Sequence
 from pathlib import Path

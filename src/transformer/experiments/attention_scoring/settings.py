@@ -64,9 +64,9 @@ def scale_settings(scale: str) -> dict[str, Any]:
 
     Notes
     -----
-    ``paper`` and ``gpu`` train the corpus recipes of :mod:`transformer.experiments.scale_recipes` (the ``gpu``
-    model as Table 2's: d_model 256, 8 heads, 4+4 layers); ``cpu`` trains the grammar, with the steps of the
-    calibration in the package docstring. Every short scale keeps two checkpoints over its run.
+    ``paper`` and ``gpu`` train the corpus recipes of :mod:`transformer.experiments.scale_recipes` (the
+    ``gpu`` model as Table 2's: d_model 256, 8 heads, 4+4 layers); ``cpu`` trains the grammar, with the steps
+    of the calibration in the package docstring. Every short scale keeps two checkpoints over its run.
     """
     if scale == "paper":
         return wmt14_recipe()

@@ -202,8 +202,8 @@ def store_sentences(output_dir: Path, lines: Sequence[str]) -> str:
 
     Notes
     -----
-    Paired tests compare two runs sentence by sentence (:mod:`transformer.experiments.common.statistics`), so a
-    record must point to its hypotheses, and they must stay as they were: the name is the hash of the text,
+    Paired tests compare two runs sentence by sentence (:mod:`transformer.experiments.common.statistics`), so
+    a record must point to its hypotheses, and they must stay as they were: the name is the hash of the text,
     the file is gzipped with no timestamp (the same text gives the same bytes) and written atomically, and an
     existing file is kept. A sentence holding a line break is refused: it would shift every later one.
     """

@@ -1,4 +1,6 @@
-"""Train and score one run of an experiment, in a process of its own: ``python -m transformer.experiments.common.worker RUN_DIR``.
+"""Train and score one run of an experiment, in a process of its own.
+
+``python -m transformer.experiments.common.worker RUN_DIR``.
 
 The runner writes ``RUN_DIR/run.json`` (the experiment, variant, seed and the resolved configuration) and starts
 this module with its output going to ``RUN_DIR/log.txt``. It trains with the ordinary trainer (resuming the

@@ -95,7 +95,7 @@ def dev_scores_table(plan: ExperimentPlan, grouped: dict[str, list[dict[str, Any
 
 
 def length_table(plan: ExperimentPlan, grouped: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """Build the length section: BLEU and truncated inputs per source-length bucket, then the library's behaviour.
+    """Build the length section: BLEU and truncated inputs per source-length bucket, and how inputs were cut.
 
     Parameters
     ----------

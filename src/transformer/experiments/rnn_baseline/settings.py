@@ -64,9 +64,9 @@ def multi30k_plan_parts() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     -----
     Values copied from the two files, which the package does not ship (they live in the repository's
     ``configs/``); the data and search sections are the Multi30k recipe's
-    (:mod:`transformer.experiments.scale_recipes`), which the files share. ``tests/experiments/test_rnn_baseline.py``
-    resolves both variants and compares them key by key with the files, so an edit to either file shows up
-    there.
+    (:mod:`transformer.experiments.scale_recipes`), which the files share.
+    ``tests/experiments/test_rnn_baseline.py`` resolves both variants and compares them key by key with the
+    files, so an edit to either file shows up there.
     """
     base = {
         "model": {"vocab_size": 10000},

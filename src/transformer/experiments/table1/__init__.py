@@ -17,7 +17,7 @@ stack for the path length) and a depthwise-separable convolution:
   growing with n: one dependent step per position);
 * where self-attention stops being faster than the LSTM at each d (the paper: when n < d).
 
-Unlike the training experiments it has no ``build_plan``: it defines :func:`run_measurement`, which
+Unlike the training experiments it has no ``build_plan``: its :mod:`.run` defines ``run_measurement``, which
 ``transformer experiment table1`` calls instead of the runner. Its output directory holds ``table1.md``,
 ``measurements.jsonl`` (one line per (layer, n, d) point, rewritten on every run), ``structure.json`` (path
 lengths and graph depths) and the plots ``time_vs_n.png`` and ``flops_vs_n.png``.
@@ -26,4 +26,9 @@ Scales: ``cpu`` (the issue's grid, within 15 minutes on two CPU cores: a layer's
 once its forward+backward is predicted to take over two seconds, and the report lists what was skipped),
 ``gpu`` and ``paper`` (the same grid with a larger time budget per point) and ``tiny`` (small n and d, for
 tests).
+
+Layout (docs/experiments.md): :mod:`.settings` (the layer kinds, the grid per scale), :mod:`.run` (the
+measurement), :mod:`.report` (the tables of ``table1.md`` and the plots), and what they use: :mod:`.layers`
+(the layers measured), :mod:`.timing`, :mod:`.flops`, :mod:`.paths` (path lengths and graph depths) and
+:mod:`.analysis` (slopes and crossovers).
 """

@@ -1,4 +1,4 @@
-"""The table1 experiment's measurement: every layer timed and counted over the grid, then the report and plots."""
+"""The table1 experiment's measurement: every layer timed and counted over the grid, then report and plots."""
 
 import time
 from collections.abc import Callable

@@ -3,8 +3,8 @@
 What ``transformer experiment report table2`` writes into EXPERIMENTS.md. Each row gets its dev BLEU and
 perplexity over seeds (mean, 95% t interval, seed count), its BLEU difference from base per seed with the
 paired bootstrap p-value, the paper's figure and direction, and the verdict of the project's rule
-(:func:`~transformer.experiments.common.statistics.decide_verdict`). The paper's direction is read from its own
-numbers by :func:`paper_direction`, so no verdict's target is chosen after seeing ours.
+(:func:`~transformer.experiments.common.statistics.decide_verdict`). The paper's direction is read from its
+own numbers by :func:`paper_direction`, so no verdict's target is chosen after seeing ours.
 """
 
 from pathlib import Path

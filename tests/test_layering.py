@@ -69,6 +69,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     "experiments": {
         "architectures",
+        "command_checks",
         "device",
         "atomic_files",
         "loss",

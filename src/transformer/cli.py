@@ -42,11 +42,8 @@ from transformer.decoding.translation_evaluation import evaluate_translator
 from transformer.decoding.translation_progress import translation_progress_bar
 from transformer.device import resolve_device
 from transformer.evaluation.bleu import score_files
-from transformer.experiments.plan import with_base_overrides
+from transformer.experiments.command import ExperimentOptions, report_named_experiment, run_named_experiment
 from transformer.experiments.quickstart import train_and_test
-from transformer.experiments.registry import experiment_module
-from transformer.experiments.report import update_document
-from transformer.experiments.runner import run_experiment
 from transformer.interop.conversion import convert_model
 from transformer.interop.ctranslate2_translation import (
     ctranslate2_model_directory,
@@ -88,31 +85,6 @@ def load_experiment(args: argparse.Namespace) -> ExperimentConfig:
         return load_config(path, [override for _, override in flagged_overrides])
     except ValueError as error:
         raise blame_override(path, flagged_overrides, error) from None
-
-
-def check_device_flag(device: str) -> None:
-    """Refuse a ``--device`` this machine cannot give, naming the flag.
-
-    Parameters
-    ----------
-    device : str
-        The ``--device`` value: "auto", "cpu", "cuda" or "cuda:N".
-
-    Returns
-    -------
-    None
-
-    Raises
-    ------
-    ValueError
-        Naming ``--device`` (see :func:`transformer.device.resolve_device`).
-
-    Notes
-    -----
-    Kept for ``experiment`` alone, whose code is moving into :mod:`transformer.experiments`; every other
-    command calls :func:`~transformer.device.resolve_device` with ``option="--device"`` itself.
-    """
-    resolve_device(device, option="--device")
 
 
 def run_prepare(args: argparse.Namespace) -> int:
@@ -499,6 +471,39 @@ def run_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def experiment_options(args: argparse.Namespace) -> ExperimentOptions:
+    """Collect the parsed ``experiment`` command's options.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed ``experiment`` command.
+
+    Returns
+    -------
+    ExperimentOptions
+        Every option as given, defaults included.
+
+    Notes
+    -----
+    The library decides which options apply (:mod:`transformer.experiments.command`).
+    """
+    return ExperimentOptions(
+        name=args.name,
+        report_of=args.report_of,
+        document=args.document,
+        check=args.check,
+        scale=args.scale,
+        seeds=args.seeds,
+        parallel=args.parallel,
+        device=args.device,
+        output_dir=args.output_dir,
+        only=args.only,
+        allow_dirty=args.allow_dirty,
+        overrides=tuple(args.overrides),
+    )
+
+
 def run_experiment_command(args: argparse.Namespace) -> int:
     """Run (or continue) an experiment: train and score its variants, then rebuild its table.
 
@@ -515,91 +520,16 @@ def run_experiment_command(args: argparse.Namespace) -> int:
 
     Notes
     -----
-    Rerunning the same command skips finished runs and resumes interrupted ones; ``--set`` changes the
-    configuration, so runs recorded without it are refused rather than mixed with new ones. A measurement
-    experiment (a module with ``run_measurement``, e.g. ``table1``) trains nothing: it is called directly,
-    and ``--seeds``, ``--parallel``, ``--only`` and ``--set`` are refused for it.
+    ``report`` is handed to :func:`run_experiment_report`; everything else is
+    :func:`transformer.experiments.command.run_named_experiment`.
     """
     if args.name == "report":
         return run_experiment_report(args)
-    refuse_flags(
-        f"{args.name} trains or measures, it does not report",
-        [("NAME", args.report_of, None), ("--document", args.document, None), ("--check", args.check, False)],
-    )
-    check_device_flag(args.device)
-    module = experiment_module(args.name)
-    output_dir = (
-        Path(args.output_dir)
-        if args.output_dir
-        else Path("runs") / "experiments" / f"{args.name}-{args.scale}"
-    )
-    check_output_directory(output_dir, "--output-dir")
-    if hasattr(module, "run_measurement"):
-        refuse_flags(f"{args.name} is a measurement, not a training", training_flags(args))
-        report_path = module.run_measurement(output_dir, args.device, args.scale, print, args.allow_dirty)
-        print(f"{args.name}: report: {report_path}")
-        return 0
-    plan = with_base_overrides(module.build_plan(args.scale), args.overrides)
-    only = [name.strip() for name in args.only.split(",") if name.strip()] if args.only else None
-    outcome = run_experiment(
-        plan, output_dir, args.seeds, args.parallel, args.device, only, allow_dirty=args.allow_dirty
-    )
-    print(
-        f"{args.name}: {len(outcome.finished)} run(s) finished now, {len(outcome.skipped)} done before, "
-        f"{len(outcome.failed)} failed; table: {output_dir / 'table.md'}"
-    )
-    for failure in outcome.failed:
-        print(f"failed: {failure}", file=sys.stderr)
-    return 1 if outcome.failed else 0
-
-
-def training_flags(args: argparse.Namespace) -> list[tuple[str, object, object]]:
-    """List the ``experiment`` options that only a training uses, with their values and defaults.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed ``experiment`` command.
-
-    Returns
-    -------
-    list of tuple
-        ``(flag, value, default)`` for ``--seeds``, ``--parallel``, ``--only`` and ``--set``.
-
-    Notes
-    -----
-    A measurement or a report refuses each of them given (:func:`refuse_flags`) instead of ignoring it.
-    """
-    return [
-        ("--seeds", args.seeds, (1,)),
-        ("--parallel", args.parallel, 1),
-        ("--only", args.only, None),
-        ("--set", args.overrides, []),
-    ]
-
-
-def refuse_flags(reason: str, flags: Sequence[tuple[str, object, object]]) -> None:
-    """Refuse the options given that do not apply, in one line.
-
-    Parameters
-    ----------
-    reason : str
-        Why they do not apply, e.g. ``"table1 is a measurement, not a training"``.
-    flags : sequence of tuple
-        ``(flag, value, default)``; a value other than its default counts as given.
-
-    Returns
-    -------
-    None
-
-    Notes
-    -----
-    Raises ValueError naming every option given, so nothing is silently ignored.
-    """
-    given = [flag for flag, value, default in flags if value != default]
-    if given:
-        verb = "does" if len(given) == 1 else "do"
-        raise ValueError(f"{reason}: {', '.join(given)} {verb} not apply")
+    outcome = run_named_experiment(experiment_options(args), report=print)
+    print(outcome.summary())
+    for failure in outcome.failures():
+        print(failure, file=sys.stderr)
+    return outcome.status
 
 
 def run_experiment_report(args: argparse.Namespace) -> int:
@@ -618,36 +548,12 @@ def run_experiment_report(args: argparse.Namespace) -> int:
 
     Notes
     -----
-    The section is the one between the markers named after the records' directory
-    (:mod:`transformer.experiments.report`).
+    See :func:`transformer.experiments.command.report_named_experiment`; a stale section found by
+    ``--check`` is reported on standard error.
     """
-    if args.report_of is None:
-        raise ValueError("report: name the experiment, e.g. transformer experiment report table2")
-    refuse_flags(
-        "report reads records, it trains nothing",
-        [
-            *training_flags(args),
-            ("--allow-dirty", args.allow_dirty, False),
-            ("--device", args.device, "auto"),
-        ],
-    )
-    experiment_dir = (
-        Path(args.output_dir)
-        if args.output_dir
-        else Path("runs") / "experiments" / f"{args.report_of}-{args.scale}"
-    )
-    document = Path(args.document or "EXPERIMENTS.md")
-    outcome = update_document(args.report_of, experiment_dir, document, args.check)
-    if args.check and outcome.changed:
-        print(
-            f"{document}: section {outcome.section} differs from {experiment_dir}'s records; run transformer "
-            f"experiment report {args.report_of} --output-dir {experiment_dir}",
-            file=sys.stderr,
-        )
-        return 1
-    state = "rewritten" if outcome.changed else "already current"
-    print(f"{document}: section {outcome.section} {state}")
-    return 0
+    outcome = report_named_experiment(experiment_options(args))
+    print(outcome.message(), file=sys.stderr if outcome.status else sys.stdout)
+    return outcome.status
 
 
 def build_parser() -> argparse.ArgumentParser:

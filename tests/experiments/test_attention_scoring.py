@@ -9,8 +9,7 @@ import torch
 from transformer import Transformer, TransformerConfig
 from transformer.config.experiment import experiment_from_dict
 from transformer.data.pipeline.batch import Batch
-from transformer.experiments import attention_scoring
-from transformer.experiments.attention_statistics import (
+from transformer.experiments.attention_scoring.attention_statistics import (
     ATTENTION_KINDS,
     STATISTICS,
     allowed_pairs,
@@ -18,10 +17,12 @@ from transformer.experiments.attention_statistics import (
     measure_attention,
     row_statistics,
 )
-from transformer.experiments.plan import run_config
-from transformer.experiments.registry import EXPERIMENTS, SCALES, experiment_module
-from transformer.experiments.results import read_results
-from transformer.experiments.runner import run_experiment
+from transformer.experiments.attention_scoring.run import measure
+from transformer.experiments.attention_scoring.settings import build_plan
+from transformer.experiments.common.plan import run_config
+from transformer.experiments.common.results import read_results
+from transformer.experiments.common.runner import run_experiment
+from transformer.experiments.registry import EXPERIMENTS, SCALES, experiment_part
 from transformer.model.multihead_attention import split_heads
 
 PAD, BOS, EOS = 0, 1, 2
@@ -234,12 +235,12 @@ def test_averages_and_record_keys() -> None:
 def test_plan_has_every_scoring_and_key_width_at_every_scale() -> None:
     assert EXPERIMENTS["attention-scoring"] == "transformer.experiments.attention_scoring"
     for scale in SCALES:
-        plan = experiment_module("attention-scoring").build_plan(scale)
+        plan = experiment_part("attention-scoring", "settings").build_plan(scale)
         assert len(plan.variants) == 28 and len({variant.name for variant in plan.variants}) == 28
         models = [run_config(plan, variant, 1)["model"] for variant in plan.variants]  # all valid
         assert {model["d_model"] for model in models} == {plan.base["model"].get("d_model", 512)}
         assert all(model["d_k"] == model["d_v"] for model in models)
-    plan = attention_scoring.build_plan("cpu")
+    plan = build_plan("cpu")
     assert [variant.name for variant in plan.select(["additive"])] == [
         f"additive-dk{d_k}" for d_k in (4, 8, 16, 32, 64, 128, 256)
     ]
@@ -253,11 +254,11 @@ def test_plan_has_every_scoring_and_key_width_at_every_scale() -> None:
     assert (additive["attention_scoring"], additive["attention_scaling"]) == ("additive", "sqrt")
     assert plan.base["data"]["corpus"] == "synthetic"
     with pytest.raises(ValueError, match="--scale huge"):
-        attention_scoring.build_plan("huge")
+        build_plan("huge")
 
 
 def test_measure_hook_at_initialisation_equals_trained_for_an_untrained_model(tmp_path: Path) -> None:
-    plan = attention_scoring.build_plan("tiny")
+    plan = build_plan("tiny")
     config = experiment_from_dict(run_config(plan, plan.variant("linear-dk16"), 3), source="test")
 
     class Pieces:
@@ -275,9 +276,7 @@ def test_measure_hook_at_initialisation_equals_trained_for_an_untrained_model(tm
     model = Transformer(config.model)
     state = torch.get_rng_state()
     pairs = [("a bb ccc", "dd e"), ("ffff g", "hh iii jjjj k")]
-    record = attention_scoring.measure(
-        model=model, tokenizer=Pieces(), pairs=pairs, config=config, run_dir=tmp_path
-    )
+    record = measure(model=model, tokenizer=Pieces(), pairs=pairs, config=config, run_dir=tmp_path)
     assert torch.equal(torch.get_rng_state(), state)
     assert record["statistics_pairs"] == 2
     for name in STATISTICS:
@@ -290,7 +289,7 @@ def test_measure_hook_at_initialisation_equals_trained_for_an_untrained_model(tm
 
 
 def test_tiny_experiment_end_to_end(tmp_path: Path) -> None:
-    plan = attention_scoring.build_plan("tiny")
+    plan = build_plan("tiny")
     only = ["sqrt-dk8", "additive-dk4"]
     outcome = run_experiment(
         plan, tmp_path, only=only, report=lambda message: None, poll_seconds=0.05, allow_dirty=True

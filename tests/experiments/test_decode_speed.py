@@ -5,7 +5,7 @@ import torch
 
 from transformer.config.decode import DecodeConfig
 from transformer.decoding.translator import Translator
-from transformer.experiments.decode_speed import measure_decode_speed
+from transformer.experiments.rnn_baseline.decode_speed import measure_decode_speed
 from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
 

@@ -5,13 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from transformer.experiments import attention_scoring, positions, table2
-from transformer.experiments.plan import run_config, with_base_overrides
-from transformer.experiments.runner import plan_runs
+from transformer.experiments.attention_scoring import settings as attention_scoring_settings
+from transformer.experiments.common.plan import run_config, with_base_overrides
+from transformer.experiments.common.planned_runs import plan_runs
+from transformer.experiments.positions import settings as positions_settings
+from transformer.experiments.table2 import settings as table2_settings
 
 
 def test_explicit_seeds_name_the_runs_and_their_configuration(tmp_path: Path) -> None:
-    plan = table2.build_plan("tiny")
+    plan = table2_settings.build_plan("tiny")
     runs = plan_runs(plan, tmp_path, (1, 5, 7), ["base"], "cpu", None)
     assert [run.name for run in runs] == ["base-s1", "base-s5", "base-s7"]
     assert [run.config["train"]["seed"] for run in runs] == [1, 5, 7]
@@ -31,7 +33,7 @@ def test_explicit_seeds_name_the_runs_and_their_configuration(tmp_path: Path) ->
 )
 def test_a_set_the_runner_would_overwrite_is_refused(override: str, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
-        with_base_overrides(table2.build_plan("cpu"), [override])
+        with_base_overrides(table2_settings.build_plan("cpu"), [override])
 
 
 @pytest.mark.parametrize(
@@ -49,26 +51,28 @@ def test_a_set_the_runner_would_overwrite_is_refused(override: str, message: str
 def test_a_set_that_a_selected_row_defines_is_refused(
     tmp_path: Path, override: str, only: list[str] | None, message: str
 ) -> None:
-    plan = with_base_overrides(table2.build_plan("cpu"), [override])
+    plan = with_base_overrides(table2_settings.build_plan("cpu"), [override])
     with pytest.raises(ValueError, match=re.escape(message)):
         plan_runs(plan, tmp_path, 1, only, "cpu", None)
 
 
 def test_only_can_leave_out_the_rows_that_define_a_key(tmp_path: Path) -> None:
-    plan = with_base_overrides(table2.build_plan("cpu"), ["model.positional_encoding=learned"])
+    plan = with_base_overrides(table2_settings.build_plan("cpu"), ["model.positional_encoding=learned"])
     runs = plan_runs(plan, tmp_path, 1, ["base", "A"], "cpu", None)  # E1 (the only row setting it) left out
     assert {run.config["model"]["positional_encoding"] for run in runs} == {"learned"}
 
 
 def test_a_set_the_rows_leave_alone_reaches_every_row() -> None:
-    plan = with_base_overrides(table2.build_plan("cpu"), ["train.max_tokens=1024", "data.mirror=here"])
+    plan = with_base_overrides(
+        table2_settings.build_plan("cpu"), ["train.max_tokens=1024", "data.mirror=here"]
+    )
     for name in ("base", "C4", "big"):
         config = run_config(plan, plan.variant(name), 1)
         assert config["train"]["max_tokens"] == 1024 and config["data"]["mirror"] == "here"
 
 
 def test_max_steps_scales_warmup_cooldown_and_checkpoints_and_big_keeps_its_factor() -> None:
-    plan = table2.build_plan("cpu")
+    plan = table2_settings.build_plan("cpu")
     before = run_config(plan, plan.variant("base"), 1)["train"]
     assert (before["max_steps"], before["warmup_steps"], before["cooldown_steps"]) == (800, 80, 266)
     longer = with_base_overrides(plan, ["train.max_steps=1600"])
@@ -94,7 +98,7 @@ def test_max_steps_scales_warmup_cooldown_and_checkpoints_and_big_keeps_its_fact
 
 
 def test_the_paper_scale_keeps_the_papers_warmup_when_steps_change() -> None:
-    plan = with_base_overrides(table2.build_plan("paper"), ["train.max_steps=50000"])
+    plan = with_base_overrides(table2_settings.build_plan("paper"), ["train.max_steps=50000"])
     base = run_config(plan, plan.variant("base"), 1)["train"]
     big = run_config(plan, plan.variant("big"), 1)["train"]
     assert (base["max_steps"], base["warmup_steps"]) == (50000, 4000)
@@ -102,13 +106,13 @@ def test_the_paper_scale_keeps_the_papers_warmup_when_steps_change() -> None:
 
 
 def test_attention_scoring_scales_its_two_checkpoints_with_the_steps() -> None:
-    plan = with_base_overrides(attention_scoring.build_plan("cpu"), ["train.max_steps=800"])
+    plan = with_base_overrides(attention_scoring_settings.build_plan("cpu"), ["train.max_steps=800"])
     train = run_config(plan, plan.variants[0], 1)["train"]
     assert (train["warmup_steps"], train["cooldown_steps"], train["checkpoint_every"]) == (80, 266, 400)
 
 
 def test_positions_refuses_a_key_its_length_rows_set_themselves(tmp_path: Path) -> None:
-    plan = with_base_overrides(positions.build_plan("cpu"), ["train.max_steps=100"])
+    plan = with_base_overrides(positions_settings.build_plan("cpu"), ["train.max_steps=100"])
     with pytest.raises(ValueError, match="rows length-none, length-sinusoidal, length-learned set it"):
         plan_runs(plan, tmp_path, 1, None, "cpu", None)
     runs = plan_runs(plan, tmp_path, 1, ["multi30k"], "cpu", None)
@@ -116,14 +120,16 @@ def test_positions_refuses_a_key_its_length_rows_set_themselves(tmp_path: Path) 
 
 
 def test_every_table2_scale_states_its_learning_rate_rule() -> None:
-    assert "every row trains with the same peak learning rate, 0.002" in table2.build_plan("cpu").notes
-    assert "0.0014 at d_model 256" in table2.build_plan("cpu").notes
-    assert "follow Eq. (3)'s d_model^-0.5 in every row" in table2.build_plan("paper").notes
+    assert (
+        "every row trains with the same peak learning rate, 0.002" in table2_settings.build_plan("cpu").notes
+    )
+    assert "0.0014 at d_model 256" in table2_settings.build_plan("cpu").notes
+    assert "follow Eq. (3)'s d_model^-0.5 in every row" in table2_settings.build_plan("paper").notes
 
 
 def test_method_rows_separate_heads_from_key_width_size_from_steps_and_add_post_norm() -> None:
     for scale in ("tiny", "cpu", "gpu", "paper"):
-        plan = table2.build_plan(scale)
+        plan = table2_settings.build_plan(scale)
         configs = {variant.name: run_config(plan, variant, 1) for variant in plan.variants}
         base = configs["base"]
         for name, heads in (("A1", 1), ("A2", 4), ("A3", 16), ("A4", 32)):
@@ -137,7 +143,7 @@ def test_method_rows_separate_heads_from_key_width_size_from_steps_and_add_post_
             assert "post-norm" not in configs and base["model"]["norm_first"] is False
         else:
             assert configs["post-norm"]["model"] == {**base["model"], "norm_first": False}
-    assert [v.name for v in table2.build_plan("cpu").select(["A-same-dk"])] == [
+    assert [v.name for v in table2_settings.build_plan("cpu").select(["A-same-dk"])] == [
         "A1-same-dk",
         "A2-same-dk",
         "A3-same-dk",

@@ -9,21 +9,20 @@ import torch
 from transformer.config.experiment import experiment_from_dict
 from transformer.data.corpora.synthetic.generation import generate_pairs
 from transformer.evaluation.bleu import score_translations
-from transformer.experiments import table2
-from transformer.experiments.plan import run_config, set_dotted, with_base_overrides
-from transformer.experiments.positions import (
-    LENGTH_SCALES,
+from transformer.experiments.common.plan import run_config, set_dotted, with_base_overrides
+from transformer.experiments.common.planned_runs import plan_runs
+from transformer.experiments.common.results import load_sentences, read_results
+from transformer.experiments.common.runner import run_experiment
+from transformer.experiments.positions.probes import (
     bucket_bounds,
-    build_plan,
-    cut_learned_table,
-    length_base,
     length_buckets,
     swap_pairs,
     token_permutation,
 )
+from transformer.experiments.positions.run import cut_learned_table
+from transformer.experiments.positions.settings import LENGTH_SCALES, build_plan, length_base
 from transformer.experiments.positions.verdicts import render_verdicts
-from transformer.experiments.results import load_sentences, read_results
-from transformer.experiments.runner import plan_runs, run_experiment
+from transformer.experiments.table2 import settings as table2_settings
 from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
 
@@ -189,7 +188,7 @@ def test_plan_groups_and_no_leak_between_bases(scale: str) -> None:
         for encoding in ("none", "sinusoidal", "learned")
     ]
     # The multi30k group is Table 2's base row: its sinusoidal run is table2's base run.
-    table2_plan = table2.build_plan(scale)
+    table2_plan = table2_settings.build_plan(scale)
     assert run_config(plan, plan.variant("multi30k-sinusoidal"), 1) == run_config(
         table2_plan, table2_plan.variant("base"), 1
     )

@@ -5,7 +5,12 @@ from typing import Any
 
 import pytest
 
-from transformer.experiments.quality_curve import CURVE_FILE, CurvePoint, checkpoint_curve, first_reaching
+from transformer.experiments.rnn_baseline.quality_curve import (
+    CURVE_FILE,
+    CurvePoint,
+    checkpoint_curve,
+    first_reaching,
+)
 from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
 from transformer.training.checkpoint import CheckpointManager, TrainerState

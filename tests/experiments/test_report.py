@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 
 from transformer.cli import main
-from transformer.experiments.report import (
+from transformer.experiments.common.generated_sections import (
     check_document,
     experiment_of_section,
     replace_section,
     section_markers,
     update_document,
 )
-from transformer.experiments.results import append_result, store_sentences
+from transformer.experiments.common.results import append_result, store_sentences
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 

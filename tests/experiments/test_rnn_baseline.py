@@ -11,21 +11,17 @@ from typing import Any
 import pytest
 
 from transformer.config.files import load_config
-from transformer.experiments.plan import run_config
-from transformer.experiments.quality_curve import (
+from transformer.experiments.common.plan import run_config
+from transformer.experiments.common.results import read_results
+from transformer.experiments.common.runner import run_experiment
+from transformer.experiments.rnn_baseline.quality_curve import (
     CurvePoint,
     checkpoint_curve,
     first_reaching,
 )
-from transformer.experiments.results import read_results
-from transformer.experiments.rnn_baseline import (
-    BLEU_LEVELS,
-    build_plan,
-    curve_metrics,
-    multi30k_plan_parts,
-    render_table,
-)
-from transformer.experiments.runner import run_experiment
+from transformer.experiments.rnn_baseline.report import render_table
+from transformer.experiments.rnn_baseline.run import curve_metrics
+from transformer.experiments.rnn_baseline.settings import BLEU_LEVELS, build_plan, multi30k_plan_parts
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 

@@ -14,24 +14,24 @@ import pytest
 
 from transformer.checkpoint.layout import read_index
 from transformer.evaluation.bleu import score_translations
-from transformer.experiments.curves import plot_curves, read_curve
-from transformer.experiments.plan import (
+from transformer.experiments.common.curves import plot_curves, read_curve
+from transformer.experiments.common.plan import (
     Variant,
     config_differences,
     config_fingerprint,
     run_config,
     with_base_overrides,
 )
-from transformer.experiments.provenance import SourceState
-from transformer.experiments.results import (
+from transformer.experiments.common.provenance import SourceState
+from transformer.experiments.common.results import (
     append_result,
     format_metric,
     load_sentences,
     read_results,
     store_sentences,
 )
-from transformer.experiments.runner import run_experiment
-from transformer.experiments.table2 import build_plan, scaled_row
+from transformer.experiments.common.runner import run_experiment
+from transformer.experiments.table2.settings import build_plan, scaled_row
 
 
 def test_tiny_table_runs_end_to_end_and_a_rerun_skips_it(tmp_path: Path) -> None:
@@ -265,7 +265,7 @@ def test_a_dirty_source_tree_is_refused_before_anything_is_created(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dirty = SourceState("0123abcd", ("src/transformer/model/encoder.py",))
-    monkeypatch.setattr("transformer.experiments.runner.source_state", lambda: dirty)
+    monkeypatch.setattr("transformer.experiments.common.runner.source_state", lambda: dirty)
     with pytest.raises(
         ValueError, match=r"uncommitted changes \(1 file\(s\): src/transformer/model/encoder.py\)"
     ):

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from transformer.evaluation.bleu import PairedBleuTest
-from transformer.experiments.statistics import (
+from transformer.experiments.common.statistics import (
     decide_verdict,
     student_t_two_sided_probability,
     summarise_seeds,

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from transformer.cli import main
+from transformer.experiments.table1.analysis import crossover, fit_loglog_slope, flops_crossover, slopes
 from transformer.experiments.table1.flops import analytic_flops, check_recurrent_formula, counted_flops
 from transformer.experiments.table1.layers import RecurrentLayer, banded_attention
 from transformer.experiments.table1.paths import (
@@ -17,13 +18,7 @@ from transformer.experiments.table1.paths import (
     layers_until_connected,
     recurrent_steps_until_connected,
 )
-from transformer.experiments.table1.report import (
-    crossover,
-    fit_loglog_slope,
-    flops_crossover,
-    render_report,
-    slopes,
-)
+from transformer.experiments.table1.report import render_report
 from transformer.experiments.table1.settings import TIMED_KINDS, scale_settings
 from transformer.experiments.table1.timing import measure_points, predicted_seconds
 from transformer.model.masks import build_window_mask

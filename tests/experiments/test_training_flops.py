@@ -8,7 +8,7 @@ import torch
 from transformer.baselines.rnn import RNNEncoderDecoder
 from transformer.baselines.rnn_config import RNNConfig
 from transformer.data.pipeline.batch import Batch
-from transformer.experiments.training_flops import count_training_flops
+from transformer.experiments.rnn_baseline.training_flops import count_training_flops
 from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
 

@@ -119,7 +119,8 @@ class MultiHeadAttention(nn.Module):
     ``logits_hook`` (None by default, not a constructor argument) lets an inspection tool see the attention
     logits, the scores just before the mask and the softmax: while set, :meth:`attend` computes them
     explicitly, calls ``logits_hook(query_heads, key_heads, logits, attend_mask)`` and normalises what it
-    returns. ``transformer.experiments.attention_statistics`` uses it to measure scores and their gradients.
+    returns. ``transformer.experiments.attention_scoring.attention_statistics`` uses it to measure scores and
+    their gradients.
     """
 
     def __init__(

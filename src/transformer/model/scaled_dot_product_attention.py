@@ -79,8 +79,8 @@ def attention_logits(query: Tensor, key: Tensor, scaling: str = "sqrt") -> Tenso
     -----
     The queries (query_len x d_k) are scaled rather than the scores (query_len x key_len), which is cheaper;
     "none" multiplies by nothing at all. The explicit path of :func:`scaled_dot_product_attention` and the
-    attention statistics of ``transformer.experiments.attention_statistics`` both use this function, so the
-    logits those statistics see are the ones the model computes.
+    attention statistics of ``transformer.experiments.attention_scoring.attention_statistics`` both use this
+    function, so the logits those statistics see are the ones the model computes.
     """
     factor = score_scale(query.size(-1), scaling)
     scaled = query if scaling == "none" else query * factor

@@ -56,60 +56,7 @@ model (the longest outputs; the learned variant translates each bucket twice mor
 keys of its own recipe explicitly (every key the ``multi30k`` base sets), so only keys neither base sets
 (``data.mirror``, ``train.precision``, ...) reach it.
 
-Layout: :mod:`.settings` (encodings, length scales, :func:`build_plan`), :mod:`.probes` (the length-bucketed
-test sets and the permutation probe), :mod:`.metrics` (the measure hook), :mod:`.report` (the table and
-the plot) and :mod:`.verdicts` (the generated section of EXPERIMENTS.md); this package re-exports what the experiment registry and the tests use.
+Layout (docs/experiments.md): :mod:`.settings` (encodings, length scales, :func:`build_plan`), :mod:`.run`
+(the measure hook), :mod:`.report` (the table and the plot), :mod:`.verdicts` (the generated section of
+EXPERIMENTS.md) and :mod:`.probes` (the length-bucketed test sets and the permutation probe).
 """
-
-from transformer.experiments.positions.metrics import cut_learned_table, measure
-from transformer.experiments.positions.probes import (
-    LengthBucket,
-    SwapPair,
-    bucket_bounds,
-    length_buckets,
-    permutation_probe,
-    swap_pairs,
-    token_permutation,
-)
-from transformer.experiments.positions.report import bucket_series, plot, render_table
-from transformer.experiments.positions.settings import (
-    ANIMATE,
-    BUCKETS,
-    ENCODINGS,
-    LEARNED_TABLE,
-    LENGTH_SCALES,
-    PAPER_REPORTED,
-    TEST_SEED,
-    LengthScale,
-    build_plan,
-    length_base,
-    multi30k_base,
-)
-from transformer.experiments.positions.verdicts import render_verdicts
-
-__all__ = [
-    "ANIMATE",
-    "BUCKETS",
-    "ENCODINGS",
-    "LEARNED_TABLE",
-    "LENGTH_SCALES",
-    "PAPER_REPORTED",
-    "TEST_SEED",
-    "LengthBucket",
-    "LengthScale",
-    "SwapPair",
-    "bucket_bounds",
-    "bucket_series",
-    "build_plan",
-    "cut_learned_table",
-    "length_base",
-    "length_buckets",
-    "measure",
-    "multi30k_base",
-    "permutation_probe",
-    "plot",
-    "render_table",
-    "render_verdicts",
-    "swap_pairs",
-    "token_permutation",
-]

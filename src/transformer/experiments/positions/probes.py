@@ -265,39 +265,10 @@ def permutation_probe(
     translations are the same but for near-ties of the search; a model that cannot tell the orders apart
     can be exactly right on at most one sentence of each pair.
     """
-    eos = model.config.eos_id
-    used: list[SwapPair] = []
-    permutations: list[list[int]] = []
-    originals: list[list[int]] = []
-    swapped: list[list[int]] = []
-    for pair in pairs:
-        first = [*tokenizer.encode(pair.english), eos]
-        second = [*tokenizer.encode(pair.swapped_english), eos]
-        permutation = token_permutation(first, second)
-        if permutation is not None:
-            used.append(pair)
-            permutations.append(permutation)
-            originals.append(first)
-            swapped.append(second)
+    used, originals, swapped, permutations = _permuted_pairs(tokenizer, pairs, model.config.eos_id)
     if not used:
         return {"probe_pairs": 0}
-    device = next(model.parameters()).device
-    difference, largest = 0.0, 0.0
-    with torch.no_grad():
-        for start in range(0, len(used), 64):
-            chunk = slice(start, start + 64)
-            encoded = []
-            for batch in (originals[chunk], swapped[chunk]):
-                width = max(len(ids) for ids in batch)
-                tokens = torch.full((len(batch), width), model.config.pad_id, dtype=torch.long)
-                for row, ids in enumerate(batch):
-                    tokens[row, : len(ids)] = torch.tensor(ids)
-                encoded.append(model.encode(tokens.to(device)).float().cpu())
-            for row, permutation in enumerate(permutations[chunk]):
-                first_rows = encoded[0][row, permutation]
-                second_rows = encoded[1][row, : len(permutation)]
-                difference = max(difference, float((second_rows - first_rows).abs().max()))
-                largest = max(largest, float(encoded[0][row, : len(permutation)].abs().max()))
+    difference, largest = _encoder_differences(model, originals, swapped, permutations)
     translations = translator.translate([pair.english for pair in used])
     swapped_translations = translator.translate([pair.swapped_english for pair in used])
     count = len(used)
@@ -330,3 +301,56 @@ def permutation_probe(
             )[:3]
         ],
     }
+
+
+def _permuted_pairs(
+    tokenizer: TextTokenizer, pairs: Sequence[SwapPair], eos_id: int
+) -> tuple[list[SwapPair], list[list[int]], list[list[int]], list[list[int]]]:
+    """Keep the pairs whose two token sequences (EOS appended) are permutations of each other.
+
+    Returns the kept pairs, their original and swapped token ids, and each pair's permutation.
+    """
+    used: list[SwapPair] = []
+    originals: list[list[int]] = []
+    swapped: list[list[int]] = []
+    permutations: list[list[int]] = []
+    for pair in pairs:
+        first = [*tokenizer.encode(pair.english), eos_id]
+        second = [*tokenizer.encode(pair.swapped_english), eos_id]
+        permutation = token_permutation(first, second)
+        if permutation is not None:
+            used.append(pair)
+            originals.append(first)
+            swapped.append(second)
+            permutations.append(permutation)
+    return used, originals, swapped, permutations
+
+
+def _encoder_differences(
+    model: Transformer,
+    originals: Sequence[list[int]],
+    swapped: Sequence[list[int]],
+    permutations: Sequence[list[int]],
+) -> tuple[float, float]:
+    """Encode both sentences of every probe pair, 64 pairs at a time; compare the rows under the permutation.
+
+    Returns the largest ``|enc(swapped)[j] - enc(original)[p[j]]|`` and the largest ``|enc(original)|``.
+    """
+    device = next(model.parameters()).device
+    difference, largest = 0.0, 0.0
+    with torch.no_grad():
+        for start in range(0, len(originals), 64):
+            chunk = slice(start, start + 64)
+            encoded = []
+            for batch in (originals[chunk], swapped[chunk]):
+                width = max(len(ids) for ids in batch)
+                tokens = torch.full((len(batch), width), model.config.pad_id, dtype=torch.long)
+                for row, ids in enumerate(batch):
+                    tokens[row, : len(ids)] = torch.tensor(ids)
+                encoded.append(model.encode(tokens.to(device)).float().cpu())  # (pairs, width, d_model)
+            for row, permutation in enumerate(permutations[chunk]):
+                first_rows = encoded[0][row, permutation]
+                second_rows = encoded[1][row, : len(permutation)]
+                difference = max(difference, float((second_rows - first_rows).abs().max()))
+                largest = max(largest, float(encoded[0][row, : len(permutation)].abs().max()))
+    return difference, largest

@@ -5,8 +5,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from transformer.experiments.plan import ExperimentPlan
-from transformer.experiments.results import format_metric, records_by_variant
+from transformer.experiments.common.markdown import markdown_table
+from transformer.experiments.common.plan import ExperimentPlan
+from transformer.experiments.common.results import format_metric, records_by_variant
 
 
 def _percent(values: Sequence[float | None]) -> str:
@@ -40,6 +41,207 @@ def bucket_series(records: Sequence[dict[str, Any]], key: str) -> dict[str, list
     return dict(series)
 
 
+def dev_scores_table(plan: ExperimentPlan, grouped: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Build the "Dev scores" section: perplexity, BLEU and size per variant, both groups.
+
+    Parameters
+    ----------
+    plan : ExperimentPlan
+        The experiment.
+    grouped : dict of str to list of dict
+        Records by variant name.
+
+    Returns
+    -------
+    list of str
+        The section's lines.
+
+    Notes
+    -----
+    The paper's figures (base row and row E of Table 2) are shown only at the paper scale, where the
+    multi30k group trains the paper's model on WMT14.
+    """
+    headings = [
+        "variant",
+        "positions",
+        "data",
+        "dev PPL",
+        "dev BLEU",
+        "params x10^6",
+        "seeds",
+        "min/run",
+        "paper PPL",
+        "paper BLEU",
+    ]
+    rows = []
+    for variant in plan.variants:
+        found = grouped.get(variant.name, [])
+        corpus = "grammar, pairs <= L tokens" if variant.group == "length" else "table2 base row"
+        rows.append(
+            [
+                variant.name,
+                variant.overrides["model.positional_encoding"],
+                corpus,
+                format_metric([record["dev_perplexity"] for record in found], 2),
+                format_metric([record["dev_bleu"] for record in found], 1),
+                format_metric([record["params"] / 1e6 for record in found], 2),
+                len(found),
+                format_metric([record["train_seconds"] / 60 for record in found], 1),
+                variant.reported.get("dev_perplexity", "-"),
+                variant.reported.get("dev_bleu", "-"),
+            ]
+        )
+    return ["## Dev scores", "", *markdown_table(headings, rows)]
+
+
+def length_table(plan: ExperimentPlan, grouped: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Build the length section: BLEU and truncated inputs per source-length bucket, and how inputs were cut.
+
+    Parameters
+    ----------
+    plan : ExperimentPlan
+        The experiment.
+    grouped : dict of str to list of dict
+        Records by variant name.
+
+    Returns
+    -------
+    list of str
+        The section's lines (starting with a blank line); empty before any length run has a result.
+
+    Notes
+    -----
+    The learned variant gets a second row, its table cut to L rows, and the error messages it met are quoted
+    under the table (:func:`library_behaviour_notes`): how the library handles a too-long input is one of the
+    results.
+    """
+    length_variants = [variant for variant in plan.variants if variant.group == "length"]
+    length_records = [record for variant in length_variants for record in grouped.get(variant.name, [])]
+    if not length_records:
+        return []
+    names = list(bucket_series(length_records, "bleu"))
+    sizes = {bucket["name"]: bucket["sentences"] for r in length_records for bucket in r["length_buckets"]}
+    rows = []
+    for variant in length_variants:
+        found = grouped.get(variant.name, [])
+        if not found:
+            continue
+        keys = [(variant.name, "bleu", "truncated_share")]
+        if variant.overrides["model.positional_encoding"] == "learned":
+            keys.append((f"{variant.name}, table cut to L", "cut_bleu", "cut_truncated_share"))
+        for label, bleu_key, share_key in keys:
+            bleu, share = bucket_series(found, bleu_key), bucket_series(found, share_key)
+            rows.append(
+                [label, *(f"{format_metric(bleu[name], 1)} ({_percent(share[name])}%)" for name in names)]
+            )
+    limit = length_records[0]["length_limit"]
+    return [
+        "",
+        f"## BLEU per source length (tokens, EOS included; trained on <= {limit}), truncated inputs in %",
+        "",
+        *markdown_table(["variant", *(f"{name} ({sizes[name]} sent.)" for name in names)], rows),
+        *library_behaviour_notes(length_records),
+    ]
+
+
+def library_behaviour_notes(length_records: Sequence[dict[str, Any]]) -> list[str]:
+    """Quote how the library met inputs beyond a learned table of L rows, under the length table.
+
+    Parameters
+    ----------
+    length_records : sequence of dict
+        The length group's records.
+
+    Returns
+    -------
+    list of str
+        Lines (starting with a blank line): the model's refusal of a longer input and, per outcome, the
+        buckets translated with outputs not capped at L; empty when no record met either.
+
+    Notes
+    -----
+    Messages are deduplicated in the order first seen, so seeds that failed alike give one line.
+    """
+    refusals: dict[str, None] = {}
+    uncapped: dict[str, list[str]] = defaultdict(list)
+    for record in length_records:
+        if record.get("learned_position_error"):
+            refusals[record["learned_position_error"]] = None
+        for bucket in record["length_buckets"]:
+            if "cut_uncapped_error" in bucket:
+                error = bucket["cut_uncapped_error"]
+                outcome = f"`{error}`" if error else "no error"
+                if bucket["name"] not in uncapped[outcome]:
+                    uncapped[outcome].append(bucket["name"])
+    if not refusals and not uncapped:
+        return []
+    return [
+        "",
+        "How the library handles inputs beyond a learned table of L rows (row 'table cut to L'): the "
+        "Translator truncates every input to L tokens, EOS included (the share in brackets), and the BLEU "
+        "shown caps outputs at L tokens (decode.max_length = L).",
+        "",
+        *[f"- the model refuses a longer input: `{message}`" for message in refusals],
+        *[
+            f"- buckets {', '.join(buckets)} translated with the run's decode settings (outputs up to the "
+            f"source length + max_length_offset, not capped at L): {outcome}"
+            for outcome, buckets in uncapped.items()
+        ],
+    ]
+
+
+def probe_table(plan: ExperimentPlan, grouped: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Build the permutation probe's section: encoder equivariance and how often the translation changed.
+
+    Parameters
+    ----------
+    plan : ExperimentPlan
+        The experiment.
+    grouped : dict of str to list of dict
+        Records by variant name.
+
+    Returns
+    -------
+    list of str
+        The section's lines, a row per variant that ran the probe.
+
+    Notes
+    -----
+    The encoder's largest difference under the permutation is the maximum over seeds, not a mean: for the
+    model without positions it must be float rounding in every seed.
+    """
+    headings = [
+        "variant",
+        "pairs",
+        "encoder max abs diff under the permutation (max over seeds)",
+        "encoder max abs",
+        "translation changed",
+        "exact (original)",
+        "exact (swapped)",
+    ]
+    rows = []
+    for variant in plan.variants:
+        found = [record for record in grouped.get(variant.name, []) if record.get("probe_pairs")]
+        if not found:
+            continue
+        rows.append(
+            [
+                variant.name,
+                found[0]["probe_pairs"],
+                f"{max(record['probe_encoder_max_abs_diff'] for record in found):.1e}",
+                format_metric([record["probe_encoder_max_abs"] for record in found], 2),
+                _percent([record["probe_translation_changed"] for record in found]) + "%",
+                _percent([record["probe_exact_original"] for record in found]) + "%",
+                _percent([record["probe_exact_swapped"] for record in found]) + "%",
+            ]
+        )
+    return [
+        "## Permutation probe: 'The X verbs the Y.' against 'The Y verbs the X.'",
+        "",
+        *markdown_table(headings, rows),
+    ]
+
+
 def render_table(plan: ExperimentPlan, records: list[dict[str, Any]]) -> str:
     """Print the three results: dev scores per encoding, BLEU per length bucket, the permutation probe.
 
@@ -58,111 +260,14 @@ def render_table(plan: ExperimentPlan, records: list[dict[str, Any]]) -> str:
 
     Notes
     -----
-    Values are means over seeds with their spread; ``-`` marks what has not run. The learned variant's
-    error messages are quoted under the length table, since how the library handles a too-long input is
-    one of the results.
+    Values are means over seeds with their spread; ``-`` marks what has not run. Each table is built by its
+    own function: :func:`dev_scores_table`, :func:`length_table`, :func:`probe_table`.
     """
     grouped = records_by_variant(records)
     lines = [f"# Positional encodings at scale {plan.scale}", "", plan.notes, ""]
-    lines += [
-        "## Dev scores",
-        "",
-        "| variant | positions | data | dev PPL | dev BLEU | params x10^6 | seeds | min/run | paper PPL | paper BLEU |",
-        "|" + "---|" * 10,
-    ]
-    for variant in plan.variants:
-        found = grouped.get(variant.name, [])
-        corpus = "grammar, pairs <= L tokens" if variant.group == "length" else "table2 base row"
-        cells = [
-            variant.name,
-            variant.overrides["model.positional_encoding"],
-            corpus,
-            format_metric([record["dev_perplexity"] for record in found], 2),
-            format_metric([record["dev_bleu"] for record in found], 1),
-            format_metric([record["params"] / 1e6 for record in found], 2),
-            len(found),
-            format_metric([record["train_seconds"] / 60 for record in found], 1),
-            variant.reported.get("dev_perplexity", "-"),
-            variant.reported.get("dev_bleu", "-"),
-        ]
-        lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
-    length_variants = [variant for variant in plan.variants if variant.group == "length"]
-    length_records = [record for variant in length_variants for record in grouped.get(variant.name, [])]
-    if length_records:
-        names = list(bucket_series(length_records, "bleu"))
-        sizes = {
-            bucket["name"]: bucket["sentences"] for r in length_records for bucket in r["length_buckets"]
-        }
-        limit = length_records[0]["length_limit"]
-        lines += [
-            "",
-            f"## BLEU per source length (tokens, EOS included; trained on <= {limit}), truncated inputs in %",
-            "",
-            "| variant | " + " | ".join(f"{name} ({sizes[name]} sent.)" for name in names) + " |",
-            "|" + "---|" * (len(names) + 1),
-        ]
-        refusals: dict[str, None] = {}
-        uncapped: dict[str, list[str]] = defaultdict(list)
-        for variant in length_variants:
-            found = grouped.get(variant.name, [])
-            if not found:
-                continue
-            rows = [(variant.name, "bleu", "truncated_share")]
-            if variant.overrides["model.positional_encoding"] == "learned":
-                rows.append((f"{variant.name}, table cut to L", "cut_bleu", "cut_truncated_share"))
-            for label, bleu_key, share_key in rows:
-                bleu, share = bucket_series(found, bleu_key), bucket_series(found, share_key)
-                cells = [f"{format_metric(bleu[name], 1)} ({_percent(share[name])}%)" for name in names]
-                lines.append(f"| {label} | " + " | ".join(cells) + " |")
-            for record in found:
-                if record.get("learned_position_error"):
-                    refusals[record["learned_position_error"]] = None
-                for bucket in record["length_buckets"]:
-                    if "cut_uncapped_error" in bucket:
-                        outcome = (
-                            f"`{bucket['cut_uncapped_error']}`"
-                            if bucket["cut_uncapped_error"]
-                            else "no error"
-                        )
-                        if bucket["name"] not in uncapped[outcome]:
-                            uncapped[outcome].append(bucket["name"])
-        if refusals or uncapped:
-            lines += [
-                "",
-                "How the library handles inputs beyond a learned table of L rows (row 'table cut to L'): the "
-                "Translator truncates every input to L tokens, EOS included (the share in brackets), and the BLEU "
-                "shown caps outputs at L tokens (decode.max_length = L).",
-                "",
-                *[f"- the model refuses a longer input: `{message}`" for message in refusals],
-                *[
-                    f"- buckets {', '.join(buckets)} translated with the run's decode settings (outputs up to the "
-                    f"source length + max_length_offset, not capped at L): {outcome}"
-                    for outcome, buckets in uncapped.items()
-                ],
-            ]
-    lines += [
-        "",
-        "## Permutation probe: 'The X verbs the Y.' against 'The Y verbs the X.'",
-        "",
-        "| variant | pairs | encoder max abs diff under the permutation (max over seeds) | encoder max abs | "
-        "translation changed "
-        "| exact (original) | exact (swapped) |",
-        "|" + "---|" * 7,
-    ]
-    for variant in plan.variants:
-        found = [record for record in grouped.get(variant.name, []) if record.get("probe_pairs")]
-        if not found:
-            continue
-        cells = [
-            variant.name,
-            found[0]["probe_pairs"],
-            f"{max(record['probe_encoder_max_abs_diff'] for record in found):.1e}",
-            format_metric([record["probe_encoder_max_abs"] for record in found], 2),
-            _percent([record["probe_translation_changed"] for record in found]) + "%",
-            _percent([record["probe_exact_original"] for record in found]) + "%",
-            _percent([record["probe_exact_swapped"] for record in found]) + "%",
-        ]
-        lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
+    lines += dev_scores_table(plan, grouped)
+    lines += length_table(plan, grouped)
+    lines += ["", *probe_table(plan, grouped)]
     return "\n".join(lines) + "\n"
 
 

@@ -5,8 +5,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from transformer.config.experiment import experiment_from_dict
-from transformer.experiments import table2
-from transformer.experiments.plan import ExperimentPlan, Variant, flatten, short_recipe
+from transformer.experiments.common.plan import ExperimentPlan, Variant, flatten
+from transformer.experiments.scale_recipes import grammar_data, short_recipe
+from transformer.experiments.table2.settings import scale_settings, scaled_row, table_rows
 
 #: The encodings compared, in table order.
 ENCODINGS = ("none", "sinusoidal", "learned")
@@ -115,11 +116,11 @@ def multi30k_base(scale: str) -> dict[str, Any]:
     Sharing Table 2's configuration makes this group's ``sinusoidal`` and ``learned`` rows the same runs
     as ``table2``'s ``base`` and ``E1``: the two experiments check each other.
     """
-    settings = table2.scale_settings(scale)
+    settings = scale_settings(scale)
     base: dict[str, Any] = copy.deepcopy(settings["base"])
-    name, _, model, smoothing, _, _ = table2.table_rows()[0]
+    name, _, model, smoothing, _, _ = table_rows()[0]
     assert name == "base"
-    base.setdefault("model", {}).update(table2.scaled_row(model, settings["width"], settings["layers"]))
+    base.setdefault("model", {}).update(scaled_row(model, settings["width"], settings["layers"]))
     base.setdefault("train", {})["label_smoothing"] = smoothing
     return base
 
@@ -146,6 +147,7 @@ def length_base(scale: str) -> dict[str, Any]:
     if scale not in LENGTH_SCALES:
         raise ValueError(f"--scale {scale}: positions runs at scale tiny, cpu, gpu or paper")
     size = LENGTH_SCALES[scale]
+    held_out = 500 if scale != "tiny" else 12
     return {
         "model": {
             "vocab_size": size.vocab_size,
@@ -161,13 +163,10 @@ def length_base(scale: str) -> dict[str, Any]:
             "max_positions": LEARNED_TABLE,
         },
         "data": {
-            "corpus": "synthetic",
+            **grammar_data(size.train_pairs, valid_pairs=held_out, test_pairs=held_out),
             "source_lang": "en",
             "target_lang": "de",
             "max_len": size.limit,
-            "synthetic_train_pairs": size.train_pairs,
-            "synthetic_valid_pairs": 500 if scale != "tiny" else 12,
-            "synthetic_test_pairs": 500 if scale != "tiny" else 12,
             "synthetic_seed": 1234,
         },
         "train": short_recipe(size.steps, size.max_tokens, 0.003),

@@ -10,10 +10,11 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from transformer.experiments.comparisons import compare_with_baseline, describe_over_seeds
-from transformer.experiments.plan import ExperimentPlan
+from transformer.experiments.common.comparisons import compare_with_baseline, describe_over_seeds
+from transformer.experiments.common.markdown import markdown_table
+from transformer.experiments.common.plan import ExperimentPlan
+from transformer.experiments.common.results import records_by_variant, summarise
 from transformer.experiments.positions.settings import ENCODINGS
-from transformer.experiments.results import records_by_variant, summarise
 
 
 def bucket_names(records: list[dict[str, Any]]) -> list[str]:
@@ -61,6 +62,104 @@ def _recorded_bucket_bleu(record: dict[str, Any], name: str) -> float | None:
     return None
 
 
+def encodings_table(by_variant: dict[str, list[dict[str, Any]]], buckets: list[str]) -> list[str]:
+    """Build the table of BLEU per encoding: both dev sets, every length bucket and the probe.
+
+    Parameters
+    ----------
+    by_variant : dict of str to list of dict
+        Records by variant name.
+    buckets : list of str
+        The length buckets, shortest first (:func:`bucket_names`).
+
+    Returns
+    -------
+    list of str
+        A Markdown table, a row per encoding.
+
+    Notes
+    -----
+    Dev BLEU comes with its t interval over seeds; bucket BLEU and the probe with their seed count.
+    """
+    headings = [
+        "encoding",
+        "Multi30k dev BLEU",
+        "grammar dev BLEU",
+        *(f"bucket {name}" for name in buckets),
+        "translation changed by swapping subject and object (Multi30k)",
+    ]
+    rows = []
+    for encoding in ENCODINGS:
+        multi30k, length = (
+            by_variant.get(f"multi30k-{encoding}", []),
+            by_variant.get(f"length-{encoding}", []),
+        )
+        changed, _, count = summarise(record.get("probe_translation_changed") for record in multi30k)
+        rows.append(
+            [
+                encoding,
+                describe_over_seeds(multi30k, "dev_bleu", 1),
+                describe_over_seeds(length, "dev_bleu", 1),
+                *[_bucket_bleu(length, name) for name in buckets],
+                "-" if changed is None else f"{changed:.3f} ({count})",
+            ]
+        )
+    return markdown_table(headings, rows)
+
+
+def claims_table(
+    by_variant: dict[str, list[dict[str, Any]]], buckets: list[str], experiment_dir: Path
+) -> list[str]:
+    """Build the table of claims, each a paired comparison with its verdict.
+
+    Parameters
+    ----------
+    by_variant : dict of str to list of dict
+        Records by variant name.
+    buckets : list of str
+        The length buckets, shortest first; every one past the first (beyond the training lengths) is a claim.
+    experiment_dir : Path
+        Where the records' stored sentences are.
+
+    Returns
+    -------
+    list of str
+        A Markdown table: claim, test set, per seed, direction, verdict.
+
+    Notes
+    -----
+    Directions: no positions worse than sinusoids (-1, section 3.5: attention alone ignores order); learned
+    equal to sinusoids (0, Table 2 row E: "nearly identical"); learned worse than sinusoids past the
+    training lengths (-1, section 3.5: sinusoids "may allow the model to extrapolate").
+    """
+    none, learned = "no positions against sinusoids", "learned against sinusoids (row E)"
+    claims = [
+        (none, "multi30k-none", "multi30k-sinusoidal", "dev", -1, "Multi30k dev"),
+        (none, "length-none", "length-sinusoidal", "dev", -1, "grammar dev"),
+        (learned, "multi30k-learned", "multi30k-sinusoidal", "dev", 0, "Multi30k dev"),
+        (learned, "length-learned", "length-sinusoidal", "dev", 0, "grammar dev"),
+    ]
+    claims += [
+        ("learned against sinusoids past the training lengths", "length-learned", "length-sinusoidal",
+         f"length-{name}", -1, f"bucket {name}")
+        for name in buckets[1:]
+    ]  # fmt: skip
+    rows = []
+    for description, variant, baseline, test_set, direction, label in claims:
+        bucket = test_set.removeprefix("length-")
+        per_seed, verdict = compare_with_baseline(
+            by_variant.get(variant, []),
+            by_variant.get(baseline, []),
+            direction,
+            experiment_dir,
+            test_set,
+            None if test_set == "dev" else functools.partial(_recorded_bucket_bleu, name=bucket),
+        )
+        words = {1: "higher", -1: "lower", 0: "="}[direction]
+        rows.append([description, label, per_seed, words, verdict])
+    return markdown_table(["claim", "test set", "per seed", "direction", "verdict"], rows)
+
+
 def render_verdicts(plan: ExperimentPlan, records: list[dict[str, Any]], experiment_dir: Path) -> str:
     """Render the positions section of EXPERIMENTS.md.
 
@@ -76,13 +175,13 @@ def render_verdicts(plan: ExperimentPlan, records: list[dict[str, Any]], experim
     Returns
     -------
     str
-        Markdown: BLEU per encoding and group, BLEU per length bucket, the probe, and the claims.
+        Markdown: BLEU per encoding and group, BLEU per length bucket, the probe (:func:`encodings_table`),
+        and the claims (:func:`claims_table`).
 
     Notes
     -----
-    Directions: no positions worse than sinusoids (-1, section 3.5: attention alone ignores order); learned
-    equal to sinusoids (0, Table 2 row E: "nearly identical"); learned worse than sinusoids past the
-    training lengths (-1, section 3.5: sinusoids "may allow the model to extrapolate").
+    A pure function of the committed records, so a test can check that EXPERIMENTS.md still says what they
+    give.
     """
     del plan
     by_variant = records_by_variant(records)
@@ -91,58 +190,8 @@ def render_verdicts(plan: ExperimentPlan, records: list[dict[str, Any]], experim
         f"Generated by `transformer experiment report positions` from {len(records)} records; do not edit by "
         "hand. BLEU: mean over seeds, [95% t interval] with 2 or more; buckets and probe: mean (seed count).",
         "",
-        "| encoding | Multi30k dev BLEU | grammar dev BLEU | "
-        + " | ".join(f"bucket {name}" for name in buckets)
-        + " | translation changed by swapping subject and object (Multi30k) |",
-        "|---|---|---|" + "---|" * len(buckets) + "---|",
-    ]
-    for encoding in ENCODINGS:
-        multi30k, length = (
-            by_variant.get(f"multi30k-{encoding}", []),
-            by_variant.get(f"length-{encoding}", []),
-        )
-        changed, _, count = summarise(record.get("probe_translation_changed") for record in multi30k)
-        cells = [
-            encoding,
-            describe_over_seeds(multi30k, "dev_bleu", 1),
-            describe_over_seeds(length, "dev_bleu", 1),
-            *[_bucket_bleu(length, name) for name in buckets],
-            "-" if changed is None else f"{changed:.3f} ({count})",
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += [
+        *encodings_table(by_variant, buckets),
         "",
-        "| claim | test set | per seed | direction | verdict |",
-        "|---|---|---|---|---|",
+        *claims_table(by_variant, buckets, experiment_dir),
     ]
-    claims = [
-        ("no positions against sinusoids", "multi30k-none", "multi30k-sinusoidal", "dev", -1, "Multi30k dev"),
-        ("no positions against sinusoids", "length-none", "length-sinusoidal", "dev", -1, "grammar dev"),
-        (
-            "learned against sinusoids (row E)",
-            "multi30k-learned",
-            "multi30k-sinusoidal",
-            "dev",
-            0,
-            "Multi30k dev",
-        ),
-        ("learned against sinusoids (row E)", "length-learned", "length-sinusoidal", "dev", 0, "grammar dev"),
-    ]
-    claims += [
-        ("learned against sinusoids past the training lengths", "length-learned", "length-sinusoidal",
-         f"length-{name}", -1, f"bucket {name}")
-        for name in buckets[1:]
-    ]  # fmt: skip
-    for description, variant, baseline, test_set, direction, label in claims:
-        bucket = test_set.removeprefix("length-")
-        per_seed, verdict = compare_with_baseline(
-            by_variant.get(variant, []),
-            by_variant.get(baseline, []),
-            direction,
-            experiment_dir,
-            test_set,
-            None if test_set == "dev" else functools.partial(_recorded_bucket_bleu, name=bucket),
-        )
-        words = {1: "higher", -1: "lower", 0: "="}[direction]
-        lines.append(f"| {description} | {label} | {per_seed} | {words} | {verdict} |")
     return "\n".join(lines) + "\n"

@@ -15,15 +15,14 @@ them) change, so that the run leaves a time-to-quality curve on disk. Per run, b
 apart here, 250 there), the measure hook records:
 
 * **the curve**: greedy dev BLEU of every kept checkpoint against the training seconds, step and target
-  tokens its ``trainer_state.json`` records (:mod:`transformer.experiments.quality_curve`); greedy, not beam
-  4, to keep scoring 30 checkpoints short (greedy scores about 1.7 BLEU under beam 4 for the shipped
-  Transformer, BENCHMARKS.md); and, from it, the training time at which each model first reaches dev BLEU
-  :data:`BLEU_LEVELS` (or "not reached");
+  tokens its ``trainer_state.json`` records (:mod:`.quality_curve`); greedy, not beam 4, to keep scoring 30
+  checkpoints short (greedy scores about 1.7 BLEU under beam 4 for the shipped Transformer, BENCHMARKS.md);
+  and, from it, the training time at which each model first reaches dev BLEU :data:`BLEU_LEVELS` (or "not
+  reached");
 * **training FLOPs**: counted with ``FlopCounterMode`` on the run's first training batches (forward, loss,
-  backward; :mod:`transformer.experiments.training_flops`), per target token, times the target tokens the run
-  trained on;
+  backward; :mod:`.training_flops`), per target token, times the target tokens the run trained on;
 * **decoding speed**: sentences and output tokens per second on the whole validation set, greedy and beam 4,
-  fp32, the same thread count for both models (:mod:`transformer.experiments.decode_speed`);
+  fp32, the same thread count for both models (:mod:`.decode_speed`);
 * the precision and thread count the trainer chose (``precision: auto``, ``threads: null``), read back from
   the autotuning cache: on a CPU with AMX a model that gains from bf16 trains several times faster.
 
@@ -35,40 +34,8 @@ Timings are wall-clock: run on a quiet machine with ``--parallel 1`` (the defaul
 machine to itself. A run interrupted and resumed trains for another ``max_minutes`` (the trainer's budget
 counts per invocation), which the table flags.
 
-Layout: :mod:`.settings` (the variants, the scales, :func:`build_plan`), :mod:`.metrics` (the measure hook),
-:mod:`.report` (the table and the plot) and :mod:`.verdicts` (the generated section of EXPERIMENTS.md); this
-package re-exports what the experiment registry and the
-tests use.
+Layout (docs/experiments.md): :mod:`.settings` (the variants, the scales, :func:`build_plan`), :mod:`.run`
+(the measure hook), :mod:`.report` (the table and the plot), :mod:`.verdicts` (the generated section of
+EXPERIMENTS.md), and the measurements the hook makes: :mod:`.quality_curve`, :mod:`.training_flops` and
+:mod:`.decode_speed`.
 """
-
-from transformer.experiments.rnn_baseline.metrics import curve_metrics, measure
-from transformer.experiments.rnn_baseline.report import plot, render_table
-from transformer.experiments.rnn_baseline.settings import (
-    AVERAGE_LAST,
-    BLEU_LEVELS,
-    BUDGET_TOLERANCE,
-    CHECKPOINT_EVERY,
-    MEASURE_SETTINGS,
-    MeasureSettings,
-    build_plan,
-    multi30k_plan_parts,
-    tiny_plan_parts,
-)
-from transformer.experiments.rnn_baseline.verdicts import render_verdicts
-
-__all__ = [
-    "AVERAGE_LAST",
-    "BLEU_LEVELS",
-    "BUDGET_TOLERANCE",
-    "CHECKPOINT_EVERY",
-    "MEASURE_SETTINGS",
-    "MeasureSettings",
-    "build_plan",
-    "curve_metrics",
-    "measure",
-    "multi30k_plan_parts",
-    "plot",
-    "render_table",
-    "render_verdicts",
-    "tiny_plan_parts",
-]

@@ -4,8 +4,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from transformer.experiments.plan import ExperimentPlan
-from transformer.experiments.results import format_metric, records_by_variant
+from transformer.experiments.common.plan import ExperimentPlan
+from transformer.experiments.common.results import format_metric, records_by_variant
 from transformer.experiments.rnn_baseline.settings import AVERAGE_LAST, BLEU_LEVELS, BUDGET_TOLERANCE
 
 

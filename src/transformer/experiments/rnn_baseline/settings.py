@@ -3,7 +3,8 @@
 from dataclasses import dataclass
 from typing import Any
 
-from transformer.experiments.plan import ExperimentPlan, Variant
+from transformer.experiments.common.plan import ExperimentPlan, Variant
+from transformer.experiments.scale_recipes import grammar_data, multi30k_data, multi30k_decode
 
 #: Dev BLEU levels whose first-reached training time the table reports (greedy search, like the curve).
 BLEU_LEVELS = (10.0, 20.0, 30.0, 35.0)
@@ -62,12 +63,14 @@ def multi30k_plan_parts() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     Notes
     -----
     Values copied from the two files, which the package does not ship (they live in the repository's
-    ``configs/``); ``tests/experiments/test_rnn_baseline.py`` resolves both variants and compares them key by
-    key with the files, so an edit to either file shows up there.
+    ``configs/``); the data and search sections are the Multi30k recipe's
+    (:mod:`transformer.experiments.scale_recipes`), which the files share.
+    ``tests/experiments/test_rnn_baseline.py`` resolves both variants and compares them key by key with the
+    files, so an edit to either file shows up there.
     """
     base = {
         "model": {"vocab_size": 10000},
-        "data": {"corpus": "multi30k", "source_lang": "en", "target_lang": "de", "max_len": 100},
+        "data": multi30k_data(),
         "train": {
             "max_tokens": 4096,
             "max_steps": 2800,
@@ -80,7 +83,7 @@ def multi30k_plan_parts() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
             "checkpoint_every": CHECKPOINT_EVERY,
             "keep_checkpoints": 2800 // CHECKPOINT_EVERY + 2,  # every checkpoint, the final one included
         },
-        "decode": {"beam_size": 4, "length_penalty": 1.0, "length_penalty_form": "power"},
+        "decode": multi30k_decode(),
     }
     transformer = {
         "model.d_model": 256,
@@ -129,13 +132,7 @@ def tiny_plan_parts() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """
     base = {
         "model": {"vocab_size": 120},
-        "data": {
-            "corpus": "synthetic",
-            "synthetic_train_pairs": 300,
-            "synthetic_valid_pairs": 12,
-            "synthetic_test_pairs": 12,
-            "max_len": 64,
-        },
+        "data": grammar_data(train_pairs=300, valid_pairs=12, test_pairs=12),
         "train": {
             "max_tokens": 512,
             "max_steps": 8,
@@ -150,12 +147,7 @@ def tiny_plan_parts() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
             "threads": 1,
             "precision": "fp32",
         },
-        "decode": {
-            "beam_size": 4,
-            "length_penalty": 1.0,
-            "length_penalty_form": "power",
-            "max_length_offset": 5,
-        },
+        "decode": {**multi30k_decode(), "max_length_offset": 5},
     }
     _, full = multi30k_plan_parts()
     transformer = {

@@ -8,9 +8,9 @@ cost claims (FLOPs, time to quality) are measurements of each run, shown as figu
 from pathlib import Path
 from typing import Any
 
-from transformer.experiments.comparisons import compare_with_baseline, describe_over_seeds
-from transformer.experiments.plan import ExperimentPlan
-from transformer.experiments.results import records_by_variant
+from transformer.experiments.common.comparisons import compare_with_baseline, describe_over_seeds
+from transformer.experiments.common.plan import ExperimentPlan
+from transformer.experiments.common.results import records_by_variant
 
 #: Figures shown per model: (record key, label, decimals, scale).
 FIGURES = (

@@ -1,14 +1,13 @@
-"""Log-log slopes, the attention/recurrence crossover, the Markdown report and the plots."""
+"""Table 1's report: the Markdown tables of ``table1.md``, built one table at a time, and the plots."""
 
-import math
-import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from transformer.experiments.table1.flops import analytic_flops
+from transformer.experiments.common.markdown import markdown_table
+from transformer.experiments.table1.analysis import crossover, flops_crossover, point, slopes
 from transformer.experiments.table1.settings import (
     FLOPS_PLOT_FILE,
     LAYER_KINDS,
@@ -17,196 +16,6 @@ from transformer.experiments.table1.settings import (
     TIMED_KINDS,
     Table1Settings,
 )
-
-
-def fit_loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
-    """Least-squares slope of log y against log x.
-
-    Parameters
-    ----------
-    xs : sequence of float
-        Positive abscissae, at least two distinct.
-    ys : sequence of float
-        Positive ordinates, as many.
-
-    Returns
-    -------
-    float
-        The exponent p of the best fit y ~ c·x^p.
-
-    Raises
-    ------
-    ValueError
-        With fewer than two distinct x, unequal lengths or a non-positive value.
-
-    Notes
-    -----
-    Ordinary least squares on the logarithms: the slope estimates the exponent of a cost such as Table 1's
-    O(n^2 d) in n.
-    """
-    if len(xs) != len(ys) or len(set(xs)) < 2:
-        raise ValueError("a slope needs at least two distinct points")
-    if min(xs) <= 0 or min(ys) <= 0:
-        raise ValueError("log-log slopes need positive values")
-    log_x = [math.log(x) for x in xs]
-    log_y = [math.log(y) for y in ys]
-    mean_x, mean_y = statistics.fmean(log_x), statistics.fmean(log_y)
-    covariance = sum((x - mean_x) * (y - mean_y) for x, y in zip(log_x, log_y, strict=True))
-    variance = sum((x - mean_x) ** 2 for x in log_x)
-    return covariance / variance
-
-
-def _slope(points: Iterable[tuple[float, float | None]], last: int | None = None) -> float | None:
-    usable = sorted((x, y) for x, y in points if y is not None and y > 0)
-    if last is not None:
-        usable = usable[-last:]
-    if len({x for x, _ in usable}) < 2:
-        return None
-    return fit_loglog_slope([x for x, _ in usable], [y for _, y in usable])
-
-
-def point(records: Sequence[dict[str, Any]], layer: str, length: int, d_model: int) -> dict[str, Any] | None:
-    """Find one point's record.
-
-    Parameters
-    ----------
-    records : sequence of dict
-        Measurement records.
-    layer : str
-        Layer kind.
-    length : int
-        n.
-    d_model : int
-        d.
-
-    Returns
-    -------
-    dict or None
-        The record, None when the grid has no such point.
-
-    Notes
-    -----
-    Linear search: the grid has a few hundred points.
-    """
-    for record in records:
-        if record["layer"] == layer and record["n"] == length and record["d"] == d_model:
-            return record
-    return None
-
-
-def slopes(records: Sequence[dict[str, Any]], layer: str, settings: Table1Settings) -> dict[str, Any]:
-    """Fit the log-log slopes of time and FLOPs in n (per d) and in d (at the reference n).
-
-    Parameters
-    ----------
-    records : sequence of dict
-        Measurement records.
-    layer : str
-        Layer kind.
-    settings : Table1Settings
-        Grid and reference length.
-
-    Returns
-    -------
-    dict of str to Any
-        ``time_n`` and ``flops_n`` (d -> slope or None), ``time_d`` and ``flops_d`` (slope or None).
-
-    Notes
-    -----
-    Slopes in n use the :data:`SLOPE_POINTS` largest lengths measured (timed, for time; of the grid, for
-    FLOPs), where fixed per-call costs matter least; slopes in d use every width at ``reference_length``.
-    """
-    mine = [record for record in records if record["layer"] == layer]
-    time_n, flops_n = {}, {}
-    for d_model in settings.widths:
-        at_d = [record for record in mine if record["d"] == d_model]
-        time_n[d_model] = _slope(((r["n"], r["seconds"]) for r in at_d), SLOPE_POINTS)
-        flops_n[d_model] = _slope(((r["n"], r["flops"]) for r in at_d), SLOPE_POINTS)
-    at_n = [record for record in mine if record["n"] == settings.reference_length]
-    return {
-        "time_n": time_n,
-        "flops_n": flops_n,
-        "time_d": _slope((r["d"], r["seconds"]) for r in at_n),
-        "flops_d": _slope((r["d"], r["flops"]) for r in at_n),
-    }
-
-
-def flops_crossover(d_model: int, settings: Table1Settings) -> int:
-    """Find the largest n at which self-attention needs fewer FLOPs than the LSTM, trying every n.
-
-    Parameters
-    ----------
-    d_model : int
-        d.
-    settings : Table1Settings
-        The batch and the other layer settings of :func:`~transformer.experiments.table1.flops.analytic_flops`.
-
-    Returns
-    -------
-    int
-        The largest length n (every integer tried, not only the timed grid's powers of two) where
-        attention's forward+backward FLOPs are below the LSTM's.
-
-    Notes
-    -----
-    Issue #29: on the power-of-two grid the last length with fewer attention FLOPs is n = d, which reads as
-    the paper's "n < d"; on every n it is 2d - 1, since with the projections counted attention's
-    24nd^2 + 12n^2 d first reaches the LSTM's 48nd^2 - 8d^2 at n = 2d. The paper's n < d compares the score
-    and value products alone (n^2 d against n d^2).
-    """
-    length = 1
-    while analytic_flops("self_attention", length + 1, d_model, settings) < analytic_flops(
-        "recurrent", length + 1, d_model, settings
-    ):
-        length += 1
-    return length
-
-
-def crossover(records: Sequence[dict[str, Any]], d_model: int, settings: Table1Settings) -> dict[str, Any]:
-    """Where self-attention stops being cheaper than the LSTM at one width.
-
-    Parameters
-    ----------
-    records : sequence of dict
-        Measurement records.
-    d_model : int
-        d.
-    settings : Table1Settings
-        The lengths.
-
-    Returns
-    -------
-    dict of str to Any
-        ``time_faster`` and ``time_slower`` (lengths, both timed, where attention's forward+backward is
-        faster / slower), ``time_largest`` (the largest faster one or None), ``flops_largest`` (the largest
-        length where attention needs fewer FLOPs, or None) and ``paper`` (the largest grid length below d).
-
-    Notes
-    -----
-    The paper's "self-attention layers are faster than recurrent layers when the sequence length n is
-    smaller than the representation dimensionality d" compares n²·d with n·d²; counting the projections,
-    attention's 24nd² + 12n²d FLOPs beat the LSTM's 48nd² while n < 2d.
-    """
-    faster: list[int] = []
-    slower: list[int] = []
-    fewer: list[int] = []
-    for length in settings.lengths:
-        attention = point(records, "self_attention", length, d_model)
-        recurrent = point(records, "recurrent", length, d_model)
-        if attention is None or recurrent is None:
-            continue
-        if attention["flops"] < recurrent["flops"]:
-            fewer.append(length)
-        if attention["seconds"] is not None and recurrent["seconds"] is not None:
-            (faster if attention["seconds"] < recurrent["seconds"] else slower).append(length)
-    below_d = [length for length in settings.lengths if length < d_model]
-    return {
-        "time_faster": faster,
-        "time_slower": slower,
-        "time_largest": max(faster) if faster else None,
-        "flops_largest": max(fewer) if fewer else None,
-        "paper": max(below_d) if below_d else None,
-    }
 
 
 def _format_slope(value: float | None) -> str:
@@ -241,83 +50,120 @@ def _format_seconds(value: float | None) -> str:
     return f"{value * 1e6:.3g} µs"
 
 
-def render_report(
-    settings: Table1Settings,
-    scale: str,
-    records: Sequence[dict[str, Any]],
-    structure: dict[str, dict[str, Any]],
-    recurrent_check: tuple[int, int],
-    elapsed_seconds: float,
-) -> str:
-    """Write ``table1.md``: the measured Table 1 beside the paper's.
+def complexity_table(records: Sequence[dict[str, Any]], settings: Table1Settings) -> list[str]:
+    """Build the "Complexity per layer" section: fitted exponents and the costs at the reference point.
 
     Parameters
     ----------
-    settings : Table1Settings
-        The grid.
-    scale : str
-        Its name.
     records : sequence of dict
         Measurement records.
-    structure : dict
-        :func:`measure_structure`'s results.
-    recurrent_check : (int, int)
-        :func:`check_recurrent_formula`'s counted and analytic LSTM FLOPs.
-    elapsed_seconds : float
-        Wall-clock time of the whole measurement.
+    settings : Table1Settings
+        The grid and its reference point.
 
     Returns
     -------
-    str
-        Markdown.
+    list of str
+        The section's lines: heading, what was fitted, and a row per timed layer type.
 
     Notes
     -----
-    Four tables (complexity, sequential operations and path length, crossover, skipped points) and the
-    methods, so the file stands on its own in EXPERIMENTS.md.
+    Table 1's first column made measurable: a cost O(n^a d^b) shows as a slope a in n and b in d of both
+    time and FLOPs (:func:`~transformer.experiments.table1.analysis.slopes`).
     """
-    first = records[0] if records else {}
     widths = " / ".join(str(d) for d in settings.widths)
     n_ref, d_ref = settings.reference_length, settings.reference_width
-    lines = [
-        "# Table 1, measured",
-        "",
-        f"Scale `{scale}`: n in {{{', '.join(str(n) for n in settings.lengths)}}}, d in "
-        f"{{{', '.join(str(d) for d in settings.widths)}}}, "
-        f"batch {settings.batch}, {settings.num_heads} heads, window r = {settings.window}, kernel k = "
-        f"{settings.kernel}. Device `{first.get('device', '-')}` ({first.get('machine', '-')}, "
-        f"{first.get('threads', '-')} threads), torch {torch.__version__}; {elapsed_seconds / 60:.1f} minutes.",
-        "",
+    rows = []
+    for kind in LAYER_KINDS:
+        if not kind.timed:
+            continue
+        fitted = slopes(records, kind.name, settings)
+        reference = point(records, kind.name, n_ref, d_ref) or {}
+        rows.append(
+            [
+                kind.label,
+                kind.complexity,
+                kind.exponents,
+                " / ".join(_format_slope(fitted["time_n"][d]) for d in settings.widths),
+                " / ".join(_format_slope(fitted["flops_n"][d]) for d in settings.widths),
+                _format_slope(fitted["time_d"]),
+                _format_slope(fitted["flops_d"]),
+                _format_si(reference.get("flops"), "FLOP"),
+                _format_seconds(reference.get("seconds")),
+                _format_bytes(reference.get("memory_bytes")),
+            ]
+        )
+    headings = [
+        "Layer type",
+        "Paper: complexity",
+        "Paper: exponents of n, d",
+        "Time slope in n",
+        "FLOP slope in n",
+        "Time slope in d",
+        "FLOP slope in d",
+        "FLOPs",
+        "Time",
+        "Memory",
+    ]
+    return [
         "## Complexity per layer",
         "",
         f"Slopes of log(time) and log(FLOPs) against log(n) at d = {widths} (fitted on the {SLOPE_POINTS} "
         f"largest n measured) and against log(d) at n = {n_ref}; FLOPs (forward+backward) and activation "
         f"memory kept for backward at n = {n_ref}, d = {d_ref}.",
         "",
-        "| Layer type | Paper: complexity | Paper: exponents of n, d | Time slope in n | FLOP slope in n "
-        "| Time slope in d | FLOP slope in d | FLOPs | Time | Memory |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        *markdown_table(headings, rows),
     ]
+
+
+def structure_table(structure: dict[str, dict[str, Any]], settings: Table1Settings) -> list[str]:
+    """Build the "Sequential operations and maximum path length" section.
+
+    Parameters
+    ----------
+    structure : dict
+        :func:`~transformer.experiments.table1.paths.measure_structure`'s results, by layer type.
+    settings : Table1Settings
+        The length and width the structure was measured at.
+
+    Returns
+    -------
+    list of str
+        The section's lines: heading, how it was measured, and a row per layer type.
+
+    Notes
+    -----
+    Table 1's second and third columns; the recurrent layer's sequential operations grow with n by a fixed
+    number of graph nodes per position, which the table states.
+    """
+    rows = []
     for kind in LAYER_KINDS:
-        if not kind.timed:
-            continue
-        fitted = slopes(records, kind.name, settings)
-        reference = point(records, kind.name, n_ref, d_ref) or {}
-        cells = [
-            kind.label,
-            kind.complexity,
-            kind.exponents,
-            " / ".join(_format_slope(fitted["time_n"][d]) for d in settings.widths),
-            " / ".join(_format_slope(fitted["flops_n"][d]) for d in settings.widths),
-            _format_slope(fitted["time_d"]),
-            _format_slope(fitted["flops_d"]),
-            _format_si(reference.get("flops"), "FLOP"),
-            _format_seconds(reference.get("seconds")),
-            _format_bytes(reference.get("memory_bytes")),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += [
-        "",
+        found = structure[kind.name]
+        sequential = (
+            "O(1)"
+            if found["sequential"] == 1
+            else f"O(n): +{found['depth_per_position']:.3g} nodes per position"
+        )
+        rows.append(
+            [
+                kind.label,
+                kind.sequential,
+                sequential,
+                f"{found['depth_short']}, {found['depth_long']}",
+                kind.path,
+                f"{found['path'] if found['path'] is not None else 'not connected'} {found['path_unit']}",
+                str(found["path_expected"]),
+            ]
+        )
+    headings = [
+        "Layer type",
+        "Paper: sequential ops",
+        "Measured sequential ops",
+        "Graph depth (n/2, n)",
+        "Paper: max path length",
+        "Measured path length",
+        "Expected",
+    ]
+    return [
         "## Sequential operations and maximum path length",
         "",
         f"Measured at n = {settings.path_length}, d = {settings.path_width}. Path length: layers stacked (for "
@@ -326,81 +172,129 @@ def render_report(
         f"run one after another) at n = {settings.path_length // 2} and n = {settings.path_length}; the LSTM "
         "is unrolled into cell steps, since its fused kernel is a single node.",
         "",
-        "| Layer type | Paper: sequential ops | Measured sequential ops | Graph depth (n/2, n) "
-        "| Paper: max path length | Measured path length | Expected |",
-        "|---|---|---|---|---|---|---|",
+        *markdown_table(headings, rows),
     ]
-    for kind in LAYER_KINDS:
-        found = structure[kind.name]
-        sequential = (
-            "O(1)"
-            if found["sequential"] == 1
-            else f"O(n): +{found['depth_per_position']:.3g} nodes per position"
-        )
-        cells = [
-            kind.label,
-            kind.sequential,
-            sequential,
-            f"{found['depth_short']}, {found['depth_long']}",
-            kind.path,
-            f"{found['path'] if found['path'] is not None else 'not connected'} {found['path_unit']}",
-            str(found["path_expected"]),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "## Where self-attention stops being cheaper than recurrence",
-        "",
-        "Self-attention against the LSTM, forward+backward. The paper: self-attention is faster when n < d.",
-        "",
-        "| d | Paper: largest n < d | Largest n with attention faster (time) | n where attention was slower "
-        "| Largest n with fewer attention FLOPs (grid) | the same, every n |",
-        "|---|---|---|---|---|---|",
-    ]
+
+
+def crossover_table(records: Sequence[dict[str, Any]], settings: Table1Settings) -> list[str]:
+    """Build the "Where self-attention stops being cheaper than recurrence" section, a row per width.
+
+    Parameters
+    ----------
+    records : sequence of dict
+        Measurement records.
+    settings : Table1Settings
+        The widths and lengths.
+
+    Returns
+    -------
+    list of str
+        The section's lines.
+
+    Notes
+    -----
+    The paper's claim (section 4: faster when n < d) beside the measured crossover in time, in FLOPs on the
+    grid and in FLOPs at every n (:func:`~transformer.experiments.table1.analysis.flops_crossover`).
+    """
+    rows = []
     for d_model in settings.widths:
         found = crossover(records, d_model, settings)
         measured = [record for record in records if record["d"] == d_model and record["seconds"] is not None]
         longest = max((record["n"] for record in measured), default=None)
         largest = found["time_largest"]
-        cells = [
-            str(d_model),
-            str(found["paper"] if found["paper"] is not None else "-"),
-            "-" if largest is None else str(largest),
-            ", ".join(str(n) for n in found["time_slower"]) or f"none up to n = {longest}",
-            str(found["flops_largest"] if found["flops_largest"] is not None else "-"),
-            str(flops_crossover(d_model, settings)),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    counted, analytic = recurrent_check
+        rows.append(
+            [
+                str(d_model),
+                str(found["paper"] if found["paper"] is not None else "-"),
+                "-" if largest is None else str(largest),
+                ", ".join(str(n) for n in found["time_slower"]) or f"none up to n = {longest}",
+                str(found["flops_largest"] if found["flops_largest"] is not None else "-"),
+                str(flops_crossover(d_model, settings)),
+            ]
+        )
+    headings = [
+        "d",
+        "Paper: largest n < d",
+        "Largest n with attention faster (time)",
+        "n where attention was slower",
+        "Largest n with fewer attention FLOPs (grid)",
+        "the same, every n",
+    ]
+    return [
+        "## Where self-attention stops being cheaper than recurrence",
+        "",
+        "Self-attention against the LSTM, forward+backward. The paper: self-attention is faster when n < d.",
+        "",
+        *markdown_table(headings, rows),
+    ]
+
+
+def skipped_table(records: Sequence[dict[str, Any]], settings: Table1Settings) -> list[str]:
+    """Build the "Skipped points" section: the lengths not timed per layer and width, and why.
+
+    Parameters
+    ----------
+    records : sequence of dict
+        Measurement records; a skipped one has the reason in ``skipped``.
+    settings : Table1Settings
+        The time budgets, quoted in the explanation.
+
+    Returns
+    -------
+    list of str
+        The section's lines; "None: every point was timed." when nothing was skipped.
+
+    Notes
+    -----
+    A skipped point still has its FLOPs, counted on the meta device; only its time is missing.
+    """
     skipped: dict[tuple[str, int], list[int]] = {}
     reasons: dict[tuple[str, int], str] = {}
     for record in records:
         if record.get("skipped"):
             skipped.setdefault((record["layer"], record["d"]), []).append(record["n"])
             reasons.setdefault((record["layer"], record["d"]), record["skipped"])
-    lines += [
-        "",
-        "## Skipped points",
-        "",
+    lines = ["## Skipped points", ""]
+    if not skipped:
+        return [*lines, "None: every point was timed."]
+    rows = [
+        [layer, d_model, ", ".join(str(n) for n in lengths), reasons[(layer, d_model)]]
+        for (layer, d_model), lengths in skipped.items()
     ]
-    if skipped:
-        lines += [
-            "Timing stops for a layer at a width once one pass is predicted (from the last two lengths) or "
-            f"measured to take over {settings.point_budget_seconds:g} s, or when the run's "
-            f"{settings.total_budget_seconds / 60:.0f}-minute timing budget is spent; their FLOPs are still "
-            "counted.",
-            "",
-            "| Layer | d | n not timed | Why |",
-            "|---|---|---|---|",
-        ]
-        for (layer, d_model), lengths in skipped.items():
-            lines.append(
-                f"| {layer} | {d_model} | {', '.join(str(n) for n in lengths)} | {reasons[(layer, d_model)]} |"
-            )
-    else:
-        lines.append("None: every point was timed.")
-    lines += [
+    return [
+        *lines,
+        "Timing stops for a layer at a width once one pass is predicted (from the last two lengths) or "
+        f"measured to take over {settings.point_budget_seconds:g} s, or when the run's "
+        f"{settings.total_budget_seconds / 60:.0f}-minute timing budget is spent; their FLOPs are still "
+        "counted.",
         "",
+        *markdown_table(["Layer", "d", "n not timed", "Why"], rows),
+    ]
+
+
+def method_notes(settings: Table1Settings, recurrent_check: tuple[int, int]) -> list[str]:
+    """Write the "How it was measured" section.
+
+    Parameters
+    ----------
+    settings : Table1Settings
+        The repetitions and the structure's length and width.
+    recurrent_check : (int, int)
+        :func:`~transformer.experiments.table1.flops.check_recurrent_formula`'s counted and analytic LSTM
+        FLOPs.
+
+    Returns
+    -------
+    list of str
+        The section's lines, ending with a blank line.
+
+    Notes
+    -----
+    States every correction made to the FLOP counter's figures (fused kernels counting 0, the grouped
+    convolution's weight gradient), so the table's numbers can be checked by hand.
+    """
+    counted, analytic = recurrent_check
+    return [
         "## How it was measured",
         "",
         f"* Time: median of {settings.min_repeats} to {settings.max_repeats} forward+backward passes after one "
@@ -425,6 +319,65 @@ def render_report(
         "dilations 1, k, k², ....",
         "",
     ]
+
+
+def render_report(
+    settings: Table1Settings,
+    scale: str,
+    records: Sequence[dict[str, Any]],
+    structure: dict[str, dict[str, Any]],
+    recurrent_check: tuple[int, int],
+    elapsed_seconds: float,
+) -> str:
+    """Write ``table1.md``: the measured Table 1 beside the paper's.
+
+    Parameters
+    ----------
+    settings : Table1Settings
+        The grid.
+    scale : str
+        Its name.
+    records : sequence of dict
+        Measurement records.
+    structure : dict
+        :func:`~transformer.experiments.table1.paths.measure_structure`'s results.
+    recurrent_check : (int, int)
+        :func:`~transformer.experiments.table1.flops.check_recurrent_formula`'s counted and analytic LSTM
+        FLOPs.
+    elapsed_seconds : float
+        Wall-clock time of the whole measurement.
+
+    Returns
+    -------
+    str
+        Markdown.
+
+    Notes
+    -----
+    Four tables (complexity, sequential operations and path length, crossover, skipped points) and the
+    methods, so the file stands on its own in EXPERIMENTS.md; each is built by its own function above.
+    """
+    first = records[0] if records else {}
+    title = [
+        "# Table 1, measured",
+        "",
+        f"Scale `{scale}`: n in {{{', '.join(str(n) for n in settings.lengths)}}}, d in "
+        f"{{{', '.join(str(d) for d in settings.widths)}}}, "
+        f"batch {settings.batch}, {settings.num_heads} heads, window r = {settings.window}, kernel k = "
+        f"{settings.kernel}. Device `{first.get('device', '-')}` ({first.get('machine', '-')}, "
+        f"{first.get('threads', '-')} threads), torch {torch.__version__}; {elapsed_seconds / 60:.1f} minutes.",
+        "",
+    ]
+    sections = [
+        complexity_table(records, settings),
+        structure_table(structure, settings),
+        crossover_table(records, settings),
+        skipped_table(records, settings),
+        method_notes(settings, recurrent_check),
+    ]
+    lines = title + sections[0]
+    for section in sections[1:]:
+        lines += ["", *section]
     return "\n".join(lines)
 
 

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from transformer.device import describe_cpu
-from transformer.experiments.results import append_result
+from transformer.experiments.common.results import append_result
 from transformer.experiments.table1.flops import analytic_flops, counted_flops
 from transformer.experiments.table1.layers import build_layer
 from transformer.experiments.table1.settings import TIMED_KINDS, Table1Settings
@@ -210,7 +210,7 @@ def measure_points(
     report : callable
         Receives one progress line per length.
     commit : str or None
-        The commit of the code that measures (:func:`~transformer.experiments.provenance.git_commit`),
+        The commit of the code that measures (:func:`~transformer.experiments.common.provenance.git_commit`),
         written into every record.
 
     Returns
@@ -236,36 +236,11 @@ def measure_points(
         for d_model in settings.widths:
             for name in TIMED_KINDS:
                 key = (name, d_model)
-                flops, flops_source = counted_flops(name, length, d_model, settings)
-                record: dict[str, Any] = {
-                    "layer": name,
-                    "n": length,
-                    "d": d_model,
-                    "batch": settings.batch,
-                    "seconds": None,
-                    "flops": flops,
-                    "flops_source": flops_source,
-                    "flops_analytic": analytic_flops(name, length, d_model, settings),
-                    "memory_bytes": None,
-                    "memory_source": "saved tensors (saved_tensors_hooks), parameters excluded",
-                    "device": str(device),
-                    "machine": machine,
-                    "threads": torch.get_num_threads(),
-                    "commit": commit,
-                }
-                prediction = predicted_seconds(times.get(key, []), length)
-                if key not in stopped and time.perf_counter() - started > settings.total_budget_seconds:
-                    stopped[key] = (
-                        f"the run's timing budget of {settings.total_budget_seconds:.0f} s was spent"
-                    )
-                elif (
-                    key not in stopped
-                    and prediction is not None
-                    and prediction > settings.point_budget_seconds
-                ):
-                    stopped[key] = (
-                        f"predicted {prediction:.2f} s per pass > {settings.point_budget_seconds:g} s budget"
-                    )
+                record = _counted_point(name, length, d_model, settings, device, machine, commit)
+                if key not in stopped:
+                    reason = _skip_reason(times.get(key, []), length, time.perf_counter() - started, settings)
+                    if reason is not None:
+                        stopped[key] = reason
                 if key in stopped:
                     record["skipped"] = stopped[key]
                 else:
@@ -290,3 +265,44 @@ def measure_points(
             f"{time.perf_counter() - started:.0f} s so far"
         )
     return records
+
+
+def _counted_point(
+    name: str,
+    length: int,
+    d_model: int,
+    settings: Table1Settings,
+    device: torch.device,
+    machine: str,
+    commit: str | None,
+) -> dict[str, Any]:
+    """Start one point's record: its FLOPs (counted and analytic) and where it runs; not yet timed."""
+    flops, flops_source = counted_flops(name, length, d_model, settings)
+    return {
+        "layer": name,
+        "n": length,
+        "d": d_model,
+        "batch": settings.batch,
+        "seconds": None,
+        "flops": flops,
+        "flops_source": flops_source,
+        "flops_analytic": analytic_flops(name, length, d_model, settings),
+        "memory_bytes": None,
+        "memory_source": "saved tensors (saved_tensors_hooks), parameters excluded",
+        "device": str(device),
+        "machine": machine,
+        "threads": torch.get_num_threads(),
+        "commit": commit,
+    }
+
+
+def _skip_reason(
+    times: Sequence[tuple[int, float]], length: int, elapsed_seconds: float, settings: Table1Settings
+) -> str | None:
+    """Say why a layer's point at ``length`` is not timed (budget spent, or predicted too slow), or None."""
+    if elapsed_seconds > settings.total_budget_seconds:
+        return f"the run's timing budget of {settings.total_budget_seconds:.0f} s was spent"
+    prediction = predicted_seconds(times, length)
+    if prediction is not None and prediction > settings.point_budget_seconds:
+        return f"predicted {prediction:.2f} s per pass > {settings.point_budget_seconds:g} s budget"
+    return None

@@ -18,6 +18,8 @@ from transformer.data.pipeline.text_files import read_lines
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.decoding.translator import Translator
 from transformer.evaluation.bleu import score_translations
+from transformer.experiments.common.results import RUN_SENTENCES_DIR
+from transformer.experiments.common.worker import read_run_spec
 from transformer.experiments.positions.probes import (
     LengthBucket,
     length_buckets,
@@ -25,8 +27,6 @@ from transformer.experiments.positions.probes import (
     swap_pairs,
 )
 from transformer.experiments.positions.settings import LENGTH_SCALES, TEST_SEED
-from transformer.experiments.results import RUN_SENTENCES_DIR
-from transformer.experiments.worker import read_run_spec
 from transformer.model.transformer import Transformer
 
 
@@ -71,7 +71,7 @@ def _score_buckets(
 
     With ``keep_in``, each bucket's translations and references are also written there as
     ``length-NAME.hypotheses.txt`` and ``length-NAME.references.txt``, which the runner keeps for the paired
-    tests between encodings (:func:`~transformer.experiments.results.keep_run_sentences`).
+    tests between encodings (:func:`~transformer.experiments.common.results.keep_run_sentences`).
     """
     scores: list[dict[str, Any]] = []
     for bucket in buckets:
@@ -168,20 +168,31 @@ def measure(
         )
     ]
     if model.config.positional_encoding == "learned":
-        cut = cut_learned_table(model, limit)
-        capped = dataclasses.replace(config.decode, max_length=min(config.decode.max_length or limit, limit))
-        for row, score in zip(rows, _score_buckets(cut, tokenizer, buckets, capped, device), strict=True):
-            row["cut_bleu"], row["cut_truncated_share"] = score["bleu"], score["truncated_share"]
-        for row, score in zip(
-            rows, _score_buckets(cut, tokenizer, buckets, config.decode, device), strict=True
-        ):
-            row["cut_uncapped_error"] = score["error"]
-        too_long = torch.full((1, limit + 1), cut.config.unk_id, device=next(cut.parameters()).device)
-        try:
-            cut.encode(too_long)
-            metrics["learned_position_error"] = None
-        except ValueError as error:
-            metrics["learned_position_error"] = str(error)
+        metrics["learned_position_error"] = _score_cut_table(model, tokenizer, buckets, rows, config, limit)
     metrics["length_limit"] = limit
     metrics["length_buckets"] = rows
     return metrics
+
+
+def _score_cut_table(
+    model: Transformer,
+    tokenizer: TextTokenizer,
+    buckets: Sequence[LengthBucket],
+    rows: list[dict[str, Any]],
+    config: ExperimentConfig,
+    limit: int,
+) -> str | None:
+    """Score the learned model with its table cut to L rows into ``rows``; return its too-long-input error."""
+    device = config.train.device
+    cut = cut_learned_table(model, limit)
+    capped = dataclasses.replace(config.decode, max_length=min(config.decode.max_length or limit, limit))
+    for row, score in zip(rows, _score_buckets(cut, tokenizer, buckets, capped, device), strict=True):
+        row["cut_bleu"], row["cut_truncated_share"] = score["bleu"], score["truncated_share"]
+    for row, score in zip(rows, _score_buckets(cut, tokenizer, buckets, config.decode, device), strict=True):
+        row["cut_uncapped_error"] = score["error"]
+    too_long = torch.full((1, limit + 1), cut.config.unk_id, device=next(cut.parameters()).device)
+    try:
+        cut.encode(too_long)
+    except ValueError as error:
+        return str(error)
+    return None

@@ -3,17 +3,17 @@
 What ``transformer experiment report table2`` writes into EXPERIMENTS.md. Each row gets its dev BLEU and
 perplexity over seeds (mean, 95% t interval, seed count), its BLEU difference from base per seed with the
 paired bootstrap p-value, the paper's figure and direction, and the verdict of the project's rule
-(:func:`~transformer.experiments.statistics.decide_verdict`). The paper's direction is read from its own
-numbers by :func:`paper_direction`, so no verdict's target is chosen after seeing ours.
+(:func:`~transformer.experiments.common.statistics.decide_verdict`). The paper's direction is read from its
+own numbers by :func:`paper_direction`, so no verdict's target is chosen after seeing ours.
 """
 
 from pathlib import Path
 from typing import Any
 
-from transformer.experiments.comparisons import compare_with_baseline, describe_over_seeds, dirty_note
-from transformer.experiments.plan import ExperimentPlan, Variant
-from transformer.experiments.results import records_by_variant
-from transformer.experiments.statistics import ALPHA, MIN_SEEDS
+from transformer.experiments.common.comparisons import compare_with_baseline, describe_over_seeds, dirty_note
+from transformer.experiments.common.plan import ExperimentPlan, Variant
+from transformer.experiments.common.results import records_by_variant
+from transformer.experiments.common.statistics import ALPHA, MIN_SEEDS
 
 #: The smallest difference of the paper's dev BLEU from its base that counts as a direction (BLEU points).
 PAPER_DIFFERENCE = 0.5

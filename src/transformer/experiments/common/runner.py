@@ -1,9 +1,10 @@
 """Run an experiment's variants: skip what finished, resume what was interrupted, report what failed.
 
 Every run (variant x seed) lives in ``OUTPUT_DIR/runs/VARIANT-sSEED/`` and is trained and scored by a worker
-process (:mod:`transformer.experiments.worker`) with the ordinary trainer, checkpoints and decoder. The runner
-decides which runs to start, starts up to ``parallel`` workers at a time, appends each finished run to
-``results.jsonl`` and rebuilds ``table.md`` (and the experiment's plots) from that file after every run.
+process (:mod:`transformer.experiments.common.worker`) with the ordinary trainer, checkpoints and decoder.
+The runner decides which runs to start (:mod:`transformer.experiments.common.planned_runs`), starts up to
+``parallel`` workers at a time, appends each finished run to ``results.jsonl`` and rebuilds ``table.md`` (and
+the experiment's plots) from that file after every run.
 
 Rerunning the same command is always safe: a run with a result is skipped, a run with checkpoints but no
 result resumes from its last checkpoint, and a run whose configuration changed since it was recorded is
@@ -19,70 +20,31 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from transformer.atomic_files import write_bytes_atomically, write_json_atomically, write_text_atomically
 from transformer.autotune.thread_probe import usable_cpus
 from transformer.config.experiment import experiment_from_dict
 from transformer.data.prepare import TOKENIZER_FILE, prepare_data
-from transformer.experiments.curves import keep_run_curves
-from transformer.experiments.plan import (
-    ExperimentPlan,
-    Variant,
-    config_differences,
-    config_fingerprint,
-    refuse_overridden_keys,
-    run_config,
-    set_dotted,
+from transformer.experiments.common.curves import keep_run_curves
+from transformer.experiments.common.plan import ExperimentPlan, config_fingerprint
+from transformer.experiments.common.planned_runs import PlannedRun, check_recorded, plan_runs
+from transformer.experiments.common.provenance import (
+    describe_machine,
+    git_commit,
+    refuse_dirty_tree,
+    source_state,
 )
-from transformer.experiments.provenance import describe_machine, git_commit, refuse_dirty_tree, source_state
-from transformer.experiments.registry import experiment_module
-from transformer.experiments.results import RESULTS_FILE, append_result, keep_run_sentences, read_results
-from transformer.experiments.worker import LOG_FILE, RESULT_FILE, RUN_FILE
+from transformer.experiments.common.results import (
+    RESULTS_FILE,
+    append_result,
+    keep_run_sentences,
+    read_results,
+)
+from transformer.experiments.common.worker import LOG_FILE, RESULT_FILE, RUN_FILE
+from transformer.experiments.registry import experiment_part
 from transformer.training.run_lock import hold_run_lock
 
 TABLE_FILE = "table.md"
-
-
-@dataclass(frozen=True)
-class PlannedRun:
-    """One variant with one seed, and where it runs.
-
-    Parameters
-    ----------
-    variant : Variant
-        The variant.
-    seed : int
-        Its seed, from 1.
-    run_dir : Path
-        ``OUTPUT_DIR/runs/VARIANT-sSEED``.
-    config : dict of str to Any
-        The resolved run configuration (:func:`~transformer.experiments.plan.run_config`).
-
-    Notes
-    -----
-    The name ``VARIANT-sSEED`` is the run's identity in logs and messages.
-    """
-
-    variant: Variant
-    seed: int
-    run_dir: Path
-    config: dict[str, Any]
-
-    @property
-    def name(self) -> str:
-        """The run's name, e.g. ``A1-s2``.
-
-        Returns
-        -------
-        str
-            Variant name and seed.
-
-        Notes
-        -----
-        Also the name of its directory under ``runs/``.
-        """
-        return f"{self.variant.name}-s{self.seed}"
 
 
 @dataclass
@@ -106,128 +68,6 @@ class ExperimentOutcome:
     finished: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
-
-
-def plan_runs(
-    plan: ExperimentPlan,
-    output_dir: Path,
-    seeds: int | Sequence[int],
-    only: Sequence[str] | None,
-    device: str,
-    threads: int | None,
-) -> list[PlannedRun]:
-    """Resolve the runs of the selected variants and seeds.
-
-    Parameters
-    ----------
-    plan : ExperimentPlan
-        The experiment.
-    output_dir : Path
-        The experiment directory.
-    seeds : int or sequence of int
-        A count (seeds 1 .. seeds) or the seeds themselves (``--seeds 1,5,7``).
-    only : sequence of str or None
-        ``--only``: variant or group names.
-    device : str
-        ``train.device`` for every run.
-    threads : int or None
-        ``train.threads`` for every run (None: measured by the trainer).
-
-    Returns
-    -------
-    list of PlannedRun
-        In table order, seeds innermost.
-
-    Notes
-    -----
-    Every configuration is validated here, before anything trains: a bad variant stops the experiment at
-    once with its name.
-    """
-    seed_list = resolve_seeds(seeds)
-    selected = plan.select(only)
-    refuse_overridden_keys(plan, selected)
-    runs = []
-    for variant in selected:
-        for seed in seed_list:
-            config = run_config(plan, variant, seed)
-            set_dotted(config, "train.device", device)
-            set_dotted(config, "train.threads", threads)
-            runs.append(PlannedRun(variant, seed, output_dir / "runs" / f"{variant.name}-s{seed}", config))
-    return runs
-
-
-def resolve_seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:
-    """Turn ``--seeds`` into the seeds themselves.
-
-    Parameters
-    ----------
-    seeds : int or sequence of int
-        A count n (seeds 1 .. n) or explicit seeds.
-
-    Returns
-    -------
-    tuple of int
-        The seeds, in the order given.
-
-    Raises
-    ------
-    ValueError
-        For no seed, a negative seed or a seed named twice.
-
-    Notes
-    -----
-    A seed named twice is refused because its two runs would share a directory.
-    """
-    chosen = tuple(range(1, seeds + 1)) if isinstance(seeds, int) else tuple(seeds)
-    if not chosen:
-        raise ValueError(f"--seeds {seeds}: at least one seed")
-    if any(seed < 0 for seed in chosen) or len(set(chosen)) != len(chosen):
-        raise ValueError(f"--seeds {','.join(map(str, chosen))}: seeds must be distinct and non-negative")
-    return chosen
-
-
-def check_recorded(run: PlannedRun, recorded: dict[str, Any] | None, results_path: Path) -> bool:
-    """Tell whether a run is already done, refusing one recorded with another configuration.
-
-    Parameters
-    ----------
-    run : PlannedRun
-        The run as planned now.
-    recorded : dict or None
-        Its line in ``results.jsonl``, if any.
-    results_path : Path
-        ``results.jsonl``, for the message.
-
-    Returns
-    -------
-    bool
-        True when the run has a result with the same configuration (skip it).
-
-    Raises
-    ------
-    ValueError
-        Naming the run and every differing key when the recorded configuration (or the one in its run
-        directory's ``run.json``) differs from the plan.
-
-    Notes
-    -----
-    A run recorded with another configuration is never silently reused nor overwritten: rerun in another
-    ``--output-dir``, or delete the run's line and directory to redo it.
-    """
-    sources = []
-    if recorded is not None:
-        sources.append((str(results_path), recorded["config"]))
-    run_file = run.run_dir / RUN_FILE
-    if run_file.exists():
-        sources.append((str(run_file), json.loads(run_file.read_text(encoding="utf-8"))["config"]))
-    for source, config in sources:
-        differences = config_differences(config, run.config)
-        if differences:
-            raise ValueError(
-                f"{source}: run {run.name} was made with another configuration ({'; '.join(differences)}); "
-                "use another --output-dir, or delete its results line and its run directory to redo it"
-            )
-    return recorded is not None
 
 
 def share_vocabulary(runs: Sequence[PlannedRun], output_dir: Path, report: Callable[[str], None]) -> None:
@@ -286,11 +126,12 @@ def rebuild_reports(plan: ExperimentPlan, output_dir: Path) -> Path:
     Built from the file alone, never from memory, so the table always says what the results file holds,
     including runs of earlier invocations.
     """
-    module = experiment_module(plan.name)
+    tables = experiment_part(plan.name, "report")
+    if tables is None:
+        raise ValueError(f"{plan.name} has no report module to render its table")
     records = read_results(output_dir / RESULTS_FILE)
-    table = module.render_table(plan, records)
-    write_text_atomically(output_dir / TABLE_FILE, table)
-    plot = getattr(module, "plot", None)
+    write_text_atomically(output_dir / TABLE_FILE, tables.render_table(plan, records))
+    plot = getattr(tables, "plot", None)
     if plot is not None and records:
         plot(plan, records, output_dir)
     return output_dir / TABLE_FILE
@@ -439,7 +280,7 @@ def _start_worker(run: PlannedRun, plan: ExperimentPlan) -> "subprocess.Popen[by
         log.write(f"\n=== {datetime.now(timezone.utc).isoformat(timespec='seconds')} {run.name}\n".encode())
         log.flush()
         return subprocess.Popen(
-            [sys.executable, "-m", "transformer.experiments.worker", str(run.run_dir)],
+            [sys.executable, "-m", "transformer.experiments.common.worker", str(run.run_dir)],
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},

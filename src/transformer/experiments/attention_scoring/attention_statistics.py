@@ -357,7 +357,6 @@ def measure_attention(
     modules = attention_modules(model)
     sums = {(kind, index): _Sums() for kind, index, _ in modules}
     total_tokens = sum(batch.num_target_tokens for batch in batches)
-    pad_id = model.config.pad_id
     device = next(model.parameters()).device
     parameters = list(model.parameters())
     requires_grad = [parameter.requires_grad for parameter in parameters]
@@ -368,33 +367,48 @@ def measure_attention(
             for parameter in parameters:
                 parameter.requires_grad_(True)
             for batch in batches:
-                batch = batch.to(device)
-                source_valid = batch.src_tokens.ne(pad_id)
-                target_valid = batch.tgt_input.ne(pad_id)
-                observed: list[tuple[_Sums, Tensor]] = []
-                for kind, index, module in modules:
-                    valid = source_valid if kind == "encoder_self" else target_valid
-                    module.logits_hook = _observer(sums[(kind, index)], valid, saturation, observed)
-                logits = model(batch.src_tokens, batch.tgt_input)
-                # The trainer's label_smoothed_nll_loss, which equals this sum (tested there).
-                loss = F.cross_entropy(
-                    logits.flatten(0, 1).float(),
-                    batch.tgt_output.flatten(),
-                    ignore_index=pad_id,
-                    reduction="sum",
-                    label_smoothing=label_smoothing,
+                _observe_batch(
+                    model, batch.to(device), modules, sums, saturation, label_smoothing, total_tokens
                 )
-                gradients = torch.autograd.grad(
-                    loss / total_tokens, [tensor for _, tensor in observed], allow_unused=True
-                )
-                for (layer_sums, _), gradient in zip(observed, gradients, strict=True):
-                    if gradient is not None:
-                        layer_sums.gradient_square_sum += float(gradient.double().square().sum())
     finally:
         for parameter, flag in zip(parameters, requires_grad, strict=True):
             parameter.requires_grad_(flag)
         model.train(was_training)
     return AttentionStatistics([sums[(kind, index)].result(kind, index) for kind, index, _ in modules])
+
+
+def _observe_batch(
+    model: Transformer,
+    batch: Batch,
+    modules: list[tuple[str, int, MultiHeadAttention]],
+    sums: dict[tuple[str, int], _Sums],
+    saturation: float,
+    label_smoothing: float,
+    total_tokens: int,
+) -> None:
+    """Add one batch's logit statistics and the gradient of its share of the loss to ``sums``."""
+    pad_id = model.config.pad_id
+    source_valid = batch.src_tokens.ne(pad_id)  # (batch, src_len)
+    target_valid = batch.tgt_input.ne(pad_id)  # (batch, tgt_len)
+    observed: list[tuple[_Sums, Tensor]] = []
+    for kind, index, module in modules:
+        valid = source_valid if kind == "encoder_self" else target_valid
+        module.logits_hook = _observer(sums[(kind, index)], valid, saturation, observed)
+    logits = model(batch.src_tokens, batch.tgt_input)  # (batch, tgt_len, vocab_size)
+    # The trainer's label_smoothed_nll_loss, which equals this sum (tested there).
+    loss = F.cross_entropy(
+        logits.flatten(0, 1).float(),
+        batch.tgt_output.flatten(),
+        ignore_index=pad_id,
+        reduction="sum",
+        label_smoothing=label_smoothing,
+    )
+    gradients = torch.autograd.grad(
+        loss / total_tokens, [tensor for _, tensor in observed], allow_unused=True
+    )
+    for (layer_sums, _), gradient in zip(observed, gradients, strict=True):
+        if gradient is not None:
+            layer_sums.gradient_square_sum += float(gradient.double().square().sum())
 
 
 def pair_batches(

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transformer.atomic_files import write_text_atomically
-from transformer.experiments.registry import EXPERIMENTS, experiment_module
-from transformer.experiments.results import RESULTS_FILE, read_results
+from transformer.experiments.common.results import RESULTS_FILE, read_results
+from transformer.experiments.registry import EXPERIMENTS, build_plan, experiment_part
 
 
 def section_markers(section: str) -> tuple[str, str]:
@@ -64,8 +64,7 @@ def render_section(name: str, experiment_dir: Path) -> str:
     -----
     The plan is rebuilt at the records' scale (every record names it).
     """
-    module = experiment_module(name)
-    render = getattr(module, "render_verdicts", None)
+    render = getattr(experiment_part(name, "verdicts"), "render_verdicts", None)
     if render is None:
         raise ValueError(f"{name} has no generated report yet (its module defines no render_verdicts)")
     records = read_results(experiment_dir / RESULTS_FILE)
@@ -77,7 +76,7 @@ def render_section(name: str, experiment_dir: Path) -> str:
     scales = sorted({str(record["scale"]) for record in records})
     if len(scales) != 1:
         raise ValueError(f"{experiment_dir / RESULTS_FILE}: records of several scales ({', '.join(scales)})")
-    text: str = render(module.build_plan(scales[0]), records, experiment_dir)
+    text: str = render(build_plan(name, scales[0]), records, experiment_dir)
     return text
 
 
@@ -131,14 +130,61 @@ class ReportOutcome:
         The section's name.
     changed : bool
         True when the document's section differed from the records' (and, unless checking, was rewritten).
+    name : str
+        The experiment reported.
+    experiment_dir : Path
+        Its records' directory.
+    document : Path
+        The Markdown file holding the section.
+    check : bool
+        Whether the document was only compared, not written.
 
     Notes
     -----
-    ``transformer experiment report --check`` exits with status 1 when ``changed``.
+    ``transformer experiment report --check`` exits with :attr:`status` 1 when ``changed``.
     """
 
     section: str
     changed: bool
+    name: str
+    experiment_dir: Path
+    document: Path
+    check: bool
+
+    @property
+    def status(self) -> int:
+        """The command's exit status.
+
+        Returns
+        -------
+        int
+            1 when checking found the section stale, else 0.
+
+        Notes
+        -----
+        Without ``--check`` a stale section is rewritten, which is success.
+        """
+        return 1 if self.check and self.changed else 0
+
+    def message(self) -> str:
+        """Say in one line what the report found or did.
+
+        Returns
+        -------
+        str
+            That the section differs (with the command that regenerates it) when :attr:`status` is 1; else
+            that it was rewritten or is already current.
+
+        Notes
+        -----
+        The command prints it on standard error when :attr:`status` is 1, on standard output otherwise.
+        """
+        if self.status:
+            return (
+                f"{self.document}: section {self.section} differs from {self.experiment_dir}'s records; run "
+                f"transformer experiment report {self.name} --output-dir {self.experiment_dir}"
+            )
+        return f"{self.document}: section {self.section} {'rewritten' if self.changed else 'already current'}"
 
 
 def update_document(name: str, experiment_dir: Path, document: Path, check: bool) -> ReportOutcome:
@@ -178,7 +224,7 @@ def update_document(name: str, experiment_dir: Path, document: Path, check: bool
     changed = updated != current
     if changed and not check:
         write_text_atomically(document, updated)
-    return ReportOutcome(section, changed)
+    return ReportOutcome(section, changed, name, experiment_dir, document, check)
 
 
 def experiment_of_section(section: str) -> str:

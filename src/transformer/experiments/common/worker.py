@@ -1,4 +1,6 @@
-"""Train and score one run of an experiment, in a process of its own: ``python -m transformer.experiments.worker RUN_DIR``.
+"""Train and score one run of an experiment, in a process of its own.
+
+``python -m transformer.experiments.common.worker RUN_DIR``.
 
 The runner writes ``RUN_DIR/run.json`` (the experiment, variant, seed and the resolved configuration) and starts
 this module with its output going to ``RUN_DIR/log.txt``. It trains with the ordinary trainer (resuming the
@@ -22,8 +24,8 @@ from transformer.data.pipeline.text_files import read_parallel_files
 from transformer.decoding.translator import Translator
 from transformer.evaluation.bleu import score_translations
 from transformer.evaluation.perplexity import corpus_perplexity
+from transformer.experiments.common.results import HYPOTHESES_FILE, REFERENCES_FILE
 from transformer.experiments.registry import measure_hook
-from transformer.experiments.results import HYPOTHESES_FILE, REFERENCES_FILE
 from transformer.training.launch import claim_run_dir_if_main, train_experiment
 
 RUN_FILE = "run.json"
@@ -178,7 +180,7 @@ def run(run_dir: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: ``python -m transformer.experiments.worker RUN_DIR``.
+    """Entry point: ``python -m transformer.experiments.common.worker RUN_DIR``.
 
     Parameters
     ----------
@@ -196,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     arguments = sys.argv[1:] if argv is None else argv
     if len(arguments) != 1:
-        print("usage: python -m transformer.experiments.worker RUN_DIR", file=sys.stderr)
+        print("usage: python -m transformer.experiments.common.worker RUN_DIR", file=sys.stderr)
         return 2
     try:
         run(Path(arguments[0]))

@@ -16,11 +16,15 @@ from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.decoding.translator import Translator
 from transformer.device import resolve_device
 from transformer.evaluation.bleu import score_translations
-from transformer.experiments.decode_speed import measure_decode_speed
-from transformer.experiments.quality_curve import CurvePoint, checkpoint_curve, first_reaching
+from transformer.experiments.common.worker import read_run_spec
+from transformer.experiments.rnn_baseline.decode_speed import measure_decode_speed
+from transformer.experiments.rnn_baseline.quality_curve import CurvePoint, checkpoint_curve, first_reaching
 from transformer.experiments.rnn_baseline.settings import BLEU_LEVELS, MEASURE_SETTINGS
-from transformer.experiments.training_flops import FlopCount, count_training_flops, first_training_batches
-from transformer.experiments.worker import read_run_spec
+from transformer.experiments.rnn_baseline.training_flops import (
+    FlopCount,
+    count_training_flops,
+    first_training_batches,
+)
 
 
 def measure(

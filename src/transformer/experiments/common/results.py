@@ -202,8 +202,8 @@ def store_sentences(output_dir: Path, lines: Sequence[str]) -> str:
 
     Notes
     -----
-    Paired tests compare two runs sentence by sentence (:mod:`transformer.experiments.statistics`), so a
-    record must point to its hypotheses, and they must stay as they were: the name is the hash of the text,
+    Paired tests compare two runs sentence by sentence (:mod:`transformer.experiments.common.statistics`), so
+    a record must point to its hypotheses, and they must stay as they were: the name is the hash of the text,
     the file is gzipped with no timestamp (the same text gives the same bytes) and written atomically, and an
     existing file is kept. A sentence holding a line break is refused: it would shift every later one.
     """
@@ -270,7 +270,7 @@ def keep_run_sentences(run_dir: Path, experiment_dir: Path) -> dict[str, Any]:
     Notes
     -----
     Called when the runner records a run, so every record made since issue #29 can be tested against its
-    baseline sentence by sentence (:mod:`transformer.experiments.comparisons`).
+    baseline sentence by sentence (:mod:`transformer.experiments.common.comparisons`).
     """
     kept: dict[str, Any] = {}
     for key, name in (("dev_hypotheses", HYPOTHESES_FILE), ("dev_references", REFERENCES_FILE)):

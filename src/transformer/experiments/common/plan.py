@@ -87,16 +87,16 @@ class ExperimentPlan:
         One paragraph printed under the table: the scale rule and what the numbers mean.
     schedule : callable or None
         ``steps -> {train key: value}``: the keys that scale with ``train.max_steps`` (e.g.
-        :func:`short_schedule`); applied when a variant's ``step_factor`` or ``--set train.max_steps`` changes
-        the steps. None keeps every other key as it is (the paper scale: the paper warms up 4,000 steps
-        whether it trains 100K or 300K).
+        :func:`~transformer.experiments.scale_recipes.short_schedule`); applied when a variant's
+        ``step_factor`` or ``--set train.max_steps`` changes the steps. None keeps every other key as it is
+        (the paper scale: the paper warms up 4,000 steps whether it trains 100K or 300K).
     pinned_keys : frozenset of str
         Keys given with ``--set``: no schedule rule changes them.
 
     Notes
     -----
     Plans are plain values built by each experiment module's ``build_plan``; the runner
-    (:mod:`transformer.experiments.runner`) knows nothing about any particular experiment.
+    (:mod:`transformer.experiments.common.runner`) knows nothing about any particular experiment.
     """
 
     name: str
@@ -457,80 +457,3 @@ def refuse_overridden_keys(plan: ExperimentPlan, variants: Sequence[Variant]) ->
             f"--set {key}: {plan.name} defines it per row ({which}), so --set cannot change it; "
             "leave those rows out with --only, or change the rows in the experiment's module"
         )
-
-
-def short_schedule(steps: int, checkpoints: int = 4) -> dict[str, int]:
-    """Give the training keys of the short scales that follow from the number of steps.
-
-    Parameters
-    ----------
-    steps : int
-        ``train.max_steps``.
-    checkpoints : int
-        Checkpoints (and validations) over the run.
-
-    Returns
-    -------
-    dict of str to int
-        ``warmup_steps`` (a tenth, at least 1), ``cooldown_steps`` (the last third), ``log_every`` (a
-        twentieth), ``validate_every`` and ``checkpoint_every``.
-
-    Notes
-    -----
-    The schedule rule of the short scales (:attr:`ExperimentPlan.schedule`): doubling the steps doubles the
-    warm-up and the cool-down, so a longer run keeps the shape of the learning-rate curve instead of a
-    warm-up sized for a shorter one.
-    """
-    every = max(1, steps // checkpoints)
-    return {
-        "warmup_steps": max(1, steps // 10),
-        "cooldown_steps": steps // 3,
-        "log_every": max(1, steps // 20),
-        "validate_every": every,
-        "checkpoint_every": every,
-    }
-
-
-def short_recipe(
-    steps: int, max_tokens: int, peak: float, warmup: int | None = None, checkpoints: int = 4
-) -> dict[str, Any]:
-    """Build the training section the experiments' short scales share.
-
-    Parameters
-    ----------
-    steps : int
-        ``train.max_steps``: a fixed number of steps, no time budget (the paper trains every row alike).
-    max_tokens : int
-        Tokens per batch.
-    peak : float
-        Peak learning rate.
-    warmup : int or None
-        Warm-up steps; None is a tenth of ``steps`` (at least 1).
-    checkpoints : int
-        Checkpoints (and validations) over the run.
-
-    Returns
-    -------
-    dict of str to Any
-        A ``train`` section: linear warm-up, inverse square root, cool-down over the last third, label
-        smoothing 0.1, the last two checkpoints kept (:func:`short_schedule` for the keys that follow from
-        the steps).
-
-    Notes
-    -----
-    One definition for ``table2``, ``positions`` and ``attention-scoring``, so their short scales train with
-    the same schedule and a change to it reaches all three (their recorded configurations then differ, and the
-    runner refuses to mix old and new results).
-    """
-    schedule = short_schedule(steps, checkpoints)
-    if warmup is not None:
-        schedule["warmup_steps"] = warmup
-    return {
-        "max_tokens": max_tokens,
-        "max_steps": steps,
-        "max_minutes": None,
-        "peak_learning_rate": peak,
-        "label_smoothing": 0.1,
-        "keep_checkpoints": 2,
-        **schedule,
-    }

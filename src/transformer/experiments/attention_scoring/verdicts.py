@@ -11,12 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from transformer.experiments.comparisons import compare_with_baseline, describe_over_seeds
-from transformer.experiments.plan import ExperimentPlan
-from transformer.experiments.results import records_by_variant, summarise
-
-#: Scorings in table order, with what each computes.
-SCORINGS = {"unscaled": "q.k", "sqrt": "q.k / sqrt(d_k)", "linear": "q.k / d_k", "additive": "additive"}
+from transformer.experiments.attention_scoring.settings import SCORING_LABELS
+from transformer.experiments.common.comparisons import compare_with_baseline, describe_over_seeds
+from transformer.experiments.common.plan import ExperimentPlan
+from transformer.experiments.common.results import records_by_variant, summarise
 
 
 def additive_direction(d_k: int) -> int | None:
@@ -111,7 +109,7 @@ def render_verdicts(plan: ExperimentPlan, records: list[dict[str, Any]], experim
         header,
         rule,
     ]
-    for scoring, label in SCORINGS.items():
+    for scoring, label in SCORING_LABELS.items():
         cells = [
             describe_over_seeds(by_variant.get(f"{scoring}-dk{width}", []), "dev_bleu", 1) for width in widths
         ]
@@ -145,5 +143,5 @@ def render_verdicts(plan: ExperimentPlan, records: list[dict[str, Any]], experim
     for scoring in ("unscaled", "sqrt"):
         for key, label, digits in STATISTIC_ROWS:
             cells = [_mean(by_variant.get(f"{scoring}-dk{width}", []), key, digits) for width in widths]
-            lines.append(f"| {SCORINGS[scoring]}: {label} | " + " | ".join(cells) + " |")
+            lines.append(f"| {SCORING_LABELS[scoring]}: {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

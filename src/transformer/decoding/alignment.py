@@ -16,6 +16,7 @@ from torch import Tensor
 
 from transformer.architectures import SequenceModel
 from transformer.data.pipeline.batch import pad_sequences
+from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.model.transformer import Transformer
 
 #: The marker SentencePiece puts on a piece that starts a word.
@@ -186,3 +187,56 @@ def format_pharaoh(pairs: Sequence[tuple[int, int]]) -> str:
     The format of fast_align, Moses and fairseq's ``--print-alignment``; indices from 0.
     """
     return " ".join(f"{source}-{target}" for source, target in pairs)
+
+
+def word_alignments(
+    model: SequenceModel,
+    tokenizer: TextTokenizer,
+    sources: Sequence[Sequence[int]],
+    outputs: Sequence[Sequence[int]],
+    layer: int,
+) -> list[list[tuple[int, int]]]:
+    """Hard word alignments of outputs to their sources, from one decoder layer's cross-attention.
+
+    Parameters
+    ----------
+    model : Transformer or RNNEncoderDecoder
+        The model, in eval mode (an ensemble's first model).
+    tokenizer : TextTokenizer
+        Its tokenizer: the subword pieces say where words start.
+    sources : sequence of sequence of int
+        Per row, the source token ids (EOS and padding included or not).
+    outputs : sequence of sequence of int
+        Per row, an output's token ids (no BOS, no EOS).
+    layer : int
+        Decoder layer (negative counts from the end).
+
+    Returns
+    -------
+    list of list of (int, int)
+        Per row, (source word, target word) pairs, word-level, 0-based (Pharaoh's ``i-j``).
+
+    Raises
+    ------
+    ValueError
+        When the layer does not exist.
+
+    Notes
+    -----
+    One teacher-forced pass over all rows (:func:`cross_attention`), heads averaged, subwords merged into
+    words (:func:`hard_word_alignment`); what ``translate --alignments`` and the server's ``alignments`` use.
+    """
+    if not outputs:
+        return []
+    check_alignment_layer(model, layer)
+    eos_id, pad_id = model.config.eos_id, model.config.pad_id
+    source_ids = [[i for i in source if i not in (eos_id, pad_id)] for source in sources]
+    device = next(model.parameters()).device
+    row_sources = pad_sequences([[*ids, eos_id] for ids in source_ids], pad_id).to(device)
+    attention = cross_attention(model, row_sources, outputs, layer).cpu()  # (rows, tgt_len, src_len)
+    alignments = []
+    for row, (source, output) in enumerate(zip(source_ids, outputs, strict=True)):
+        source_words = word_indices([tokenizer.source_id_to_piece(i) for i in source])
+        target_words = word_indices([tokenizer.id_to_piece(i) for i in output])
+        alignments.append(hard_word_alignment(attention[row], source_words, target_words))
+    return alignments

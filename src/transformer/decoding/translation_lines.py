@@ -14,7 +14,7 @@ MBR decoding. The translation is the only column that may hold spaces, so the co
 from collections.abc import Sequence
 
 from transformer.decoding.alignment import format_pharaoh
-from transformer.decoding.translator import Candidate
+from transformer.decoding.candidate import Candidate
 
 
 def format_candidate(candidate: Candidate | None, scores: bool, alignments: bool) -> str:

@@ -2,7 +2,6 @@
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +16,10 @@ from transformer.data.pipeline.inference_batches import inference_batches
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.decoding.alignment import (
     check_alignment_layer,
-    cross_attention,
-    hard_word_alignment,
-    word_indices,
+    word_alignments,
 )
 from transformer.decoding.beam_search import search
+from transformer.decoding.candidate import Candidate
 from transformer.decoding.ensemble import (
     ENSEMBLE_MODES,
     EnsembleStepModel,
@@ -39,40 +37,6 @@ from transformer.model.transformer import Transformer
 DEFAULT_MAX_INPUT_TOKENS = 1024
 #: The ``precision`` values of :class:`Translator` (and of ``transformer translate --precision``).
 TRANSLATION_PRECISIONS = ("fp32", "bf16", "int8")
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One translation of one input sentence.
-
-    Parameters
-    ----------
-    text : str
-        Detokenised translation, without leading or trailing whitespace.
-    score : float
-        Length-normalised log-probability used for ranking (higher is better).
-    log_prob : float
-        Total log-probability of the output tokens.
-    tokens : list of int
-        Output token ids (no BOS/EOS).
-    expected_utility : float or None
-        With MBR decoding, the mean chrF or BLEU against the other candidates (what ranks them).
-    alignment : list of (int, int) or None
-        Word alignment (source word, target word), when asked for (``alignment_layer``).
-
-    Notes
-    -----
-    ``Translator.translate_nbest`` returns these, best first by ``score`` (by ``expected_utility`` with
-    MBR). ``score`` and ``log_prob`` count the final EOS (unless the length limit stopped the search), which
-    ``tokens`` and ``text`` leave out.
-    """
-
-    text: str
-    score: float
-    log_prob: float
-    tokens: list[int]
-    expected_utility: float | None = None
-    alignment: list[tuple[int, int]] | None = None
 
 
 class Translator:
@@ -494,49 +458,6 @@ class Translator:
             hypothesis.expected_utility,
         )
 
-    def word_alignments(
-        self, sources: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]], layer: int
-    ) -> list[list[tuple[int, int]]]:
-        """Hard word alignments of outputs to their sources, from one decoder layer's cross-attention.
-
-        Parameters
-        ----------
-        sources : sequence of sequence of int
-            Per row, the source token ids (EOS included or not).
-        outputs : sequence of sequence of int
-            Per row, an output's token ids (no BOS, no EOS).
-        layer : int
-            Decoder layer (negative counts from the end).
-
-        Returns
-        -------
-        list of list of (int, int)
-            Per row, (source word, target word) pairs, word-level, 0-based (Pharaoh's ``i-j``).
-
-        Raises
-        ------
-        ValueError
-            When the layer does not exist.
-
-        Notes
-        -----
-        The first model's attention (of an ensemble too), averaged over heads, with subwords merged into
-        words (:mod:`~transformer.decoding.alignment`); one teacher-forced pass over all rows.
-        """
-        if not outputs:
-            return []
-        check_alignment_layer(self.model, layer)
-        eos_id, pad_id = self.model.config.eos_id, self.model.config.pad_id
-        source_ids = [[i for i in source if i not in (eos_id, pad_id)] for source in sources]
-        row_sources = pad_sequences([[*ids, eos_id] for ids in source_ids], pad_id).to(self.device)
-        attention = cross_attention(self.model, row_sources, outputs, layer).cpu()  # (rows, tgt_len, src_len)
-        alignments = []
-        for row, (source, output) in enumerate(zip(source_ids, outputs, strict=True)):
-            source_words = word_indices([self.tokenizer.source_id_to_piece(i) for i in source])
-            target_words = word_indices([self.tokenizer.id_to_piece(i) for i in output])
-            alignments.append(hard_word_alignment(attention[row], source_words, target_words))
-        return alignments
-
     def _align(
         self, src_tokens: torch.Tensor, candidates: list[list[Candidate]], layer: int
     ) -> list[list[Candidate]]:
@@ -544,7 +465,8 @@ class Translator:
         sources = src_tokens.tolist()
         rows = [sentence for sentence, found in enumerate(candidates) for _ in found]
         outputs = [candidate.tokens for found in candidates for candidate in found]
-        pairs = iter(self.word_alignments([sources[sentence] for sentence in rows], outputs, layer))
+        row_sources = [sources[sentence] for sentence in rows]
+        pairs = iter(word_alignments(self.model, self.tokenizer, row_sources, outputs, layer))
         return [
             [dataclasses.replace(candidate, alignment=next(pairs)) for candidate in found]
             for found in candidates

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from transformer.config.decode import DecodeConfig
-from transformer.decoding.translator import Candidate
+from transformer.decoding.alignment import word_alignments
+from transformer.decoding.candidate import Candidate
 from transformer.serving.continuous_batching import DecodedSentence
 from transformer.serving.metrics import ServingMetrics
 from transformer.serving.model_worker import ModelWorker, RequestHandle, SentenceJob, SentenceTiming
@@ -247,11 +248,32 @@ async def translate_texts(
         for piece in text_pieces
         if piece.sentence
     ]
+    jobs, results = await _decode_sentences(sentences, sentence_prefixes, model, config, worker)
+    translations = [
+        _sentence_translation(sentence, job, decoded, timing, model, metrics)
+        for sentence, job, (decoded, timing) in zip(sentences, jobs, results, strict=True)
+    ]
+    metrics.sentences.labels(model.name).inc(len(sentences))
+    if alignment_layer is not None:
+        translations = await _add_alignments(
+            translations, [job.src_ids for job in jobs], model, worker, alignment_layer
+        )
+    return _assemble(pieces, translations, config.nbest)
+
+
+async def _decode_sentences(
+    sentences: list[str],
+    prefixes: list[list[int]],
+    model: ServedModel,
+    config: DecodeConfig,
+    worker: ModelWorker,
+) -> tuple[list[SentenceJob], list[tuple[DecodedSentence, SentenceTiming]]]:
+    """Queue every sentence of a request at once and await their results (cancelled with the request)."""
     loop = asyncio.get_running_loop()
     handle = RequestHandle()
     futures: list[asyncio.Future[tuple[DecodedSentence, SentenceTiming]]] = []
     jobs = []
-    for sentence, prefix_ids in zip(sentences, sentence_prefixes, strict=True):
+    for sentence, prefix_ids in zip(sentences, prefixes, strict=True):
         future: asyncio.Future[tuple[DecodedSentence, SentenceTiming]] = loop.create_future()
         futures.append(future)
         src_ids = model.encode(sentence)
@@ -259,29 +281,30 @@ async def translate_texts(
     if jobs:
         worker.submit(jobs)
     try:
-        results = await asyncio.gather(*futures)
+        return jobs, list(await asyncio.gather(*futures))
     except BaseException:
         handle.cancel()
         raise
-    translations = []
-    for sentence, job, (decoded, timing) in zip(sentences, jobs, results, strict=True):
-        if decoded.error is not None:
-            raise TranslationError(f"model {model.name!r}: {decoded.error}")
-        candidates = [
-            Candidate(
-                model.decode(item.tokens), item.score, item.log_prob, item.tokens, item.expected_utility
-            )
-            for item in decoded.hypotheses
-        ]
-        metrics.tokens.labels(model.name, "source").inc(len(job.src_ids))
-        metrics.tokens.labels(model.name, "target").inc(len(candidates[0].tokens) if candidates else 0)
-        translations.append(SentenceTranslation(sentence, candidates, timing))
-    metrics.sentences.labels(model.name).inc(len(sentences))
-    if alignment_layer is not None:
-        translations = await _add_alignments(
-            translations, [job.src_ids for job in jobs], model, worker, alignment_layer
-        )
-    return _assemble(pieces, translations, config.nbest)
+
+
+def _sentence_translation(
+    sentence: str,
+    job: SentenceJob,
+    decoded: DecodedSentence,
+    timing: SentenceTiming,
+    model: ServedModel,
+    metrics: ServingMetrics,
+) -> SentenceTranslation:
+    """Detokenise a decoded sentence's hypotheses and count its tokens (TranslationError if it failed)."""
+    if decoded.error is not None:
+        raise TranslationError(f"model {model.name!r}: {decoded.error}")
+    candidates = [
+        Candidate(model.decode(item.tokens), item.score, item.log_prob, item.tokens, item.expected_utility)
+        for item in decoded.hypotheses
+    ]
+    metrics.tokens.labels(model.name, "source").inc(len(job.src_ids))
+    metrics.tokens.labels(model.name, "target").inc(len(candidates[0].tokens) if candidates else 0)
+    return SentenceTranslation(sentence, candidates, timing)
 
 
 async def _add_alignments(
@@ -298,9 +321,10 @@ async def _add_alignments(
     rows = [index for index, item in enumerate(translations) for _ in item.candidates]
     outputs = [candidate.tokens for item in translations for candidate in item.candidates]
     row_sources = [sources[index] for index in rows]
+    model_of_attention, tokenizer = translator.model, translator.tokenizer
     alignments = iter(
         await asyncio.wrap_future(
-            worker.call(lambda: translator.word_alignments(row_sources, outputs, layer))
+            worker.call(lambda: word_alignments(model_of_attention, tokenizer, row_sources, outputs, layer))
         )
     )
     return [

@@ -1,0 +1,1 @@
+"""The handlers of the ``transformer`` subcommands: check the options, make one library call, print."""

@@ -103,6 +103,7 @@ class ServerProcess:
             sys.executable, "-m", "transformer.cli", "serve", "--checkpoint", str(args.checkpoint),
             "--port", str(self.port), "--batching", batching, "--precision", args.precision, "--device", "cpu",
             "--max-batch-tokens", str(args.max_batch_tokens), "--max-queue", "100000", "--max-chars", "100000",
+            "--admit-every", str(args.admit_every),
         ]  # fmt: skip
         self.log_path = args.output_dir / f"serve-{batching}.log"
         self.no_tcmalloc = args.no_tcmalloc
@@ -267,6 +268,7 @@ def render_markdown(record: dict[str, Any]) -> str:
         f"server allocator: {environment['server_allocator']}",
         f"- command: `{environment['command']}`",
         f"- note: {record['note']}" if record["note"] else "- note: none",
+        f"- servers: --admit-every {record.get('admit_every', 1)}\n"
         f"- model: {record['checkpoint']}, {record['precision']}, beam {offline['beam']}; "
         f"{offline['sentences']} sentences from {record['sentences_file']}",
         "",
@@ -314,6 +316,9 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--beam", type=int, default=None, help="beam size (default: the checkpoint's)")
     parser.add_argument("--precision", choices=["fp32", "bf16", "int8"], default="fp32")
     parser.add_argument("--max-batch-tokens", type=int, default=4096, help="server and offline batch budget")
+    parser.add_argument(
+        "--admit-every", type=int, default=2, help="the servers' --admit-every (default 2, serve's default)"
+    )
     parser.add_argument("--soak-minutes", type=float, default=0.0, help="soak at 64 clients (0: none)")
     parser.add_argument("--quick", action="store_true", help="200 sentences, 10 s per cell")
     parser.add_argument("--no-tcmalloc", action="store_true", help="run the servers with glibc malloc")
@@ -364,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         "sentences_file": str(args.sentences),
         "precision": args.precision,
         "max_batch_tokens": args.max_batch_tokens,
+        "admit_every": args.admit_every,
         "offline": offline,
         "cells": cells,
         "targets": check_targets(offline, cells),

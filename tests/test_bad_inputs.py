@@ -488,6 +488,7 @@ BAD_INPUTS = [
         "serve --checkpoint run --api-keys src.en --port 0",
         "--api-keys src.en:1: a key may not contain whitespace",
     ),
+    bad("serve --checkpoint run --admit-every 0 --port 0", "--admit-every"),
 ]
 
 

@@ -41,6 +41,10 @@ class ServeConfig:
         Source tokens times beam size over the running sentences; bounds the work (and memory) of a step.
     max_queue : int
         Sentences waiting to join the batch; beyond it requests get 503 with ``Retry-After``.
+    admit_every : int
+        Continuous batching: while sentences decode, waiting ones join every this many decoder steps (or as
+        soon as :data:`~transformer.serving.model_worker.ADMISSION_GROUP` wait); with nothing decoding they
+        join at once.
     max_chars : int
         Characters per request (all texts together); beyond it 413 (400 on LibreTranslate's endpoint).
     api_keys : frozenset of str
@@ -63,6 +67,7 @@ class ServeConfig:
     batching: str = "continuous"
     max_batch_tokens: int = 4096
     max_queue: int = 1024
+    admit_every: int = 2
     max_chars: int = 5000
     api_keys: frozenset[str] = field(default_factory=frozenset)
     warmup_text: str = "Hello."
@@ -95,7 +100,7 @@ class ServeConfig:
             )
         if not 0 <= self.port <= 65535:
             raise ValueError(f"ServeConfig.port={self.port} is not a TCP port (0 to 65535)")
-        for name in ("max_batch_tokens", "max_queue", "max_chars"):
+        for name in ("max_batch_tokens", "max_queue", "max_chars", "admit_every"):
             value = getattr(self, name)
             if not (isinstance(value, int) and 0 < value < math.inf):
                 raise ValueError(f"ServeConfig.{name}={value} must be a positive integer")

@@ -42,6 +42,7 @@ def build_server_state(config: ServeConfig) -> ServerState:
         config.max_batch_tokens,
         config.max_queue,
         metrics,
+        config.admit_every,
     )
     return ServerState(config, models, worker, metrics)
 

@@ -298,6 +298,91 @@ def _manifest_is_current(manifest: dict[str, Any] | None, spec: ArchiveCorpusSpe
     return True
 
 
+def _fetch_archives(
+    spec: ArchiveCorpusSpec,
+    cache_root: Path,
+    *,
+    mirror: str | None,
+    downloader: Downloader | None,
+    tell: Callable[[str], None],
+) -> dict[str, Path]:
+    """Download (or find already verified) every archive of ``spec``; the local path of each by file name."""
+    archives: dict[str, Path] = {}
+    for remote in spec.archives:
+        tell(
+            f"{spec.name}: fetching {remote.filename}"
+            + (f" ({remote.size / 1e6:,.0f} MB)" if remote.size else "")
+        )
+        archives[remote.filename] = fetch_remote_file(
+            remote, cache_root / ARCHIVE_DIRECTORY, mirror=mirror, downloader=downloader
+        )
+    return archives
+
+
+def _extract_split(
+    spec: ArchiveCorpusSpec,
+    split: str,
+    texts: tuple[ParallelText, ...],
+    archives: dict[str, Path],
+    corpus_dir: Path,
+    tell: Callable[[str], None],
+) -> tuple[tuple[Path, Path], dict[str, dict[str, int]]]:
+    """Concatenate a split's parallel texts into its two files, each written atomically.
+
+    Returns the (source, target) paths and each file's manifest entry: its size, its line count and how many
+    of its lines had invalid UTF-8 replaced.
+    """
+    source_name, target_name = _split_file_names(spec, split)
+    source_path, target_path = corpus_dir / source_name, corpus_dir / target_name
+    replaced = {source_name: [0], target_name: [0]}
+    pairs = 0
+    with atomic_write(source_path, "wb") as source_file, atomic_write(target_path, "wb") as target_file:
+        for text in texts:
+            tell(f"{spec.name}: extracting {text.name} into {split}")
+            pairs += _extract_parallel_text(
+                spec,
+                split,
+                text,
+                archives,
+                (source_file, target_file),
+                (replaced[source_name], replaced[target_name]),
+            )
+    described = {
+        name: {"bytes": path.stat().st_size, "lines": pairs, "invalid_utf8_lines": replaced[name][0]}
+        for name, path in ((source_name, source_path), (target_name, target_path))
+    }
+    tell(f"{spec.name}: {split} has {pairs:,} pairs")
+    return (source_path, target_path), described
+
+
+def _extract_parallel_text(
+    spec: ArchiveCorpusSpec,
+    split: str,
+    text: ParallelText,
+    archives: dict[str, Path],
+    destinations: tuple[IO[bytes], IO[bytes]],
+    replaced: tuple[list[int], list[int]],
+) -> int:
+    """Append one parallel text's two sides to the split's files; its number of pairs.
+
+    Raises CorpusError naming both members when the sides differ in line count.
+    """
+    source_file, target_file = destinations
+    source_lines = _copy_lines(
+        _text_lines(archives[text.source.archive.filename], text.source, replaced[0]), source_file
+    )
+    target_lines = _copy_lines(
+        _text_lines(archives[text.target.archive.filename], text.target, replaced[1]), target_file
+    )
+    if source_lines != target_lines:
+        raise CorpusError(
+            f"{spec.name} {split}: {text.name} has {source_lines:,} lines in "
+            f"{text.source.archive.filename}:{text.source.member} but {target_lines:,} in "
+            f"{text.target.archive.filename}:{text.target.member}"
+        )
+    return source_lines
+
+
 def fetch_archive_corpus(
     spec: ArchiveCorpusSpec,
     cache_dir: Path,
@@ -350,50 +435,14 @@ def fetch_archive_corpus(
             split: tuple(corpus_dir / name for name in _split_file_names(spec, split))  # type: ignore[misc]
             for split in spec.splits
         }
-    archives: dict[str, Path] = {}
-    for remote in spec.archives:
-        tell(
-            f"{spec.name}: fetching {remote.filename}"
-            + (f" ({remote.size / 1e6:,.0f} MB)" if remote.size else "")
-        )
-        archives[remote.filename] = fetch_remote_file(
-            remote, cache_root / ARCHIVE_DIRECTORY, mirror=mirror, downloader=downloader
-        )
+    archives = _fetch_archives(spec, cache_root, mirror=mirror, downloader=downloader, tell=tell)
     corpus_dir.mkdir(parents=True, exist_ok=True)
     (corpus_dir / MANIFEST_FILE).unlink(missing_ok=True)
     files: dict[str, tuple[Path, Path]] = {}
     described: dict[str, dict[str, int]] = {}
     for split, texts in spec.splits.items():
-        source_name, target_name = _split_file_names(spec, split)
-        source_path, target_path = corpus_dir / source_name, corpus_dir / target_name
-        replaced = {source_name: [0], target_name: [0]}
-        pairs = 0
-        with atomic_write(source_path, "wb") as source_file, atomic_write(target_path, "wb") as target_file:
-            for text in texts:
-                tell(f"{spec.name}: extracting {text.name} into {split}")
-                source_lines = _copy_lines(
-                    _text_lines(archives[text.source.archive.filename], text.source, replaced[source_name]),
-                    source_file,
-                )
-                target_lines = _copy_lines(
-                    _text_lines(archives[text.target.archive.filename], text.target, replaced[target_name]),
-                    target_file,
-                )
-                if source_lines != target_lines:
-                    raise CorpusError(
-                        f"{spec.name} {split}: {text.name} has {source_lines:,} lines in "
-                        f"{text.source.archive.filename}:{text.source.member} but {target_lines:,} in "
-                        f"{text.target.archive.filename}:{text.target.member}"
-                    )
-                pairs += source_lines
-        for name, path in ((source_name, source_path), (target_name, target_path)):
-            described[name] = {
-                "bytes": path.stat().st_size,
-                "lines": pairs,
-                "invalid_utf8_lines": replaced[name][0],
-            }
-        tell(f"{spec.name}: {split} has {pairs:,} pairs")
-        files[split] = (source_path, target_path)
+        files[split], split_described = _extract_split(spec, split, texts, archives, corpus_dir, tell)
+        described.update(split_described)
     write_text_atomically(
         corpus_dir / MANIFEST_FILE,
         json.dumps({"fingerprint": spec.fingerprint(), "corpus": spec.name, "files": described}, indent=2)

@@ -19,6 +19,7 @@ import itertools
 import os
 import shutil
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -97,6 +98,126 @@ def _flatten(sequences: list[list[int]], lengths: np.ndarray, dtype: np.dtype) -
     return np.fromiter(itertools.chain.from_iterable(sequences), dtype=dtype, count=int(lengths.sum()))
 
 
+@dataclass(frozen=True)
+class _Encoding:
+    """How a build encodes: the tokenizer, the length filter, the ids' dtype, the EOS id and the threads."""
+
+    tokenizer: Tokenizer
+    max_len: int
+    dtype: np.dtype
+    eos_id: int
+    threads: int
+
+
+@dataclass
+class _BuildCounts:
+    """Pairs read, kept and dropped (empty, too long) so far in a build."""
+
+    pairs_read: int = 0
+    kept: int = 0
+    dropped_empty: int = 0
+    dropped_too_long: int = 0
+
+
+@dataclass(frozen=True)
+class _FilteredChunk:
+    """One chunk's encoded pairs that pass the filter, their lengths, and how many of the chunk were dropped."""
+
+    sources: list[list[int]]
+    targets: list[list[int]]
+    source_lengths: np.ndarray
+    target_lengths: np.ndarray
+    dropped_empty: int
+    dropped_too_long: int
+
+
+def _open_writers(staging: Path, dtype: np.dtype) -> dict[str, _HashingWriter]:
+    """Create the store's four array files in ``staging``: the ids of each side and their offsets."""
+    return {
+        "source_ids": _HashingWriter(staging / "source_ids.bin", dtype),
+        "target_ids": _HashingWriter(staging / "target_ids.bin", dtype),
+        "source_offsets": _HashingWriter(staging / "source_offsets.bin", OFFSETS_DTYPE),
+        "target_offsets": _HashingWriter(staging / "target_offsets.bin", OFFSETS_DTYPE),
+    }
+
+
+def _write_pairs(
+    writers: dict[str, _HashingWriter],
+    pairs: Iterable[tuple[str, str]],
+    encoding: _Encoding,
+    chunk_pairs: int,
+    progress: Callable[[int], None] | None,
+) -> _BuildCounts:
+    """Encode, filter and append every pair, a chunk at a time, after each side's leading zero offset."""
+    zero = np.zeros(1, dtype=np.int64)
+    writers["source_offsets"].append(zero)
+    writers["target_offsets"].append(zero)
+    counts = _BuildCounts()
+    for chunk in _chunks(pairs, chunk_pairs):
+        filtered = _encode_and_filter(chunk, encoding)
+        _append_chunk(writers, filtered, encoding)
+        counts.kept += len(filtered.sources)
+        counts.dropped_empty += filtered.dropped_empty
+        counts.dropped_too_long += filtered.dropped_too_long
+        counts.pairs_read += len(chunk)
+        if progress is not None:
+            progress(counts.pairs_read)
+    return counts
+
+
+def _encode_and_filter(chunk: list[tuple[str, str]], encoding: _Encoding) -> _FilteredChunk:
+    """Encode a chunk's two sides and keep the pairs with both sides non-empty and within ``max_len``."""
+    sources = encoding.tokenizer.encode_batch([source for source, _ in chunk], num_threads=encoding.threads)
+    targets = encoding.tokenizer.encode_batch([target for _, target in chunk], num_threads=encoding.threads)
+    source_lengths = np.fromiter(map(len, sources), dtype=np.int64, count=len(sources))
+    target_lengths = np.fromiter(map(len, targets), dtype=np.int64, count=len(targets))
+    max_len = encoding.max_len
+    empty = (source_lengths == 0) | (target_lengths == 0)
+    too_long = ~empty & ((source_lengths + 1 > max_len) | (target_lengths + 1 > max_len))
+    keep = ~(empty | too_long)
+    kept_rows = np.flatnonzero(keep)
+    return _FilteredChunk(
+        sources=[sources[row] for row in kept_rows],
+        targets=[targets[row] for row in kept_rows],
+        source_lengths=source_lengths[keep],
+        target_lengths=target_lengths[keep],
+        dropped_empty=int(empty.sum()),
+        dropped_too_long=int(too_long.sum()),
+    )
+
+
+def _append_chunk(writers: dict[str, _HashingWriter], chunk: _FilteredChunk, encoding: _Encoding) -> None:
+    """Append a filtered chunk's offsets and ids (an EOS after each source) to the store's files."""
+    writers["source_offsets"].append(
+        writers["source_ids"].count + np.cumsum(chunk.source_lengths + 1)  # + 1: the EOS
+    )
+    writers["target_offsets"].append(writers["target_ids"].count + np.cumsum(chunk.target_lengths))
+    source_flat = _flatten(chunk.sources, chunk.source_lengths, encoding.dtype)
+    # Each source gets its EOS: insert it after every sentence's last id.
+    writers["source_ids"].append(np.insert(source_flat, np.cumsum(chunk.source_lengths), encoding.eos_id))
+    writers["target_ids"].append(_flatten(chunk.targets, chunk.target_lengths, encoding.dtype))
+
+
+def _store_manifest(
+    key: dict[str, Any],
+    encoding: _Encoding,
+    counts: _BuildCounts,
+    writers: dict[str, _HashingWriter],
+    files: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """Describe a finished build: the key, the ids' format, the counts and each file's size and hash."""
+    return {
+        **key,
+        "dtype": encoding.dtype.str,
+        "vocab_size": encoding.tokenizer.vocab_size,
+        "pairs": counts.kept,
+        "input_pairs": counts.pairs_read,
+        "dropped": {"empty": counts.dropped_empty, "too_long": counts.dropped_too_long},
+        "tokens": {"source": writers["source_ids"].count, "target": writers["target_ids"].count},
+        "files": files,
+    }
+
+
 def build_token_store(
     directory: Path,
     pairs: Iterable[tuple[str, str]],
@@ -151,63 +272,24 @@ def build_token_store(
         raise ValueError(f"build_token_store: max_len={max_len} must be at least 2 (one token plus EOS)")
     if chunk_pairs <= 0:
         raise ValueError(f"build_token_store: chunk_pairs={chunk_pairs} must be positive")
-    threads = num_threads or encoding_threads()
-    eos_id = int(key.get("eos_id", EOS_ID))
-    dtype = ids_dtype(tokenizer.vocab_size)
+    encoding = _Encoding(
+        tokenizer=tokenizer,
+        max_len=max_len,
+        dtype=ids_dtype(tokenizer.vocab_size),
+        eos_id=int(key.get("eos_id", EOS_ID)),
+        threads=num_threads or encoding_threads(),
+    )
     directory = Path(directory)
     with staged_directory(directory) as staging:
-        writers = {
-            "source_ids": _HashingWriter(staging / "source_ids.bin", dtype),
-            "target_ids": _HashingWriter(staging / "target_ids.bin", dtype),
-            "source_offsets": _HashingWriter(staging / "source_offsets.bin", OFFSETS_DTYPE),
-            "target_offsets": _HashingWriter(staging / "target_offsets.bin", OFFSETS_DTYPE),
-        }
+        writers = _open_writers(staging, encoding.dtype)
         try:
-            zero = np.zeros(1, dtype=np.int64)
-            writers["source_offsets"].append(zero)
-            writers["target_offsets"].append(zero)
-            kept = dropped_empty = dropped_too_long = pairs_read = 0
-            for chunk in _chunks(pairs, chunk_pairs):
-                sources = tokenizer.encode_batch([source for source, _ in chunk], num_threads=threads)
-                targets = tokenizer.encode_batch([target for _, target in chunk], num_threads=threads)
-                source_lengths = np.fromiter(map(len, sources), dtype=np.int64, count=len(sources))
-                target_lengths = np.fromiter(map(len, targets), dtype=np.int64, count=len(targets))
-                empty = (source_lengths == 0) | (target_lengths == 0)
-                too_long = ~empty & ((source_lengths + 1 > max_len) | (target_lengths + 1 > max_len))
-                keep = ~(empty | too_long)
-                kept_rows = np.flatnonzero(keep)
-                kept_sources = [sources[row] for row in kept_rows]
-                kept_targets = [targets[row] for row in kept_rows]
-                kept_source_lengths, kept_target_lengths = source_lengths[keep], target_lengths[keep]
-                writers["source_offsets"].append(
-                    writers["source_ids"].count + np.cumsum(kept_source_lengths + 1)  # + 1: the EOS
-                )
-                writers["target_offsets"].append(writers["target_ids"].count + np.cumsum(kept_target_lengths))
-                source_flat = _flatten(kept_sources, kept_source_lengths, dtype)
-                # Each source gets its EOS: insert it after every sentence's last id.
-                writers["source_ids"].append(np.insert(source_flat, np.cumsum(kept_source_lengths), eos_id))
-                writers["target_ids"].append(_flatten(kept_targets, kept_target_lengths, dtype))
-                kept += len(kept_rows)
-                dropped_empty += int(empty.sum())
-                dropped_too_long += int(too_long.sum())
-                pairs_read += len(chunk)
-                if progress is not None:
-                    progress(pairs_read)
+            counts = _write_pairs(writers, pairs, encoding, chunk_pairs, progress)
         finally:
             files = {writer.path.name: writer.close() for writer in writers.values()}
-        report = FilterReport(kept, dropped_empty, dropped_too_long, max_len)
-        if kept == 0:
+        report = FilterReport(counts.kept, counts.dropped_empty, counts.dropped_too_long, max_len)
+        if counts.kept == 0:
             raise ValueError(f"build_token_store: no sentence pair is left: {report.describe()}")
-        manifest = {
-            **key,
-            "dtype": dtype.str,
-            "vocab_size": tokenizer.vocab_size,
-            "pairs": kept,
-            "input_pairs": pairs_read,
-            "dropped": {"empty": dropped_empty, "too_long": dropped_too_long},
-            "tokens": {"source": writers["source_ids"].count, "target": writers["target_ids"].count},
-            "files": files,
-        }
+        manifest = _store_manifest(key, encoding, counts, writers, files)
         write_json_atomically(staging / MANIFEST_FILE, manifest)  # last: its presence marks the store done
     return open_token_store(directory)
 
@@ -275,6 +357,47 @@ def _reuse_after_touch(
     return True
 
 
+def _reuse_store(
+    directory: Path,
+    manifest: dict[str, Any],
+    key: dict[str, Any],
+    files: tuple[Path, Path],
+    *,
+    verify: bool,
+    tell: Callable[[str], None],
+) -> TokenStore | None:
+    """Open the store at ``directory`` if its manifest matches ``key``, or differs only in the files' times.
+
+    Returns None when the store must be rebuilt; a store whose corpus files were only touched (same SHA-256)
+    is adopted by :func:`_reuse_after_touch`, which records the new times.
+    """
+    checked = "sizes and SHA-256 checked" if verify else "sizes checked"
+    if _same_request(manifest, key):
+        store = open_token_store(directory, verify=verify)
+        tell(f"token store: reusing {directory} ({store.num_pairs} pairs, {checked})")
+        return store
+    if _differs_only_in_times(manifest, key) and _reuse_after_touch(directory, manifest, key, files):
+        store = open_token_store(directory, verify=verify)
+        tell(
+            f"token store: reusing {directory} ({store.num_pairs} pairs, {checked}; the corpus files' "
+            "modification times changed, their SHA-256 did not)"
+        )
+        return store
+    return None
+
+
+def _rebuild_reason(manifest: dict[str, Any] | None, key: dict[str, Any]) -> str:
+    """Say why the store is encoded (again): there is none, or what changed since its manifest was written."""
+    if manifest is None:
+        return "none yet"
+    touched = _differs_only_in_times(manifest, key)
+    if touched and "source_sha256" not in manifest:
+        return "the corpus files' modification times changed and the store records no SHA-256 to compare"
+    if touched:
+        return "the corpus files' contents changed"
+    return "the corpus files, tokenizer or max_len changed"
+
+
 def prepare_token_store(
     directory: Path,
     files: tuple[Path, Path],
@@ -332,28 +455,13 @@ def prepare_token_store(
     directory = Path(directory)
     key = store_key(describe_source_files(list(files)), tokenizer.fingerprint, max_len, EOS_ID)
     manifest = read_manifest(directory)
-    checked = "sizes and SHA-256 checked" if verify else "sizes checked"
-    if manifest is not None and _same_request(manifest, key):
-        store = open_token_store(directory, verify=verify)
-        tell(f"token store: reusing {directory} ({store.num_pairs} pairs, {checked})")
-        return store
-    touched = manifest is not None and _differs_only_in_times(manifest, key)
-    if manifest is not None and touched and _reuse_after_touch(directory, manifest, key, files):
-        store = open_token_store(directory, verify=verify)
-        tell(
-            f"token store: reusing {directory} ({store.num_pairs} pairs, {checked}; the corpus files' "
-            "modification times changed, their SHA-256 did not)"
-        )
-        return store
-    if manifest is None:
-        reason = "none yet"
-    elif touched and "source_sha256" not in manifest:
-        reason = "the corpus files' modification times changed and the store records no SHA-256 to compare"
-    elif touched:
-        reason = "the corpus files' contents changed"
-    else:
-        reason = "the corpus files, tokenizer or max_len changed"
-    tell(f"token store: encoding {files[0]} and {files[1]} into {directory} ({reason})")
+    if manifest is not None:
+        store = _reuse_store(directory, manifest, key, files, verify=verify, tell=tell)
+        if store is not None:
+            return store
+    tell(
+        f"token store: encoding {files[0]} and {files[1]} into {directory} ({_rebuild_reason(manifest, key)})"
+    )
     _remove_abandoned_staging(directory)
     source_hashes = [sha256_of_file(Path(path)) for path in files]  # lets a touched corpus be recognised
     return build_token_store(

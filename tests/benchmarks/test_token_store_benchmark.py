@@ -20,7 +20,7 @@ from benchmarks.token_store import (
 from benchmarks.token_store_report import render_markdown
 from transformer.data.corpora.large_corpus import write_large_corpus
 
-REPOSITORY = Path(__file__).resolve().parent.parent
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 def test_sizes_are_a_sorted_comma_list_of_positive_integers() -> None:

@@ -4,7 +4,8 @@ import pytest
 
 from transformer.config.decode import DecodeConfig
 from transformer.serving.metrics import ServingMetrics
-from transformer.serving.model_worker import ADMISSION_GROUP, ModelWorker, RequestHandle, SentenceJob
+from transformer.serving.model_worker import ADMISSION_GROUP, ModelWorker
+from transformer.serving.sentence_jobs import RequestHandle, SentenceJob
 
 
 def worker_with(running: int, admit_every: int) -> ModelWorker:

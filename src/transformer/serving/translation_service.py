@@ -18,7 +18,8 @@ from transformer.decoding.alignment import word_alignments
 from transformer.decoding.candidate import Candidate
 from transformer.serving.continuous_batching import DecodedSentence
 from transformer.serving.metrics import ServingMetrics
-from transformer.serving.model_worker import ModelWorker, RequestHandle, SentenceJob, SentenceTiming
+from transformer.serving.model_worker import ModelWorker
+from transformer.serving.sentence_jobs import RequestHandle, SentenceJob, SentenceTiming
 from transformer.serving.sentence_splitting import (
     TextPiece,
     join_translations,

@@ -214,6 +214,37 @@ def learn_vocabulary(files: tuple[Path, Path], model_path: Path, vocab_size: int
     return {"training_seconds": time.perf_counter() - started, "vocab_size": tokenizer.vocab_size}
 
 
+def encode_chunks_with_sentencepiece(
+    processor: Any, lines: list[tuple[str, str]], chunk_pairs: int, threads: int
+) -> None:
+    """Encode the lines' sources and targets with SentencePiece, chunk by chunk, and drop the ids.
+
+    Parameters
+    ----------
+    processor : sentencepiece.SentencePieceProcessor
+        The loaded joint BPE model.
+    lines : list of (str, str)
+        The pairs, in memory.
+    chunk_pairs : int
+        Pairs per ``encode`` call on each side, as the store's build chunks them.
+    threads : int
+        SentencePiece's ``num_threads``.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    SentencePiece's side of :func:`compare_encoding`: the same chunks and threads as the store's build, so the
+    two differ only in what the store adds to encoding.
+    """
+    for start in range(0, len(lines), chunk_pairs):
+        chunk = lines[start : start + chunk_pairs]
+        processor.encode([source for source, _ in chunk], num_threads=threads)
+        processor.encode([target for _, target in chunk], num_threads=threads)
+
+
 def compare_encoding(
     files: tuple[Path, Path],
     model_path: Path,
@@ -246,20 +277,15 @@ def compare_encoding(
     -------
     dict
         Median seconds and pairs per second of each, and ``store_over_sentencepiece``: the store's throughput
-        as a share of SentencePiece's (the issue's goal: at least 0.8). Also ``microseconds_per_pair`` of
-        SentencePiece's encoding on one thread and of the store's own serial work (a build from replayed ids,
-        :class:`ReplayedEncoding`, on at most ``OVERHEAD_PAIRS`` lines), and from them the ratio projected for
-        1 to 16 threads if SentencePiece scaled perfectly (an upper bound on its speed, so a lower bound on
-        the ratio).
+        as a share of SentencePiece's (the issue's goal: at least 0.8); then :func:`project_thread_scaling`'s
+        figures from the store's own serial work (a build from replayed ids, :class:`ReplayedEncoding`, on at
+        most ``OVERHEAD_PAIRS`` lines).
 
     Notes
     -----
-    The store's side is :func:`transformer.data.pipeline.token_store_builder.build_token_store` as a prepare runs it:
-    chunks of ``CHUNK_PAIRS`` encoded through ``Tokenizer.encode_batch``, filtered, flattened, hashed, written
-    and fsynced. SentencePiece's side is ``SentencePieceProcessor.encode(lines, num_threads=threads)`` on each
-    chunk's sources and targets, the ids then dropped: the encoding alone, with the same model, lines, chunks
-    and threads. Reading the text files is in neither (the lines are in memory), so the ratio isolates what
-    the store adds to encoding.
+    The store's side is ``build_token_store`` as a prepare runs it (chunks encoded, filtered, flattened, hashed,
+    written, fsynced); SentencePiece's is :func:`encode_chunks_with_sentencepiece`. Reading the text files is in
+    neither (the lines are in memory), so the ratio isolates what the store adds to encoding.
     """
     import sentencepiece
 
@@ -281,15 +307,9 @@ def compare_encoding(
         build_token_store(directory, pairs, encoder, max_len, key, num_threads=threads)
         shutil.rmtree(directory)
 
-    def encode_with_sentencepiece() -> None:
-        for start in range(0, len(lines), CHUNK_PAIRS):
-            chunk = lines[start : start + CHUNK_PAIRS]
-            processor.encode([source for source, _ in chunk], num_threads=threads)
-            processor.encode([target for _, target in chunk], num_threads=threads)
-
     candidates: dict[str, Callable[[], object]] = {
         "store": lambda: build_store(lines, tokenizer),
-        "sentencepiece": encode_with_sentencepiece,
+        "sentencepiece": lambda: encode_chunks_with_sentencepiece(processor, lines, CHUNK_PAIRS, threads),
     }
     timings = time_interleaved(candidates, 1, repeats)
     result: dict[str, Any] = {"pairs": len(lines), "threads": threads, "chunk_pairs": CHUNK_PAIRS}
@@ -300,17 +320,41 @@ def compare_encoding(
     overhead = time_interleaved({"store": lambda: build_store(replayed.pairs, replayed)}, 1, repeats)["store"]
     # One thread's seconds per pair, as if the threads had shared the work perfectly.
     encoding_per_pair = timings["sentencepiece"].median * threads / len(lines)
-    serial_per_pair = overhead.median / len(replayed.pairs)
-    result["microseconds_per_pair"] = {
-        "sentencepiece_one_thread": 1e6 * encoding_per_pair,
-        "store_serial": 1e6 * serial_per_pair,
-    }
-    # If SentencePiece scaled perfectly with threads and the store's own work stayed serial:
-    result["projected_store_over_sentencepiece"] = {
-        count: (encoding_per_pair / count) / (encoding_per_pair / count + serial_per_pair)
-        for count in (1, 2, 4, 8, 16)
-    }
+    result.update(project_thread_scaling(encoding_per_pair, overhead.median / len(replayed.pairs)))
     return result
+
+
+def project_thread_scaling(encoding_per_pair: float, serial_per_pair: float) -> dict[str, Any]:
+    """Project the store's share of SentencePiece's throughput to more threads, Amdahl-style.
+
+    Parameters
+    ----------
+    encoding_per_pair : float
+        SentencePiece's seconds per pair on one thread (its measured time times its threads).
+    serial_per_pair : float
+        The store's own serial seconds per pair (the build from replayed ids).
+
+    Returns
+    -------
+    dict
+        ``microseconds_per_pair`` (``sentencepiece_one_thread``, ``store_serial``) and
+        ``projected_store_over_sentencepiece``: thread count (1, 2, 4, 8, 16) to the projected ratio.
+
+    Notes
+    -----
+    The projection assumes SentencePiece scales perfectly with threads while the store's own work stays serial:
+    an upper bound on SentencePiece's speed, so a lower bound on the ratio a larger machine would see.
+    """
+    return {
+        "microseconds_per_pair": {
+            "sentencepiece_one_thread": 1e6 * encoding_per_pair,
+            "store_serial": 1e6 * serial_per_pair,
+        },
+        "projected_store_over_sentencepiece": {
+            count: (encoding_per_pair / count) / (encoding_per_pair / count + serial_per_pair)
+            for count in (1, 2, 4, 8, 16)
+        },
+    }
 
 
 #: Pairs whose ids are replayed to time the store's own work (:class:`ReplayedEncoding`): its cost per pair does
@@ -371,6 +415,46 @@ class ReplayedEncoding:
         return answer
 
 
+def first_epoch_batches(corpora: dict[str, Any], max_tokens: int, seed: int) -> dict[str, list[list[int]]]:
+    """Batch each corpus as the training sampler does in epoch 0, and check that they batch alike.
+
+    Parameters
+    ----------
+    corpora : dict of str to ParallelCorpus
+        The corpora compared (the store and the in-memory one), by name.
+    max_tokens : int
+        The batch size in tokens.
+    seed : int
+        The sampler's seed.
+
+    Returns
+    -------
+    dict of str to list of list of int
+        Each corpus's batches of pair indices.
+
+    Raises
+    ------
+    RuntimeError
+        If the corpora give different batches: then the steps compared would differ in more than where the ids
+        come from.
+
+    Notes
+    -----
+    Both corpora hold the same pairs with the same lengths, so a correct store gives identical batches.
+    """
+    from transformer.data.pipeline.token_batch_sampler import TokenBatchSampler
+
+    batches = {
+        name: TokenBatchSampler(corpus.source_lengths, corpus.target_lengths, max_tokens, seed=seed).batches(
+            0
+        )
+        for name, corpus in corpora.items()
+    }
+    if batches["store"] != batches["in_memory"]:
+        raise RuntimeError("the store and the in-memory corpus give different batches")
+    return batches
+
+
 def compare_training_steps(
     files: tuple[Path, Path], run_dir: Path, config_path: Path, repeats: int, collate_batches: int
 ) -> dict[str, Any]:
@@ -398,11 +482,9 @@ def compare_training_steps(
 
     Notes
     -----
-    One :class:`~transformer.training.trainer.Trainer` takes every step, so both sides run the same model on
-    the same sequence of batches (epoch 0 of the sampler, which gives identical batches for both corpora;
-    checked); they differ only in where :func:`~transformer.data.pipeline.batch.collate` reads the ids, which is
-    all the training loop does differently with a store. A side's step is collate plus
-    ``Trainer.train_step``.
+    One ``Trainer`` takes every step, so both sides run the same model on the same batches
+    (:func:`first_epoch_batches`); they differ only in where ``collate`` reads the ids, which is all the
+    training loop does differently with a store. A side's step is collate plus ``Trainer.train_step``.
     """
     import tempfile
 
@@ -412,7 +494,6 @@ def compare_training_steps(
     from transformer.data.pipeline.dataset import ParallelCorpus, encode_corpus
     from transformer.data.pipeline.stored_corpus import StoredCorpus
     from transformer.data.pipeline.text_files import read_parallel_files
-    from transformer.data.pipeline.token_batch_sampler import TokenBatchSampler
     from transformer.data.pipeline.tokenizer import Tokenizer
     from transformer.data.prepare import TOKEN_STORE_DIR, TOKENIZER_FILE, TrainingData
     from transformer.training.trainer import Trainer
@@ -423,14 +504,7 @@ def compare_training_steps(
         "store": StoredCorpus.open(run_dir / TOKEN_STORE_DIR),
         "in_memory": encode_corpus(read_parallel_files(*files), tokenizer, experiment.data.max_len),
     }
-    max_tokens, seed = experiment.train.max_tokens, experiment.train.seed
-    samplers = {
-        name: TokenBatchSampler(corpus.source_lengths, corpus.target_lengths, max_tokens, seed=seed)
-        for name, corpus in corpora.items()
-    }
-    batches = {name: sampler.batches(0) for name, sampler in samplers.items()}
-    if batches["store"] != batches["in_memory"]:
-        raise RuntimeError("the store and the in-memory corpus give different batches")
+    batches = first_epoch_batches(corpora, experiment.train.max_tokens, experiment.train.seed)
     data = TrainingData(train=corpora["store"], valid=None, tokenizer=tokenizer, split_files={"train": files})
     with tempfile.TemporaryDirectory() as scratch:
         trainer = Trainer(experiment, Path(scratch), data)
@@ -448,14 +522,12 @@ def compare_training_steps(
     return {
         "pairs": len(corpora["store"]),
         "batches_per_epoch": len(batches["store"]),
-        "max_tokens": max_tokens,
+        "max_tokens": experiment.train.max_tokens,
         "steps": {
-            **{
-                name: {**timing.to_dict(), "steps_per_second": 1 / timing.median}
-                for name, timing in steps.items()
-            },
-            "store_over_in_memory": steps["in_memory"].median / steps["store"].median,
-        },
+            name: {**timing.to_dict(), "steps_per_second": 1 / timing.median}
+            for name, timing in steps.items()
+        }
+        | {"store_over_in_memory": steps["in_memory"].median / steps["store"].median},
         "collate": {
             name: {**timing.to_dict(), "milliseconds_per_batch": 1000 * timing.median / collate_batches}
             for name, timing in collated.items()

@@ -64,8 +64,38 @@ def describe_search(config: DecodeConfig) -> str:
 
 
 def bleu_row(
-    name: str, checkpoint: Path, config: DecodeConfig, sources, references, precision="fp32"
-) -> dict:
+    name: str,
+    checkpoint: Path,
+    config: DecodeConfig,
+    sources: list[str],
+    references: list[str],
+    precision: str = "fp32",
+) -> dict[str, Any]:
+    """Translate the sources with one checkpoint and search, and score the output.
+
+    Parameters
+    ----------
+    name : str
+        The row's checkpoint label.
+    checkpoint : Path
+        The checkpoint directory.
+    config : DecodeConfig
+        The search.
+    sources, references : list of str
+        The validation set.
+    precision : str
+        The weights' precision: ``"fp32"``, ``"bf16"`` or ``"int8"``.
+
+    Returns
+    -------
+    dict
+        ``checkpoint``, ``search``, ``precision``, ``bleu``, ``bleu_lowercased``, ``chrf`` (cased),
+        ``signature`` (sacreBLEU's) and ``seconds`` (one pass, loading excluded).
+
+    Notes
+    -----
+    The seconds are one pass without a warm-up; speed is compared with :func:`speed_row`'s figures.
+    """
     translator = Translator.from_checkpoint(checkpoint, config, "cpu", precision)
     started = time.perf_counter()
     hypotheses = translator.translate(sources)
@@ -84,7 +114,34 @@ def bleu_row(
     }
 
 
-def speed_row(checkpoint: Path, config: DecodeConfig, sources, precision: str, repeats: int) -> dict:
+def speed_row(
+    checkpoint: Path, config: DecodeConfig, sources: list[str], precision: str, repeats: int
+) -> dict[str, Any]:
+    """Time one checkpoint, search and precision on the sources: the median of ``repeats`` passes.
+
+    Parameters
+    ----------
+    checkpoint : Path
+        The checkpoint directory.
+    config : DecodeConfig
+        The search (and whether the key/value cache is on).
+    sources : list of str
+        The sentences translated.
+    precision : str
+        The weights' precision.
+    repeats : int
+        Timed passes, after a warm-up on 16 sentences.
+
+    Returns
+    -------
+    dict
+        ``search``, ``cache``, ``precision``, ``sentences``, ``sentences_per_second``, ``tokens_per_second``
+        (output tokens with EOS) and ``median_seconds``.
+
+    Notes
+    -----
+    The median, not the mean, so one pass disturbed by another process does not move the figure.
+    """
     translator = Translator.from_checkpoint(checkpoint, config, "cpu", precision)
     translator.translate(sources[:16])  # warm-up
     timings, tokens = [], 0
@@ -106,13 +163,38 @@ def speed_row(checkpoint: Path, config: DecodeConfig, sources, precision: str, r
 
 
 def ctranslate2_rows(
-    checkpoint: Path, sources, references, repeats: int, length_penalty: float
-) -> list[dict]:
+    checkpoint: Path, sources: list[str], references: list[str], repeats: int, length_penalty: float
+) -> list[dict[str, Any]]:
+    """Export the checkpoint to CTranslate2 (float32 and int8) and time and score it, greedy and beam 4.
+
+    Parameters
+    ----------
+    checkpoint : Path
+        The checkpoint directory.
+    sources, references : list of str
+        The validation set.
+    repeats : int
+        Timed passes per row (the median is reported).
+    length_penalty : float
+        The power length penalty's alpha for beam search.
+
+    Returns
+    -------
+    list of dict
+        One row per compute type and search (``engine``, ``compute_type``, ``search``, ``sentences_per_second``,
+        ``bleu``, ``bleu_lowercased``), or a ``skipped`` row with the reason; empty when CTranslate2 is not
+        installed.
+
+    Notes
+    -----
+    CTranslate2 has only the power length penalty, so its beam rows compare with ours only where the run's own
+    search uses that form.
+    """
     try:
         from transformer.interop.ctranslate2 import CTranslate2Translator, export_ctranslate2
     except ImportError:
         return []
-    rows = []
+    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as directory:
         for quantization in ("float32", "int8"):
             target = Path(directory) / quantization
@@ -147,6 +229,123 @@ def ctranslate2_rows(
     return rows
 
 
+def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
+    """Read the command line of this script.
+
+    Parameters
+    ----------
+    argv : list of str or None
+        The arguments (the module docstring lists them); None reads ``sys.argv``.
+
+    Returns
+    -------
+    argparse.Namespace
+        ``run``, ``source``, ``reference``, ``output`` (paths), ``average_last``, ``uncached_sentences``,
+        ``repeats`` and ``threads`` (ints).
+
+    Notes
+    -----
+    ``--uncached-sentences`` bounds the rows without the key/value cache: they are quadratic in the length and
+    would dominate the run on the full validation set.
+    """
+    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.splitlines()[0])
+    parser.add_argument("--run", required=True, type=Path)
+    parser.add_argument("--source", required=True, type=Path)
+    parser.add_argument("--reference", required=True, type=Path)
+    parser.add_argument("--average-last", type=int, default=5)
+    parser.add_argument("--uncached-sentences", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--output", type=Path, required=True)
+    return parser.parse_args(argv)
+
+
+def quality_rows(
+    candidates: dict[str, Path],
+    averaged_dir: Path,
+    own: DecodeConfig,
+    sources: list[str],
+    references: list[str],
+    bf16_skipped: str | None,
+) -> list[dict[str, Any]]:
+    """Score each candidate checkpoint with the paper's search, the run's own and greedy; then bf16 and int8.
+
+    Parameters
+    ----------
+    candidates : dict of str to Path
+        Row name (e.g. ``"best (step-2500)"``) to checkpoint directory.
+    averaged_dir : Path
+        The averaged checkpoint, the one translated in bf16 and int8 too.
+    own : DecodeConfig
+        The run's own decode settings: their rows are added only where they differ from the paper's search.
+    sources, references : list of str
+        The validation set.
+    bf16_skipped : str or None
+        Why bf16 cannot run on this CPU, or None where it can.
+
+    Returns
+    -------
+    list of dict
+        One :func:`bleu_row` per candidate and search, then the averaged model's lower-precision rows.
+
+    Notes
+    -----
+    bf16 is scored only where the CPU runs it natively: elsewhere the Translator refuses it (emulated, about 40x
+    slower).
+    """
+    paper, greedy = DecodeConfig(), DecodeConfig(beam_size=1)
+    rows = [bleu_row(name, path, paper, sources, references) for name, path in candidates.items()]
+    if describe_search(own) != describe_search(paper):
+        rows += [bleu_row(name, path, own, sources, references) for name, path in candidates.items()]
+    rows += [bleu_row(name, path, greedy, sources, references) for name, path in candidates.items()]
+    precisions = ["int8"] if bf16_skipped else ["bf16", "int8"]
+    for precision in precisions:
+        for config in (paper, greedy):
+            name = f"average, {precision} weights"
+            rows.append(bleu_row(name, averaged_dir, config, sources, references, precision))
+    return rows
+
+
+def speed_rows(
+    averaged_dir: Path, sources: list[str], precisions: list[str], uncached_sentences: int, repeats: int
+) -> list[dict[str, Any]]:
+    """Time the averaged model: greedy and beam 4 in each precision, then with the key/value cache off and on.
+
+    Parameters
+    ----------
+    averaged_dir : Path
+        The averaged checkpoint.
+    sources : list of str
+        The validation sources.
+    precisions : list of str
+        The weight precisions this CPU runs (``"fp32"``, ``"bf16"``, ``"int8"``).
+    uncached_sentences : int
+        How many sources the cache-off rows (and their cache-on twins) translate.
+    repeats : int
+        Timed passes per row (the median is reported).
+
+    Returns
+    -------
+    list of dict
+        One :func:`speed_row` per search, precision and cache setting.
+
+    Notes
+    -----
+    The cache-off rows are paired with cache-on rows on the same subset, so their ratio is the cache's speed-up.
+    """
+    paper, greedy = DecodeConfig(), DecodeConfig(beam_size=1)
+    rows = [
+        speed_row(averaged_dir, config, sources, precision, repeats)
+        for precision in precisions
+        for config in (greedy, paper)
+    ]
+    subset = sources[:uncached_sentences]
+    for config in (DecodeConfig(beam_size=1, use_cache=False), DecodeConfig(use_cache=False)):
+        rows.append(speed_row(averaged_dir, config, subset, "fp32", 1))
+        rows.append(speed_row(averaged_dir, DecodeConfig(beam_size=config.beam_size), subset, "fp32", 1))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     """Evaluate the run named on the command line, write the JSON report and print the Markdown one.
 
@@ -165,16 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     The report records its command as ``python -m benchmarks.evaluate_run`` with these arguments, the way to run
     it again.
     """
-    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.splitlines()[0])
-    parser.add_argument("--run", required=True, type=Path)
-    parser.add_argument("--source", required=True, type=Path)
-    parser.add_argument("--reference", required=True, type=Path)
-    parser.add_argument("--average-last", type=int, default=5)
-    parser.add_argument("--uncached-sentences", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--output", type=Path, required=True)
-    args = parser.parse_args(argv)
+    args = parse_arguments(argv)
     torch.set_num_threads(args.threads)
     pairs = read_parallel_files(args.source, args.reference)
     sources, references = [source for source, _ in pairs], [target for _, target in pairs]
@@ -189,35 +379,15 @@ def main(argv: list[str] | None = None) -> int:
         f"latest ({index['latest']})": checkpoint_dir / index["latest"],
         f"average of last {len(last)} ({', '.join(path.name for path in last)})": averaged_dir,
     }
-    paper = DecodeConfig()
-    greedy = DecodeConfig(beam_size=1)
     latest = load_training_checkpoint(checkpoint_dir / index["latest"])
-    own = latest.decode_config or paper  # a checkpoint without decode settings translates with the paper's
-    quality = [bleu_row(name, path, paper, sources, references) for name, path in candidates.items()]
-    if describe_search(own) != describe_search(paper):
-        quality += [bleu_row(name, path, own, sources, references) for name, path in candidates.items()]
-    quality += [bleu_row(name, path, greedy, sources, references) for name, path in candidates.items()]
-    # bf16 only where the CPU runs it natively: elsewhere the Translator refuses it (emulated, ~40x slower).
+    own = (
+        latest.decode_config or DecodeConfig()
+    )  # a checkpoint without decode settings translates with the paper's
     bf16_skipped = bf16_unsupported_reason(torch.device("cpu"))
     precisions = [
         precision for precision in TRANSLATION_PRECISIONS if precision != "bf16" or not bf16_skipped
     ]
-    if not bf16_skipped:
-        quality.append(bleu_row("average, bf16 weights", averaged_dir, paper, sources, references, "bf16"))
-        quality.append(bleu_row("average, bf16 weights", averaged_dir, greedy, sources, references, "bf16"))
-    quality.append(bleu_row("average, int8 weights", averaged_dir, paper, sources, references, "int8"))
-    quality.append(bleu_row("average, int8 weights", averaged_dir, greedy, sources, references, "int8"))
-    speed = []
-    for precision in precisions:
-        for config in (greedy, paper):
-            speed.append(speed_row(averaged_dir, config, sources, precision, args.repeats))
-    for config in (DecodeConfig(beam_size=1, use_cache=False), DecodeConfig(use_cache=False)):
-        subset = sources[: args.uncached_sentences]
-        speed.append(speed_row(averaged_dir, config, subset, "fp32", 1))
-        cached = DecodeConfig(beam_size=config.beam_size)
-        speed.append(speed_row(averaged_dir, cached, subset, "fp32", 1))
     power_alpha = own.length_penalty if own.length_penalty_form == "power" else 0.6
-    engines = ctranslate2_rows(averaged_dir, sources, references, args.repeats, power_alpha)
     state = latest.state
     report: dict[str, Any] = {
         "command": shlex.join(["python", "-m", MODULE, *(sys.argv[1:] if argv is None else argv)]),
@@ -231,9 +401,9 @@ def main(argv: list[str] | None = None) -> int:
             "target_tokens": state.tokens_seen if state else None,
             "best_valid_loss": state.best_valid_loss if state else None,
         },
-        "quality": quality,
-        "speed": speed,
-        "ctranslate2": engines,
+        "quality": quality_rows(candidates, averaged_dir, own, sources, references, bf16_skipped),
+        "speed": speed_rows(averaged_dir, sources, precisions, args.uncached_sentences, args.repeats),
+        "ctranslate2": ctranslate2_rows(averaged_dir, sources, references, args.repeats, power_alpha),
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=1), encoding="utf-8")
@@ -241,7 +411,23 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def render_markdown(report: dict) -> str:
+def render_markdown(report: dict[str, Any]) -> str:
+    """Render a report as Markdown: a command line, then the quality, speed and CTranslate2 tables.
+
+    Parameters
+    ----------
+    report : dict
+        What :func:`main` wrote as JSON.
+
+    Returns
+    -------
+    str
+        The Markdown text.
+
+    Notes
+    -----
+    Records written before the CPU was recorded lack ``cpu``; they render with "CPU not recorded".
+    """
     cpu = report.get("cpu", "CPU not recorded")  # records written before the CPU was recorded lack it
     lines = [f"Command: `{report['command']}` ({report['date']}, {report['threads']} threads, {cpu})", ""]
     lines += [

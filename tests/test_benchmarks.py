@@ -101,6 +101,48 @@ def test_workers_run_as_modules_with_absolute_paths(tmp_path: Path, monkeypatch:
     assert bench_worker.REPOSITORY == REPOSITORY
 
 
+def assert_training_rows(record: dict, floats: set[str]) -> None:
+    """The smoke suite's training rows: ours and the reference in each precision, fairseq where installed."""
+    environment = record["environment"]
+    training = record["sections"]["training"]["rows"]
+    assert {row["system"] for row in training} >= {
+        "ours",
+        "nn.Transformer reference (dropout 0.1 everywhere)",
+    }
+    assert {row["precision"] for row in training} == floats
+    assert record["settings"]["bf16_skipped"] == CPU_BF16_UNSUPPORTED
+    assert all(row["tokens_per_s"] > 0 and row["mfu"] is not None for row in training)
+    # fairseq, a peer installed by benchmarks/install_peers.sh (CI does): timed beside ours in every fp32 cell.
+    fairseq_rows = [row for row in training if row["system"].startswith("fairseq")]
+    skipped = {entry["system"] for entry in record["sections"]["training"]["skipped"]}
+    if importlib.util.find_spec("fairseq") is not None:
+        assert environment["optional_packages"]["fairseq-fixed"], "the report must name the fairseq it timed"
+        fp32_cells = {row["model"] for row in training if row["precision"] == "fp32"}
+        assert {row["model"] for row in fairseq_rows} == fp32_cells and "fairseq" not in skipped
+        assert all(row["precision"] == "fp32" and row["ours_over_this"] > 0 for row in fairseq_rows)
+    else:
+        assert not fairseq_rows and "fairseq" in skipped
+
+
+def assert_translation_rows(record: dict, floats: set[str]) -> None:
+    """The smoke suite's translation rows: ours in each search and precision, the peers on the same work."""
+    translation = record["sections"]["translation"]["rows"]
+    ours = [row for row in translation if row["system"] == "ours"]
+    assert {(row["beam_size"], row["use_cache"]) for row in ours} >= {(1, True), (4, True), (1, False)}
+    assert all(row["forced_length_ok"] for row in ours)
+    assert {row["precision"] for row in ours if row["use_cache"]} == floats | {"int8"}
+    # The peers run the same forced work; CTranslate2 answers from its worker process (bench_ctranslate2).
+    peers = [row for row in translation if row["system"] != "ours"]
+    expected_peers = {"HF MarianMTModel.generate()"}
+    if importlib.util.find_spec("ctranslate2") is not None:  # an interop extra, installed in CI
+        expected_peers.add("CTranslate2")
+        assert {row["precision"] for row in peers if row["system"] == "CTranslate2"} >= {"float32", "int8"}
+        ct2_int8 = [row for row in peers if row["system"] == "CTranslate2" and row["precision"] == "int8"]
+        assert all(row["compared_with"] == "ours int8 (cache)" for row in ct2_int8)
+    assert {row["system"] for row in peers} == expected_peers
+    assert all(row["forced_length_ok"] and row["ours_over_this"] > 0 for row in peers)
+
+
 @pytest.mark.slow
 def test_smoke_suite_writes_json_and_markdown_reports(tmp_path: Path, trained_run: Path) -> None:
     output_dir = tmp_path / "results"
@@ -132,40 +174,9 @@ def test_smoke_suite_writes_json_and_markdown_reports(tmp_path: Path, trained_ru
     assert environment["command"].startswith("python -m benchmarks.run --smoke")
     assert record["settings"]["mode"] == "smoke"
 
-    training = record["sections"]["training"]["rows"]
-    assert {row["system"] for row in training} >= {
-        "ours",
-        "nn.Transformer reference (dropout 0.1 everywhere)",
-    }
     floats = {"fp32"} if CPU_BF16_UNSUPPORTED else {"fp32", "bf16"}  # bf16 where the CPU runs it natively
-    assert {row["precision"] for row in training} == floats
-    assert record["settings"]["bf16_skipped"] == CPU_BF16_UNSUPPORTED
-    assert all(row["tokens_per_s"] > 0 and row["mfu"] is not None for row in training)
-    # fairseq, a peer installed by benchmarks/install_peers.sh (CI does): timed beside ours in every fp32 cell.
-    fairseq_rows = [row for row in training if row["system"].startswith("fairseq")]
-    skipped = {entry["system"] for entry in record["sections"]["training"]["skipped"]}
-    if importlib.util.find_spec("fairseq") is not None:
-        assert environment["optional_packages"]["fairseq-fixed"], "the report must name the fairseq it timed"
-        fp32_cells = {row["model"] for row in training if row["precision"] == "fp32"}
-        assert {row["model"] for row in fairseq_rows} == fp32_cells and "fairseq" not in skipped
-        assert all(row["precision"] == "fp32" and row["ours_over_this"] > 0 for row in fairseq_rows)
-    else:
-        assert not fairseq_rows and "fairseq" in skipped
-    translation = record["sections"]["translation"]["rows"]
-    ours = [row for row in translation if row["system"] == "ours"]
-    assert {(row["beam_size"], row["use_cache"]) for row in ours} >= {(1, True), (4, True), (1, False)}
-    assert all(row["forced_length_ok"] for row in ours)
-    assert {row["precision"] for row in ours if row["use_cache"]} == floats | {"int8"}
-    # The peers run the same forced work; CTranslate2 answers from its worker process (bench_ctranslate2).
-    peers = [row for row in translation if row["system"] != "ours"]
-    expected_peers = {"HF MarianMTModel.generate()"}
-    if importlib.util.find_spec("ctranslate2") is not None:  # an interop extra, installed in CI
-        expected_peers.add("CTranslate2")
-        assert {row["precision"] for row in peers if row["system"] == "CTranslate2"} >= {"float32", "int8"}
-        ct2_int8 = [row for row in peers if row["system"] == "CTranslate2" and row["precision"] == "int8"]
-        assert all(row["compared_with"] == "ours int8 (cache)" for row in ct2_int8)
-    assert {row["system"] for row in peers} == expected_peers
-    assert all(row["forced_length_ok"] and row["ours_over_this"] > 0 for row in peers)
+    assert_training_rows(record, floats)
+    assert_translation_rows(record, floats)
     attention = record["sections"]["attention"]["rows"]
     assert len(attention) == 2 * len(record["settings"]["attention_lengths"])
     longest = max(record["settings"]["attention_lengths"])

@@ -957,8 +957,9 @@ def test_unknown_section_is_named() -> None:
     assert violations_in(source) == ["fake.scale: missing Notes", "fake.scale: unknown section 'Note'"]
 
 
-def test_class_members_properties_and_inheritance() -> None:
-    source = '''
+#: A class hierarchy with each kind of member: an inherited method, a constructor with parameters, a private
+#: method, properties, a static method and a class method; the test below names what each gets wrong.
+CLASS_MEMBERS_SOURCE = '''
     class Base:
         """A base class.
 
@@ -1050,6 +1051,10 @@ def test_class_members_properties_and_inheritance() -> None:
             """
             return cls(1)
     '''
+
+
+def test_class_members_properties_and_inheritance() -> None:
+    source = CLASS_MEMBERS_SOURCE
     assert violations_in(source) == [
         "fake.Base.inherited: missing Notes",
         "fake.Base.inherited: missing Parameters",

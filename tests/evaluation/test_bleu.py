@@ -6,7 +6,7 @@ import random
 import pytest
 import sacrebleu
 
-from transformer.evaluation.bleu import paired_bootstrap_bleu, score_translations
+from transformer.evaluation.bleu import paired_bootstrap_test, score_translations
 
 # (hypotheses, references): partial matches, hypotheses shorter (brevity penalty) and longer than the
 # references, punctuation that 13a splits off, case differences and an empty hypothesis.
@@ -179,34 +179,49 @@ def _references(count: int) -> list[str]:
 def test_paired_bootstrap_finds_a_clearly_better_system_significant() -> None:
     references = _references(200)
     baseline, better = _corrupt(references, 0.4, seed=1), _corrupt(references, 0.2, seed=2)
-    test = paired_bootstrap_bleu(baseline, better, references)
-    assert test.baseline_bleu == pytest.approx(score_translations(baseline, references).bleu)
-    assert test.variant_bleu == pytest.approx(score_translations(better, references).bleu)
+    test = paired_bootstrap_test(baseline, better, references)
+    assert test.baseline_score == pytest.approx(score_translations(baseline, references).bleu)
+    assert test.variant_score == pytest.approx(score_translations(better, references).bleu)
     assert test.difference > 10 and test.p_value < 0.01
     assert "bs:1000" in test.signature and "seed:" in test.signature
     # Swapping the roles flips the sign, not the significance.
-    swapped = paired_bootstrap_bleu(better, baseline, references)
+    swapped = paired_bootstrap_test(better, baseline, references)
     assert swapped.difference == pytest.approx(-test.difference) and swapped.p_value < 0.01
 
 
 def test_paired_bootstrap_finds_identical_and_nearly_identical_systems_not_significant() -> None:
     references = _references(200)
     baseline = _corrupt(references, 0.3, seed=1)
-    identical = paired_bootstrap_bleu(baseline, list(baseline), references)
+    identical = paired_bootstrap_test(baseline, list(baseline), references)
     assert identical.difference == 0 and identical.p_value == 1.0  # sacreBLEU alone would say 1/1001
-    both_zero = paired_bootstrap_bleu(["x y z"] * 20, ["q r s"] * 20, references[:20])
-    assert both_zero.variant_bleu == both_zero.baseline_bleu == 0 and both_zero.p_value == 1.0
+    both_zero = paired_bootstrap_test(["x y z"] * 20, ["q r s"] * 20, references[:20])
+    assert both_zero.variant_score == both_zero.baseline_score == 0 and both_zero.p_value == 1.0
     nearly = list(baseline)
     nearly[0] = references[0]  # one sentence of 200 fixed
-    test = paired_bootstrap_bleu(baseline, nearly, references)
+    test = paired_bootstrap_test(baseline, nearly, references)
     assert 0 < test.difference < 1 and test.p_value > 0.05
     # Two systems of the same quality, with different errors: not significant either.
-    same_quality = paired_bootstrap_bleu(baseline, _corrupt(references, 0.3, seed=3), references)
+    same_quality = paired_bootstrap_test(baseline, _corrupt(references, 0.3, seed=3), references)
     assert same_quality.p_value > 0.05
 
 
 def test_paired_bootstrap_refuses_mismatched_inputs() -> None:
     with pytest.raises(ValueError, match="2 baseline, 1 variant, 2 references"):
-        paired_bootstrap_bleu(["a", "b"], ["a"], ["a", "b"])
+        paired_bootstrap_test(["a", "b"], ["a"], ["a", "b"])
     with pytest.raises(ValueError, match="samples=10"):
-        paired_bootstrap_bleu(["a"], ["a"], ["a"], samples=10)
+        paired_bootstrap_test(["a"], ["a"], ["a"], samples=10)
+    with pytest.raises(ValueError, match="metric='TER': one of BLEU, chrF"):
+        paired_bootstrap_test(["a"], ["a"], ["a"], metric="TER")
+
+
+def test_paired_bootstrap_on_chrf_scores_chrf_and_tests_it() -> None:
+    references = _references(200)
+    baseline, better = _corrupt(references, 0.4, seed=1), _corrupt(references, 0.2, seed=2)
+    test = paired_bootstrap_test(baseline, better, references, metric="chrF")
+    assert (
+        test.metric == "chrF" and test.signature.startswith("nrefs:1|bs:1000") and "|nc:6|" in test.signature
+    )
+    assert test.baseline_score == pytest.approx(score_translations(baseline, references).chrf)
+    assert test.variant_score == pytest.approx(score_translations(better, references).chrf)
+    assert test.difference > 5 and test.p_value < 0.01
+    assert "|nc:" not in paired_bootstrap_test(baseline, better, references).signature  # BLEU's

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from transformer.evaluation.bleu import PairedBleuTest
+from transformer.evaluation.bleu import PairedScoreTest
 from transformer.experiments.common.statistics import (
     decide_verdict,
     student_t_two_sided_probability,
@@ -48,8 +48,8 @@ def test_seed_summary_by_hand() -> None:
     assert summarise_seeds([None]) is None
 
 
-def _test(difference: float, p_value: float) -> PairedBleuTest:
-    return PairedBleuTest(20.0, 20.0 + difference, p_value, 1000, "bs:1000")
+def _test(difference: float, p_value: float) -> PairedScoreTest:
+    return PairedScoreTest("BLEU", 20.0, 20.0 + difference, p_value, 1000, "bs:1000")
 
 
 @pytest.mark.parametrize(

@@ -274,23 +274,29 @@ class SentenceUtility:
         return [totals[text] / (len(candidates) - 1) for text in candidates]
 
 
+#: The corpus metrics a paired test can compare, by the name sacreBLEU's signatures use.
+PAIRED_METRICS = ("BLEU", "chrF")
+
+
 @dataclass(frozen=True)
-class PairedBleuTest:
-    """A paired bootstrap comparison of two systems' BLEU on the same sentences.
+class PairedScoreTest:
+    """A paired bootstrap comparison of two systems' corpus BLEU or chrF on the same sentences.
 
     Parameters
     ----------
-    baseline_bleu : float
-        Corpus BLEU of the baseline, 0-100.
-    variant_bleu : float
-        Corpus BLEU of the variant, 0-100.
+    metric : str
+        ``"BLEU"`` or ``"chrF"`` (chrF2, sacreBLEU's default).
+    baseline_score : float
+        Corpus score of the baseline, 0-100.
+    variant_score : float
+        Corpus score of the variant, 0-100.
     p_value : float
         sacreBLEU's paired bootstrap p-value of the difference (two-sided: the chance of a difference at
         least this large, in either direction, were the systems equally good).
     samples : int
         Bootstrap resamples drawn.
     signature : str
-        sacreBLEU's signature of the test (BLEU settings, ``bs`` resamples and the resampling seed).
+        sacreBLEU's signature of the test (metric settings, ``bs`` resamples and the resampling seed).
 
     Notes
     -----
@@ -299,15 +305,16 @@ class PairedBleuTest:
     vanishes. The direction is read from :attr:`difference`, not from the p-value.
     """
 
-    baseline_bleu: float
-    variant_bleu: float
+    metric: str
+    baseline_score: float
+    variant_score: float
     p_value: float
     samples: int
     signature: str
 
     @property
     def difference(self) -> float:
-        """Variant BLEU minus baseline BLEU.
+        """Variant score minus baseline score.
 
         Returns
         -------
@@ -316,15 +323,19 @@ class PairedBleuTest:
 
         Notes
         -----
-        Corpus BLEU of the full sets, not the bootstrap mean.
+        Corpus scores of the full sets, not the bootstrap mean.
         """
-        return self.variant_bleu - self.baseline_bleu
+        return self.variant_score - self.baseline_score
 
 
-def paired_bootstrap_bleu(
-    baseline: Sequence[str], variant: Sequence[str], references: Sequence[str], samples: int = 1000
-) -> PairedBleuTest:
-    """Test whether two systems' BLEU differ, by sacreBLEU's paired bootstrap resampling.
+def paired_bootstrap_test(
+    baseline: Sequence[str],
+    variant: Sequence[str],
+    references: Sequence[str],
+    metric: str = "BLEU",
+    samples: int = 1000,
+) -> PairedScoreTest:
+    """Test whether two systems' BLEU (or chrF) differ, by sacreBLEU's paired bootstrap resampling.
 
     Parameters
     ----------
@@ -334,24 +345,27 @@ def paired_bootstrap_bleu(
         The variant's hypotheses for the same sentences, in the same order.
     references : sequence of str
         One reference per sentence.
+    metric : str
+        ``"BLEU"`` (sacreBLEU 13a, cased) or ``"chrF"`` (chrF2).
     samples : int
         Bootstrap resamples (sacreBLEU's default is 1,000; at least 100).
 
     Returns
     -------
-    PairedBleuTest
-        Both BLEU scores, the p-value and the test's signature.
+    PairedScoreTest
+        Both scores, the p-value and the test's signature.
 
     Raises
     ------
     ValueError
-        When the lists differ in length, are empty, or ``samples`` is below 100.
+        When the lists differ in length, are empty, ``samples`` is below 100, or the metric is not one of
+        :data:`PAIRED_METRICS`.
 
     Notes
     -----
     Calls ``sacrebleu.significance.PairedTest(test_type="bs")``, which resamples with the seed in the
     ``SACREBLEU_SEED`` environment variable (12345 unless set; the signature records it), so the same inputs
-    give the same p-value. Two systems with the same BLEU (identical hypotheses, or different ones that both
+    give the same p-value. Two systems with the same score (identical hypotheses, or different ones that both
     score 0) get p = 1: sacreBLEU 2.6 counts resampled differences *strictly* larger than the observed one,
     and when every resample's difference is 0 too it reports the smallest p-value, 1 / (samples + 1), for no
     difference at all.
@@ -365,22 +379,25 @@ def paired_bootstrap_bleu(
         raise ValueError("no sentences to compare")
     if samples < 100:
         raise ValueError(f"samples={samples}: at least 100 bootstrap resamples")
+    if metric not in PAIRED_METRICS:
+        raise ValueError(f"metric={metric!r}: one of {', '.join(PAIRED_METRICS)}")
     systems: list[tuple[str, Sequence[str]]] = [("baseline", list(baseline)), ("variant", list(variant))]
-    test = PairedTest(
-        systems, {"BLEU": sacrebleu.BLEU()}, [list(references)], test_type="bs", n_samples=samples
-    )
+    scorer = sacrebleu.BLEU() if metric == "BLEU" else sacrebleu.CHRF()
+    test = PairedTest(systems, {metric: scorer}, [list(references)], test_type="bs", n_samples=samples)
     signatures, scores = test()
-    baseline_result, variant_result = scores["BLEU"]
+    (key,) = signatures  # sacreBLEU keys by the metric's own name: "BLEU", "chrF2"
+    baseline_result, variant_result = scores[key]
     if not isinstance(baseline_result, Result) or not isinstance(variant_result, Result):
-        raise TypeError(f"sacreBLEU's paired test returned {scores['BLEU']!r}, not two results")
+        raise TypeError(f"sacreBLEU's paired test returned {scores[key]!r}, not two results")
     if variant_result.p_value is None:
         raise TypeError(f"sacreBLEU's paired test gave the variant no p-value: {variant_result!r}")
     no_difference = list(baseline) == list(variant) or variant_result.score == baseline_result.score
     p_value = 1.0 if no_difference else float(variant_result.p_value)
-    return PairedBleuTest(
-        baseline_bleu=float(baseline_result.score),
-        variant_bleu=float(variant_result.score),
+    return PairedScoreTest(
+        metric=metric,
+        baseline_score=float(baseline_result.score),
+        variant_score=float(variant_result.score),
         p_value=p_value,
         samples=samples,
-        signature=str(signatures["BLEU"]),
+        signature=str(signatures[key]),
     )

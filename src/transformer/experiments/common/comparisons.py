@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from transformer.evaluation.bleu import PairedBleuTest, paired_bootstrap_bleu
+from transformer.evaluation.bleu import PairedScoreTest, paired_bootstrap_test
 from transformer.experiments.common.results import load_sentences
 from transformer.experiments.common.statistics import Verdict, decide_verdict, summarise_seeds
 
@@ -27,7 +27,7 @@ class SeedPair:
         The seed both were trained with.
     difference : float
         Variant BLEU minus baseline BLEU on the compared set: the test's when tested, else as recorded.
-    test : PairedBleuTest or None
+    test : PairedScoreTest or None
         The paired bootstrap test; None when a record has no stored translations (runs recorded before
         they were kept) or the two were scored on different references.
 
@@ -41,7 +41,7 @@ class SeedPair:
 
     seed: int
     difference: float
-    test: PairedBleuTest | None
+    test: PairedScoreTest | None
 
     def describe(self) -> str:
         """Format as ``s1 +0.93 (p 0.004)`` or ``s1 +0.93 (untested)``.
@@ -145,11 +145,11 @@ def sentence_paths(record: dict[str, Any], test_set: str) -> tuple[str, str] | N
 
 def _paired_test(
     variant: tuple[str, str] | None, baseline: tuple[str, str] | None, experiment_dir: Path
-) -> PairedBleuTest | None:
+) -> PairedScoreTest | None:
     """Run the paired bootstrap test of two runs' kept sentences, or None without them or on other references."""
     if variant is None or baseline is None or variant[1] != baseline[1]:
         return None
-    return paired_bootstrap_bleu(
+    return paired_bootstrap_test(
         load_sentences(experiment_dir, baseline[0]),
         load_sentences(experiment_dir, variant[0]),
         load_sentences(experiment_dir, variant[1]),

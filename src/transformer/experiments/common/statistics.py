@@ -4,7 +4,7 @@ Three tools, each small enough to check by hand:
 
 * :func:`summarise_seeds`: mean, sample standard deviation and a 95% confidence interval of the mean over
   seeds, with Student's t (with 3 seeds the interval is 4.3 standard errors wide on each side, not 1.96);
-* :func:`~transformer.evaluation.bleu.paired_bootstrap_bleu` (sacreBLEU's paired bootstrap resampling,
+* :func:`~transformer.evaluation.bleu.paired_bootstrap_test` (sacreBLEU's paired bootstrap resampling,
   Koehn 2004): whether a variant and its baseline, trained with the same seed, differ on the same sentences;
 * :func:`decide_verdict`: the rule that turns the paired tests of every seed into one word, written here
   once so that no verdict is chosen by eye.
@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from transformer.evaluation.bleu import PairedBleuTest
+from transformer.evaluation.bleu import PairedScoreTest
 
 #: Seeds a verdict needs before it is more than provisional (issue #29: "at least 3 seeds").
 MIN_SEEDS = 3
@@ -246,7 +246,7 @@ class Verdict:
         return f"**{self.outcome}** ({self.reason})"
 
 
-def decide_verdict(expected_sign: int, tests: Sequence[PairedBleuTest], alpha: float = ALPHA) -> Verdict:
+def decide_verdict(expected_sign: int, tests: Sequence[PairedScoreTest], alpha: float = ALPHA) -> Verdict:
     """Apply the project's verdict rule to the paired tests of one claim, one test per seed.
 
     Parameters
@@ -254,7 +254,7 @@ def decide_verdict(expected_sign: int, tests: Sequence[PairedBleuTest], alpha: f
     expected_sign : int
         The paper's direction for variant minus baseline: +1 (the variant is better), -1 (worse) or 0 (no
         difference, e.g. learned positions "nearly identical" to sinusoids).
-    tests : sequence of PairedBleuTest
+    tests : sequence of PairedScoreTest
         For each seed s, the variant trained with seed s against the baseline trained with seed s, on the
         same sentences.
     alpha : float
@@ -268,7 +268,7 @@ def decide_verdict(expected_sign: int, tests: Sequence[PairedBleuTest], alpha: f
     Notes
     -----
     The rule. A seed pair is *significant* when its p-value is below ``alpha``; its direction is the sign of
-    the BLEU difference. For a claimed direction (+1 or -1): **reproduced** when every pair is significant in
+    the score difference (BLEU in every verdict table). For a claimed direction (+1 or -1): **reproduced** when every pair is significant in
     that direction; **opposite** when every pair is significant the other way; **not distinguishable** when
     no pair is significant; **mixed** otherwise (the seeds disagree). For a claimed equality (0):
     **reproduced** when no pair is significant; **not reproduced** when every pair is significant in the

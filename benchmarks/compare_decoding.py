@@ -10,10 +10,15 @@ Each row translates the sources with one method and records BLEU (sacreBLEU 13a,
 chrF2 and seconds per sentence (wall clock, model loaded beforehand):
 
 - ``beam 4``: each --checkpoint and --ensemble member alone (the baseline of every other row);
-- ``MBR N (sampling, chrF)`` and ``MBR N (beam, chrF)`` for each N of --mbr, with the first checkpoint;
+- ``MBR N (sampling, chrF)`` and ``MBR N (beam, chrF)`` for each N of --mbr and each --checkpoint;
   sampled candidates use epsilon sampling (epsilon 0.02, Freitag et al. 2023);
 - ``ensemble of K (prob)``: the first checkpoint with the first K - 1 --ensemble members, for K = 2 and 4
   (as many as given), averaging probabilities; beam 4.
+
+Each row's translations are kept beside the JSON (``sentences/``, named by their hash, as the experiments keep
+theirs), and every MBR or ensemble row is tested against its baseline on the same sentences: sacreBLEU's
+paired bootstrap test (1,000 resamples) of BLEU and of chrF. An MBR row's baseline is beam 4 with the same
+model; an ensemble's is the best of its members alone (the harder comparison).
 
 Rows are written to the JSON file as they finish, and a rerun skips the rows already there: a run of hours
 can be stopped and resumed. The report (Markdown, printed and written beside the JSON) names the CPU, the
@@ -36,7 +41,8 @@ from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.text_files import read_parallel_files
 from transformer.decoding.translator import Translator
 from transformer.device import describe_cpu
-from transformer.evaluation.bleu import score_translations
+from transformer.evaluation.bleu import PAIRED_METRICS, paired_bootstrap_test, score_translations
+from transformer.experiments.common.results import load_sentences, store_sentences
 
 #: How this script runs, for the command its report records.
 MODULE = "benchmarks.compare_decoding"
@@ -58,6 +64,9 @@ class Method:
         One checkpoint, or an ensemble.
     config : DecodeConfig
         The search.
+    baselines : tuple of str
+        Names of the rows it is tested against: the one with the highest BLEU is used (empty: a baseline
+        itself).
 
     Notes
     -----
@@ -67,6 +76,7 @@ class Method:
     name: str
     checkpoints: tuple[str, ...]
     config: DecodeConfig
+    baselines: tuple[str, ...] = ()
 
 
 def plan_methods(checkpoints: list[str], ensemble: list[str], mbr_sizes: list[int]) -> list[Method]:
@@ -91,22 +101,49 @@ def plan_methods(checkpoints: list[str], ensemble: list[str], mbr_sizes: list[in
     Each single model's beam row is the baseline its MBR and ensemble rows are read against.
     """
     singles = list(dict.fromkeys([*checkpoints, *ensemble]))  # a model listed twice is measured once
-    methods = [Method(f"beam 4: {path}", (path,), BEAM_4) for path in singles]
-    first = checkpoints[0]
+    methods = [Method(beam_row_name(path), (path,), BEAM_4) for path in singles]
     for size in mbr_sizes:
-        sampled = dataclasses.replace(BEAM_4, mbr=size, mbr_candidates="sampling", epsilon=0.02)
-        methods.append(Method(f"MBR {size} (sampling eps 0.02, chrF): {first}", (first,), sampled))
-        beam = dataclasses.replace(BEAM_4, mbr=size, mbr_candidates="beam")
-        methods.append(Method(f"MBR {size} (beam n-best, chrF): {first}", (first,), beam))
+        for path in dict.fromkeys(checkpoints):
+            baseline = (beam_row_name(path),)
+            sampled = dataclasses.replace(BEAM_4, mbr=size, mbr_candidates="sampling", epsilon=0.02)
+            methods.append(
+                Method(f"MBR {size} (sampling eps 0.02, chrF): {path}", (path,), sampled, baseline)
+            )
+            beam = dataclasses.replace(BEAM_4, mbr=size, mbr_candidates="beam")
+            methods.append(Method(f"MBR {size} (beam n-best, chrF): {path}", (path,), beam, baseline))
     for size in (2, 4):
         if size - 1 <= len(ensemble):
-            members = (first, *ensemble[: size - 1])
-            methods.append(Method(f"ensemble of {size} (prob), beam 4: {' '.join(members)}", members, BEAM_4))
+            members = (checkpoints[0], *ensemble[: size - 1])
+            name = f"ensemble of {size} (prob), beam 4: {' '.join(members)}"
+            baselines = tuple(dict.fromkeys(beam_row_name(path) for path in members))
+            methods.append(Method(name, members, BEAM_4, baselines))
     return methods
 
 
-def measure(method: Method, sources: list[str], references: list[str], device: str) -> dict[str, Any]:
-    """Translate with one method and score it.
+def beam_row_name(checkpoint: str) -> str:
+    """Name the beam-4 row of one model alone.
+
+    Parameters
+    ----------
+    checkpoint : str
+        The model's directory, as given on the command line.
+
+    Returns
+    -------
+    str
+        ``"beam 4: CHECKPOINT"``.
+
+    Notes
+    -----
+    The name is the row's key in the JSON and the handle other rows name as their baseline.
+    """
+    return f"beam 4: {checkpoint}"
+
+
+def measure(
+    method: Method, sources: list[str], references: list[str], device: str, experiment_dir: Path
+) -> dict[str, Any]:
+    """Translate with one method, score it and keep its translations.
 
     Parameters
     ----------
@@ -116,11 +153,14 @@ def measure(method: Method, sources: list[str], references: list[str], device: s
         The validation set.
     device : str
         Where to translate.
+    experiment_dir : Path
+        Where the translations are kept (``sentences/`` below it).
 
     Returns
     -------
     dict
-        The row: name, BLEU (cased and lowercased), chrF2, seconds per sentence, signature.
+        The row: name, BLEU (cased and lowercased), chrF2, seconds per sentence, signature, the search, its
+        baselines and the kept translations' path.
 
     Notes
     -----
@@ -142,7 +182,48 @@ def measure(method: Method, sources: list[str], references: list[str], device: s
         "seconds_per_sentence": round(seconds / len(sources), 4),
         "bleu_signature": cased.bleu_signature,
         "search": dataclasses.asdict(method.config),
+        "baselines": list(method.baselines),
+        "hypotheses": store_sentences(experiment_dir, hypotheses),
     }
+
+
+def paired_against_baseline(
+    row: dict[str, Any], rows: list[dict[str, Any]], references: list[str], experiment_dir: Path
+) -> dict[str, Any]:
+    """Test a row against the best of its baselines on the same sentences, in BLEU and in chrF.
+
+    Parameters
+    ----------
+    row : dict
+        A measured row with ``baselines`` and ``hypotheses``.
+    rows : list of dict
+        Every measured row (its baselines among them).
+    references : list of str
+        The references both were scored on.
+    experiment_dir : Path
+        Where the translations are kept.
+
+    Returns
+    -------
+    dict
+        ``baseline`` (the row tested against) and, for ``"BLEU"`` and ``"chrF"``, the ``difference`` (row
+        minus baseline) and the paired bootstrap ``p_value``.
+
+    Notes
+    -----
+    The baseline is the candidate with the highest BLEU: for an ensemble, its best member alone, so a gain is
+    not an artefact of averaging with a weaker model. The test reads the kept translations back (checked
+    against their hash), so it can be run again from the committed files alone.
+    """
+    by_name = {candidate["name"]: candidate for candidate in rows}
+    baseline = max((by_name[name] for name in row["baselines"]), key=lambda candidate: candidate["bleu"])
+    variant_lines = load_sentences(experiment_dir, row["hypotheses"])
+    baseline_lines = load_sentences(experiment_dir, baseline["hypotheses"])
+    result: dict[str, Any] = {"baseline": baseline["name"]}
+    for metric in PAIRED_METRICS:
+        test = paired_bootstrap_test(baseline_lines, variant_lines, references, metric=metric)
+        result[metric] = {"difference": round(test.difference, 2), "p_value": round(test.p_value, 4)}
+    return result
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -167,15 +248,29 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         f"CPU: {report['cpu']}",
         "",
-        "| method | BLEU | BLEU (lowercased) | chrF2 | s/sentence |",
-        "|---|---|---|---|---|",
+        "| method | BLEU | BLEU (lowercased) | chrF2 | s/sentence | against | BLEU diff. (p) | chrF diff. (p) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in report["rows"]:
+        paired = row.get("paired")
+        tested = ["", "", ""]
+        if paired:
+            tested = [paired["baseline"], *(_difference(paired[metric]) for metric in PAIRED_METRICS)]
         lines.append(
             f"| {row['name']} | {row['bleu']} | {row['bleu_lowercased']} | {row['chrf']} | "
-            f"{row['seconds_per_sentence']} |"
+            f"{row['seconds_per_sentence']} | {' | '.join(tested)} |"
         )
+    lines += [
+        "",
+        "Paired tests: sacreBLEU's paired bootstrap resampling, 1,000 resamples, on the same sentences.",
+    ]
     return "\n".join(lines) + "\n"
+
+
+def _difference(test: dict[str, float]) -> str:
+    """Format a paired test as ``+0.93 (p 0.004)``."""
+    p_value = "p < 0.001" if test["p_value"] < 0.001 else f"p {test['p_value']:.3f}"
+    return f"{test['difference']:+.2f} ({p_value})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,13 +311,18 @@ def main(argv: list[str] | None = None) -> int:
         threads=torch.get_num_threads(),
         sentences=len(sources),
     )
+    experiment_dir = output.parent
+    report["references"] = store_sentences(experiment_dir, references)
     done = {row["name"] for row in report["rows"]}
     for method in plan_methods(args.checkpoint, args.ensemble, args.mbr):
         if method.name in done:
             continue
-        report["rows"].append(measure(method, sources, references, args.device))
+        report["rows"].append(measure(method, sources, references, args.device, experiment_dir))
         write_json_atomically(output, report)  # a finished row survives an interruption
         print(report["rows"][-1], flush=True)
+    for row in report["rows"]:
+        if row.get("baselines") and "paired" not in row:
+            row["paired"] = paired_against_baseline(row, report["rows"], references, experiment_dir)
     markdown = render_markdown(report)
     write_json_atomically(output, report)
     write_text_atomically(output.with_suffix(".md"), markdown)

@@ -47,11 +47,15 @@ fi
 if [[ $STEPS == *compare* ]]; then  # MBR N in {8, 16, 32} against beam 4; ensembles of 2 and 4 against each alone
     # With the further seeds that have finished (ensembles of as many as there are): rows already in the JSON
     # are kept, so running this after seeds 1-2 and again after seeds 3-4 measures each row once.
+    # MBR_SEEDS names the models MBR runs with (each tested against its own beam 4): "1" by default, "1 2" for
+    # a second seed pair.
     members=()
     for seed in 2 3 4; do
         if [ -f "$RUNS/seed$seed/.finished" ]; then members+=("$RUNS/seed$seed"); else break; fi
     done
-    python -m benchmarks.compare_decoding --checkpoint "$RUNS/seed1" ${members[@]+--ensemble "${members[@]}"} \
+    mbr_models=()
+    for seed in ${MBR_SEEDS:-1}; do mbr_models+=("$RUNS/seed$seed"); done
+    python -m benchmarks.compare_decoding --checkpoint "${mbr_models[@]}" ${members[@]+--ensemble "${members[@]}"} \
         --source "$RUNS/val.en" --reference "$RUNS/val.de" --mbr 8 16 32 \
         --output "$OUT/comparison.json"
 fi

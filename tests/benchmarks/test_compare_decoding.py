@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import compare_decoding
+from transformer.experiments.common.results import load_sentences
 
 
 def test_compare_decoding_writes_rows_and_resumes(
@@ -26,7 +27,24 @@ def test_compare_decoding_writes_rows_and_resumes(
     ]
     assert report["rows"][1]["search"]["mbr"] == 2 and report["rows"][1]["search"]["epsilon"] == 0.02
     assert report["sentences"] == 4 and report["command"].startswith("python -m benchmarks.compare_decoding")
-    assert "| method | BLEU |" in output.with_suffix(".md").read_text()
+    markdown = output.with_suffix(".md").read_text()
+    assert "| method | BLEU |" in markdown and "| against | BLEU diff. (p) |" in markdown
+    # Each row's translations are kept (hash-named) and each non-baseline row is tested against its baseline.
+    references = load_sentences(tmp_path, report["references"])
+    assert (
+        len(references) == 4
+        and references[0] == (trained_run / "data" / "valid.de").read_text().split("\n")[0]
+    )
+    baseline = report["rows"][0]
+    assert "paired" not in baseline and baseline["baselines"] == []
+    for row in report["rows"][1:]:
+        assert len(load_sentences(tmp_path, row["hypotheses"])) == 4
+        assert row["baselines"] == [baseline["name"]] and row["paired"]["baseline"] == baseline["name"]
+        for metric, score in (("BLEU", "bleu"), ("chrF", "chrf")):
+            assert row["paired"][metric]["difference"] == pytest.approx(
+                row[score] - baseline[score], abs=0.02
+            )
+            assert 0 < row["paired"][metric]["p_value"] <= 1
 
     def must_not_run(*args: object) -> None:
         pytest.fail("a finished row was measured again")

@@ -173,20 +173,12 @@ def read_parallel_files(source_path: Path, target_path: Path) -> list[tuple[str,
     Raises
     ------
     CorpusError
-        Naming the files when their line counts differ or both are empty, and those of :func:`read_lines`.
+        Naming the files when their line counts differ or both are empty, and those of :func:`iter_lines`.
 
     Notes
     -----
-    Line alignment is the only link between a sentence and its translation, so unequal line counts are an
-    error, never truncated to the shorter file.
+    :func:`iter_parallel_lines` collected into a list, with its checks and errors. Line alignment is the only
+    link between a sentence and its translation, so unequal line counts are an error, never truncated to the
+    shorter file; as the whole list is built before it is returned, a caller never sees misaligned pairs.
     """
-    sources = read_lines(source_path)
-    targets = read_lines(target_path)
-    if len(sources) != len(targets):
-        raise CorpusError(
-            f"{source_path} has {len(sources)} lines but {target_path} has {len(targets)}; "
-            "parallel files must be line-aligned"
-        )
-    if not sources:
-        raise CorpusError(f"{source_path} and {target_path} are empty")
-    return list(zip(sources, targets, strict=True))
+    return list(iter_parallel_lines(source_path, target_path))

@@ -93,6 +93,7 @@ ALLOWED: dict[str, set[str]] = {
         "decoding",
         "interop",
         "visualization",
+        "typed_fields",
     },
     "cli_arguments": {
         "command_checks",

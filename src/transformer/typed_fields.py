@@ -2,13 +2,15 @@
 
 The run configuration (:mod:`transformer.config`) and the model configuration (:mod:`transformer.model.config`)
 both go through here, so a typo or a wrongly typed value in a YAML file stops with a message naming the class
-and the field.
+and the field. The checks that config classes share in their ``__post_init__`` (a field that must be positive,
+a field that must be one of a few names) are here too, so every class words them the same way.
 """
 
 import dataclasses
 import math
 import types
 import typing
+from collections.abc import Collection, Iterable
 from typing import Any
 
 T = typing.TypeVar("T")
@@ -79,6 +81,74 @@ def check_field_types(instance: Any) -> None:
             )
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{type(instance).__name__}.{item.name}={value} must be a finite number")
+
+
+def check_positive(instance: Any, names: Iterable[str], *, none_allowed: bool = False) -> None:
+    """Check that each named field of a config instance is above zero.
+
+    Parameters
+    ----------
+    instance : Any
+        A dataclass instance; its class name starts the message.
+    names : Iterable[str]
+        The fields to check, in the order their errors should be reported.
+    none_allowed : bool, optional
+        Whether None stands for "not set" and passes (default False).
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        ``"<Class>.<field>=<value> must be positive"`` for the first field at or below zero, with
+        ``" or None"`` added when ``none_allowed``.
+
+    Notes
+    -----
+    Call it after :func:`check_field_types`: it compares with ``>``, so a wrongly typed value (a string, say)
+    would fail inside the comparison instead of with the message naming the field. The test is ``not value > 0`` rather than
+    ``value <= 0`` so that a NaN, should one ever get past the type check, is refused and not let through.
+    """
+    for name in names:
+        value = getattr(instance, name)
+        if value is None and none_allowed:
+            continue
+        if not value > 0:
+            suffix = " or None" if none_allowed else ""
+            raise ValueError(f"{type(instance).__name__}.{name}={value} must be positive{suffix}")
+
+
+def check_choice(instance: Any, name: str, choices: Collection[str]) -> None:
+    """Check that a field of a config instance is one of the names the code knows.
+
+    Parameters
+    ----------
+    instance : Any
+        A dataclass instance; its class name starts the message.
+    name : str
+        The field to check.
+    choices : Collection[str]
+        The accepted values, shown in the message as written (a tuple prints as ``('a', 'b')``).
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        ``"<Class>.<field>=<value!r> is not one of <choices>"``.
+
+    Notes
+    -----
+    Checked when the config is built, not where the value is used, so a misspelt name in a YAML file or on
+    the command line stops before any model is built or file is read, naming the field and the valid names.
+    """
+    value = getattr(instance, name)
+    if value not in choices:
+        raise ValueError(f"{type(instance).__name__}.{name}={value!r} is not one of {choices}")
 
 
 def _has_type(value: Any, expected: Any) -> bool:

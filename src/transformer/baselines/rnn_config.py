@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from transformer.model.special_tokens import SpecialTokens
-from transformer.typed_fields import build_dataclass, check_field_types
+from transformer.typed_fields import build_dataclass, check_choice, check_field_types, check_positive
 
 #: The scoring functions of the decoder's attention: Luong's "dot" and "general", Bahdanau's "additive".
 RNN_ATTENTIONS = ("dot", "general", "additive")
@@ -95,23 +95,15 @@ class RNNConfig(SpecialTokens):
         check_field_types(self)
         if self.architecture != "rnn":
             raise ValueError(f"RNNConfig.architecture={self.architecture!r} must be 'rnn'")
-        for name in (
-            "vocab_size",
-            "embedding_dim",
-            "hidden_size",
-            "num_encoder_layers",
-            "num_decoder_layers",
-        ):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"RNNConfig.{name}={getattr(self, name)} must be positive")
-        if self.target_vocab_size is not None and self.target_vocab_size <= 0:
-            raise ValueError(f"RNNConfig.target_vocab_size={self.target_vocab_size} must be positive or None")
+        check_positive(
+            self, ("vocab_size", "embedding_dim", "hidden_size", "num_encoder_layers", "num_decoder_layers")
+        )
+        check_positive(self, ("target_vocab_size",), none_allowed=True)
         if self.hidden_size % 2:
             raise ValueError(
                 f"RNNConfig.hidden_size={self.hidden_size} must be even: each encoder direction has half"
             )
-        if self.attention not in RNN_ATTENTIONS:
-            raise ValueError(f"RNNConfig.attention={self.attention!r} is not one of {RNN_ATTENTIONS}")
+        check_choice(self, "attention", RNN_ATTENTIONS)
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"RNNConfig.dropout={self.dropout} must be in [0, 1)")
         if self.tie_output_projection and self.embedding_dim != self.hidden_size:

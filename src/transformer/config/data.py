@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from transformer.typed_fields import check_field_types
+from transformer.typed_fields import check_field_types, check_positive
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,4 @@ class DataConfig:
         tag = self.backtranslation_tag
         if tag is not None and (not tag or any(character.isspace() for character in tag)):
             raise ValueError(f"DataConfig.backtranslation_tag={tag!r} must be one word without spaces")
-        for name in ("synthetic_train_pairs", "synthetic_valid_pairs", "synthetic_test_pairs"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"DataConfig.{name}={getattr(self, name)} must be positive")
+        check_positive(self, ("synthetic_train_pairs", "synthetic_valid_pairs", "synthetic_test_pairs"))

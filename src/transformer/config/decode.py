@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from transformer.typed_fields import check_field_types
+from transformer.typed_fields import check_choice, check_field_types
 
 LENGTH_PENALTY_FORMS = ("gnmt", "power")
 MBR_CANDIDATE_SOURCES = ("sampling", "beam")
@@ -102,16 +102,9 @@ class DecodeConfig:
         self._check_sampling()
         if self.no_repeat_ngram < 0:
             raise ValueError(f"DecodeConfig.no_repeat_ngram={self.no_repeat_ngram} must be non-negative")
-        if self.mbr_candidates not in MBR_CANDIDATE_SOURCES:
-            raise ValueError(
-                f"DecodeConfig.mbr_candidates={self.mbr_candidates!r} is not one of {MBR_CANDIDATE_SOURCES}"
-            )
-        if self.mbr_utility not in MBR_UTILITIES:
-            raise ValueError(f"DecodeConfig.mbr_utility={self.mbr_utility!r} is not one of {MBR_UTILITIES}")
-        if self.length_penalty_form not in LENGTH_PENALTY_FORMS:
-            raise ValueError(
-                f"DecodeConfig.length_penalty_form={self.length_penalty_form!r} is not one of {LENGTH_PENALTY_FORMS}"
-            )
+        check_choice(self, "mbr_candidates", MBR_CANDIDATE_SOURCES)
+        check_choice(self, "mbr_utility", MBR_UTILITIES)
+        check_choice(self, "length_penalty_form", LENGTH_PENALTY_FORMS)
         if self.min_length < 0:
             raise ValueError(f"DecodeConfig.min_length={self.min_length} must be non-negative")
         if not 0 <= self.max_length_offset <= MAX_LENGTH_OFFSET:

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from transformer.typed_fields import check_field_types
+from transformer.typed_fields import check_choice, check_field_types, check_positive
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
@@ -121,21 +121,13 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_field_types(self)
-        for name in (
-            "max_tokens",
-            "accumulate",
-            "max_steps",
-            "warmup_steps",
-            "log_every",
-            "keep_checkpoints",
-        ):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"TrainConfig.{name}={getattr(self, name)} must be positive")
+        check_positive(
+            self, ("max_tokens", "accumulate", "max_steps", "warmup_steps", "log_every", "keep_checkpoints")
+        )
         for name in ("validate_every", "checkpoint_every", "cooldown_steps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"TrainConfig.{name}={getattr(self, name)} must be non-negative")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"TrainConfig.precision={self.precision!r} is not one of {PRECISIONS}")
+        check_choice(self, "precision", PRECISIONS)
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"TrainConfig.label_smoothing={self.label_smoothing} must be in [0, 1)")
         if self.threads is not None and self.threads <= 0:

@@ -15,7 +15,7 @@ from transformer.model.multihead_attention import ATTENTION_SCORINGS
 from transformer.model.presets import BASE_SETTINGS, BIG_SETTINGS, find_table2_variant, varied_settings
 from transformer.model.scaled_dot_product_attention import ATTENTION_IMPLEMENTATIONS
 from transformer.model.special_tokens import SpecialTokens
-from transformer.typed_fields import build_dataclass, check_field_types
+from transformer.typed_fields import build_dataclass, check_choice, check_field_types, check_positive
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned", "none")
 #: How dot-product scores are scaled: 1/sqrt(d_k) (the paper), not at all, or 1/d_k (section 3.2.1's question).
@@ -140,15 +140,9 @@ class TransformerConfig(SpecialTokens):
 
     def __post_init__(self) -> None:
         check_field_types(self)
-        positive = ["vocab_size", "d_model", "d_ff", "num_heads", "num_encoder_layers", "num_decoder_layers"]
-        positive += ["max_positions"]
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise ValueError(f"TransformerConfig.{name}={getattr(self, name)} must be positive")
-        for name in ("target_vocab_size", "d_k", "d_v", "attention_window"):
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ValueError(f"TransformerConfig.{name}={value} must be positive or None")
+        positive = ("vocab_size", "d_model", "d_ff", "num_heads", "num_encoder_layers", "num_decoder_layers")
+        check_positive(self, (*positive, "max_positions"))
+        check_positive(self, ("target_vocab_size", "d_k", "d_v", "attention_window"), none_allowed=True)
         if (self.d_k is None or self.d_v is None) and self.d_model % self.num_heads:
             raise ValueError(
                 f"TransformerConfig: d_model={self.d_model} is not divisible by num_heads={self.num_heads}; "
@@ -158,16 +152,12 @@ class TransformerConfig(SpecialTokens):
         self.check_special_tokens()
 
     def _check_choices(self) -> None:
-        for name, value, choices in (
-            ("activation", self.activation, ACTIVATIONS),
-            ("positional_encoding", self.positional_encoding, POSITIONAL_ENCODINGS),
-            ("attention_scoring", self.attention_scoring, ATTENTION_SCORINGS),
-            ("attention_scaling", self.attention_scaling, ATTENTION_SCALINGS),
-            ("sinusoidal_layout", self.sinusoidal_layout, SINUSOIDAL_LAYOUTS),
-            ("attention_implementation", self.attention_implementation, ATTENTION_IMPLEMENTATIONS),
-        ):
-            if value not in choices:
-                raise ValueError(f"TransformerConfig.{name}={value!r} is not one of {choices}")
+        check_choice(self, "activation", ACTIVATIONS)
+        check_choice(self, "positional_encoding", POSITIONAL_ENCODINGS)
+        check_choice(self, "attention_scoring", ATTENTION_SCORINGS)
+        check_choice(self, "attention_scaling", ATTENTION_SCALINGS)
+        check_choice(self, "sinusoidal_layout", SINUSOIDAL_LAYOUTS)
+        check_choice(self, "attention_implementation", ATTENTION_IMPLEMENTATIONS)
         for name in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"TransformerConfig.{name}={getattr(self, name)} must be in [0, 1)")

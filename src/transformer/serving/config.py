@@ -6,6 +6,7 @@ from pathlib import Path
 
 from transformer.decoding.translator import TRANSLATION_PRECISIONS
 from transformer.serving.model_worker import BATCHING_MODES
+from transformer.typed_fields import check_choice
 
 #: The values of ``--engine``.
 SERVE_ENGINES = ("pytorch", "ctranslate2")
@@ -85,14 +86,9 @@ class ServeConfig:
         for name, paths in self.checkpoints.items():
             if not paths:
                 raise ValueError(f"ServeConfig.checkpoints[{name!r}]: no checkpoint")
-        if self.engine not in SERVE_ENGINES:
-            raise ValueError(f"ServeConfig.engine={self.engine!r} is not one of {SERVE_ENGINES}")
-        if self.precision not in TRANSLATION_PRECISIONS:
-            raise ValueError(
-                f"ServeConfig.precision={self.precision!r} is not one of {TRANSLATION_PRECISIONS}"
-            )
-        if self.batching not in BATCHING_MODES:
-            raise ValueError(f"ServeConfig.batching={self.batching!r} is not one of {BATCHING_MODES}")
+        check_choice(self, "engine", SERVE_ENGINES)
+        check_choice(self, "precision", TRANSLATION_PRECISIONS)
+        check_choice(self, "batching", BATCHING_MODES)
         if self.engine == "ctranslate2" and self.batching == "continuous":
             raise ValueError(
                 "--engine ctranslate2 --batching continuous: CTranslate2 runs its whole search in C++ with no "

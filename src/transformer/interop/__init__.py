@@ -10,6 +10,8 @@
   (:func:`~transformer.interop.ctranslate2.export_ctranslate2`,
   :class:`~transformer.interop.ctranslate2.CTranslate2Translator`); the model description it writes is built
   in :mod:`transformer.interop.ctranslate2_spec`.
+* :mod:`transformer.interop.export_checks`: what both exports check first (a Transformer checkpoint, attention
+  as the paper computes it), each refusal naming the target.
 * :mod:`transformer.interop.output_directory`: converted models are written to a temporary directory and
   renamed into place.
 

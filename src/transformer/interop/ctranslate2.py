@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from transformer.checkpoint.layout import TOKENIZER_FILE
-from transformer.checkpoint.model_checkpoint import load_checkpoint, load_checkpoint_tokenizer
+from transformer.checkpoint.model_checkpoint import load_checkpoint_tokenizer
 from transformer.data.pipeline.marian_tokenizer import OPTIONAL_FILES, REQUIRED_FILES
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.decoding.translator import DEFAULT_MAX_INPUT_TOKENS
@@ -29,6 +29,7 @@ from transformer.interop.ctranslate2_spec import (
     register_vocabularies,
     vocabulary_pieces,
 )
+from transformer.interop.export_checks import load_transformer_checkpoint
 from transformer.interop.output_directory import staged_directory
 from transformer.model.config import TransformerConfig
 
@@ -82,14 +83,10 @@ def export_ctranslate2(checkpoint_dir: Path, output_dir: Path, quantization: str
     """
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization={quantization!r} is not one of {QUANTIZATIONS}")
-    checkpoint = load_checkpoint(Path(checkpoint_dir))
-    config, source = checkpoint.model_config, str(checkpoint.path)
-    if not isinstance(config, TransformerConfig):
-        raise ValueError(
-            f"{source}: model.architecture={config.architecture!r} cannot be exported to CTranslate2, whose "
-            "translation models are Transformers only"
-        )
-    check_ctranslate2_exportable(config, source)
+    checkpoint, config = load_transformer_checkpoint(
+        checkpoint_dir, "CTranslate2", "whose translation models are Transformers only"
+    )
+    check_ctranslate2_exportable(config, str(checkpoint.path))
     tokenizer = load_checkpoint_tokenizer(checkpoint.path)
     spec = build_transformer_spec(checkpoint.weights, config)
     if config.positional_encoding == "none":

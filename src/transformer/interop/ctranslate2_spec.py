@@ -14,6 +14,7 @@ from torch import Tensor
 
 from transformer.data.pipeline.marian_tokenizer import MarianTokenizer
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
+from transformer.interop.export_checks import attention_requirements, refuse_unsupported
 from transformer.model.config import TransformerConfig
 from transformer.model.positional_encoding import sinusoidal_table
 
@@ -97,19 +98,7 @@ def check_ctranslate2_exportable(config: TransformerConfig, source: str) -> None
     attention, a score scaling other than 1/sqrt(d_k) and per-head widths other than ``d_model / num_heads``
     are refused.
     """
-    default_head_dim = config.d_model // config.num_heads
-    for field, value, supported in (
-        ("attention_scoring", config.attention_scoring, "dot_product"),
-        ("attention_scaling", config.attention_scaling, "sqrt"),
-        ("attention_window", config.attention_window, None),
-        ("d_k", config.head_dims[0], default_head_dim),
-        ("d_v", config.head_dims[1], default_head_dim),
-    ):
-        if value != supported:
-            raise ValueError(
-                f"{source}: TransformerConfig.{field}={value!r} cannot be exported to CTranslate2 "
-                f"(it supports only {supported!r})"
-            )
+    refuse_unsupported(attention_requirements(config), source, "CTranslate2")
 
 
 def vocabulary_pieces(tokenizer: TextTokenizer) -> tuple[list[str], list[str]]:

@@ -16,7 +16,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from transformer.checkpoint.layout import MODEL_FILE, TOKENIZER_FILE
-from transformer.checkpoint.model_checkpoint import load_checkpoint, save_checkpoint
+from transformer.checkpoint.model_checkpoint import save_checkpoint
 from transformer.checkpoint.weights import load_model_tensors
 from transformer.data.pipeline.marian_tokenizer import (
     SOURCE_SPM_FILE,
@@ -27,6 +27,7 @@ from transformer.data.pipeline.marian_tokenizer import (
 )
 from transformer.data.pipeline.special_tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from transformer.data.pipeline.tokenizer import Tokenizer
+from transformer.interop.export_checks import load_transformer_checkpoint
 from transformer.interop.marian_config import (
     EXPORT_MAX_POSITIONS,
     check_exportable,
@@ -320,13 +321,10 @@ def export_marian(checkpoint_dir: Path, output_dir: Path) -> Path:
     "power" form, so set ``length_penalty_form="power"`` (and HuggingFace's ``early_stopping=True``) to
     compare beams.
     """
-    checkpoint = load_checkpoint(Path(checkpoint_dir))
-    config, source = checkpoint.model_config, str(checkpoint.path)
-    if not isinstance(config, TransformerConfig):
-        raise ValueError(
-            f"{source}: model.architecture={config.architecture!r} cannot be exported to HuggingFace Marian, "
-            "which holds Transformer models only"
-        )
+    checkpoint, config = load_transformer_checkpoint(
+        checkpoint_dir, "HuggingFace Marian", "which holds Transformer models only"
+    )
+    source = str(checkpoint.path)
     check_exportable(config, source)
     tokenizer_files = marian_tokenizer_files(checkpoint.tokenizer_files(), config, source)
     tensors = our_to_marian_tensors(concatenated_weights(checkpoint.weights, config), config)

@@ -10,6 +10,7 @@ naming the field.
 
 from typing import Any
 
+from transformer.interop.export_checks import attention_requirements, refuse_unsupported
 from transformer.model.config import TransformerConfig
 
 MARIAN_TO_OUR_ACTIVATION = {"relu": "relu", "swish": "silu", "silu": "silu", "gelu": "gelu"}
@@ -190,23 +191,13 @@ def check_exportable(config: TransformerConfig, source: str) -> None:
     sequence, head widths ``d_model / num_heads`` and LayerNorm epsilon 1e-5; each other choice is refused.
     Both sinusoidal layouts are exportable (the interleaved one by a change of basis).
     """
-    default_head_dim = config.d_model // config.num_heads
-    refusals = [
+    requirements = [
         ("norm_first", config.norm_first, False),
         ("positional_encoding", config.positional_encoding, "sinusoidal"),
-        ("attention_scoring", config.attention_scoring, "dot_product"),
-        ("attention_scaling", config.attention_scaling, "sqrt"),
-        ("attention_window", config.attention_window, None),
-        ("d_k", config.head_dims[0], default_head_dim),
-        ("d_v", config.head_dims[1], default_head_dim),
+        *attention_requirements(config),
         ("layer_norm_eps", config.layer_norm_eps, MARIAN_LAYER_NORM_EPS),
     ]
-    for field, value, supported in refusals:
-        if value != supported:
-            raise ValueError(
-                f"{source}: TransformerConfig.{field}={value!r} cannot be exported to MarianMT "
-                f"(it supports only {supported!r})"
-            )
+    refuse_unsupported(requirements, source, "MarianMT")
 
 
 def config_to_marian(config: TransformerConfig) -> dict[str, Any]:

@@ -11,6 +11,10 @@ from transformer import TransformerConfig
 from transformer.cli import main
 from transformer.device import bf16_unsupported_reason, describe_cpu
 
+# A helper module whose asserts fail tests: pytest rewrites only test modules' asserts unless told, and a
+# bare ``assert`` in a helper would fail with no values shown.
+pytest.register_assert_rewrite("tests.decoding.assertions")
+
 #: Why this machine's CPU cannot run bf16 (None where it can): probed from oneDNN, never assumed.
 CPU_BF16_UNSUPPORTED = bf16_unsupported_reason(torch.device("cpu"))
 #: For tests that really run bf16 on the CPU; the decision itself is tested both ways with a faked probe.

@@ -5,12 +5,12 @@ import dataclasses
 import pytest
 import torch
 
+from tests.decoding.assertions import assert_same_hypotheses
 from transformer.baselines import RNNConfig, RNNEncoderDecoder
 from transformer.baselines.rnn_step_model import RNNStepModel
 from transformer.config.decode import DecodeConfig
 from transformer.decoding.beam_search import beam_search, search
 from transformer.decoding.greedy import greedy_search
-from transformer.decoding.search import Hypothesis
 from transformer.decoding.step_model import as_step_model, inference_context
 
 SEARCHES = [greedy_search, beam_search]
@@ -49,21 +49,13 @@ def model(request: pytest.FixtureRequest) -> RNNEncoderDecoder:
     return model.eval()
 
 
-def assert_same_hypotheses(found: list[list[Hypothesis]], expected: list[list[Hypothesis]]) -> None:
-    assert [[h.tokens for h in sentence] for sentence in found] == [[h.tokens for h in s] for s in expected]
-    for sentence, expected_sentence in zip(found, expected, strict=True):
-        for hypothesis, expected_hypothesis in zip(sentence, expected_sentence, strict=True):
-            assert hypothesis.score == pytest.approx(expected_hypothesis.score, abs=1e-5)
-            assert hypothesis.log_prob == pytest.approx(expected_hypothesis.log_prob, abs=1e-5)
-
-
 @pytest.mark.parametrize("search_function", SEARCHES)
 def test_cached_and_uncached_decoding_give_the_same_tokens_and_scores(model, search_function) -> None:
     src_tokens = random_sources(model.config, [7, 3, 5, 1, 6])
     config = DecodeConfig(max_length_offset=6, nbest=1 if search_function is greedy_search else 3)
     cached = search_function(model, src_tokens, config)
     uncached = search_function(model, src_tokens, dataclasses.replace(config, use_cache=False))
-    assert_same_hypotheses(cached, uncached)
+    assert_same_hypotheses(cached, uncached, tolerance=1e-5)
     assert any(hypothesis.tokens for sentence in cached for hypothesis in sentence)
 
 
@@ -82,7 +74,7 @@ def test_a_sentence_decodes_the_same_alone_and_in_a_batch(model) -> None:
     config = DecodeConfig(beam_size=3, max_length_offset=5)
     batched = beam_search(model, src_tokens, config)
     alone = beam_search(model, src_tokens[1:2, :3], config)
-    assert_same_hypotheses([batched[1]], alone)
+    assert_same_hypotheses([batched[1]], alone, tolerance=1e-5)
 
 
 def test_as_step_model_asks_the_model_and_the_search_restores_training_mode(model) -> None:

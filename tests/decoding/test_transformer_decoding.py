@@ -6,11 +6,11 @@ import pytest
 import torch
 from torch.nn import functional as F
 
+from tests.decoding.assertions import assert_same_hypotheses
 from transformer import Transformer, TransformerConfig
 from transformer.config.decode import DecodeConfig
 from transformer.decoding.beam_search import beam_search, search
 from transformer.decoding.greedy import greedy_search
-from transformer.decoding.search import Hypothesis
 
 SEARCHES = [greedy_search, beam_search]
 
@@ -36,21 +36,12 @@ def src_tokens(tiny_config: TransformerConfig) -> torch.Tensor:
     return padded_sources(tiny_config, [7, 3, 5, 1, 6], torch.Generator().manual_seed(0))
 
 
-def assert_same_hypotheses(found: list[list[Hypothesis]], expected: list[list[Hypothesis]]) -> None:
-    """Tokens exactly; scores up to float rounding of different but equivalent computations."""
-    assert [[h.tokens for h in sentence] for sentence in found] == [[h.tokens for h in s] for s in expected]
-    for sentence, expected_sentence in zip(found, expected, strict=True):
-        for hypothesis, expected_hypothesis in zip(sentence, expected_sentence, strict=True):
-            assert hypothesis.score == pytest.approx(expected_hypothesis.score, abs=1e-4)
-            assert hypothesis.log_prob == pytest.approx(expected_hypothesis.log_prob, abs=1e-4)
-
-
 @pytest.mark.parametrize("search_function", SEARCHES)
 def test_cached_and_uncached_decoding_give_the_same_tokens(random_model, src_tokens, search_function) -> None:
     config = DecodeConfig(max_length_offset=6, nbest=1 if search_function is greedy_search else 3)
     cached = search_function(random_model, src_tokens, config)
     uncached = search_function(random_model, src_tokens, dataclasses.replace(config, use_cache=False))
-    assert_same_hypotheses(cached, uncached)
+    assert_same_hypotheses(cached, uncached, tolerance=1e-4)
 
 
 def test_beam_size_one_equals_greedy(random_model, src_tokens) -> None:
@@ -68,7 +59,7 @@ def test_batched_decoding_equals_one_sentence_at_a_time(random_model, src_tokens
         search_function(random_model, src_tokens[row : row + 1, :length], config)[0]
         for row, length in enumerate(lengths)
     ]
-    assert_same_hypotheses(batched, alone)
+    assert_same_hypotheses(batched, alone, tolerance=1e-4)
 
 
 @pytest.mark.parametrize("search_function", SEARCHES)

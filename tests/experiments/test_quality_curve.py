@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 
+from tests.experiments.curve_points import CURVE_WITH_A_DIP
 from transformer.experiments.rnn_baseline.quality_curve import (
     CURVE_FILE,
     CurvePoint,
@@ -70,14 +71,10 @@ def test_a_run_without_checkpoints_is_refused(tmp_path: Path) -> None:
 
 
 def test_first_reaching_takes_the_first_checkpoint_at_or_above_the_level() -> None:
-    points = [
-        CurvePoint("step-00000100", 100, 60.0, 1000, 8.0),
-        CurvePoint("step-00000200", 200, 120.0, 2000, 21.0),
-        CurvePoint("step-00000300", 300, 180.0, 3000, 19.5),  # a dip below a level already reached
-        CurvePoint("step-00000400", 400, 240.0, 4000, 31.0),
-    ]
+    points = CURVE_WITH_A_DIP
     assert first_reaching(points, 20.0) == points[1]
     assert first_reaching(points, 21.0) == points[1]
+    assert first_reaching(points, 31.0) == points[3]
     assert first_reaching(list(reversed(points)), 31.0) == points[3]
     assert first_reaching(points, 35.0) is None
     assert first_reaching([], 1.0) is None

@@ -10,15 +10,12 @@ from typing import Any
 
 import pytest
 
+from tests.experiments.curve_points import CURVE_WITH_A_DIP
 from transformer.config.files import load_config
 from transformer.experiments.common.plan import run_config
 from transformer.experiments.common.results import read_results
 from transformer.experiments.common.runner import run_experiment
-from transformer.experiments.rnn_baseline.quality_curve import (
-    CurvePoint,
-    checkpoint_curve,
-    first_reaching,
-)
+from transformer.experiments.rnn_baseline.quality_curve import checkpoint_curve
 from transformer.experiments.rnn_baseline.report import render_table
 from transformer.experiments.rnn_baseline.run import curve_metrics
 from transformer.experiments.rnn_baseline.settings import BLEU_LEVELS, build_plan, multi30k_plan_parts
@@ -126,16 +123,7 @@ def test_table_summarises_seeds_and_marks_a_run_over_its_budget(tiny_run: Path) 
 
 
 def test_curve_metrics_read_the_time_to_each_level() -> None:
-    points = [
-        CurvePoint("step-00000100", 100, 60.0, 1000, 8.0),
-        CurvePoint("step-00000200", 200, 120.0, 2000, 21.0),
-        CurvePoint("step-00000300", 300, 180.0, 3000, 19.5),  # a dip below a level already reached
-        CurvePoint("step-00000400", 400, 240.0, 4000, 31.0),
-    ]
-    assert first_reaching(points, 20.0) == points[1]
-    assert first_reaching(points, 31.0) == points[3]
-    assert first_reaching(points, 35.0) is None
-    metrics = curve_metrics(points, flops_per_token=2.0)
+    metrics = curve_metrics(CURVE_WITH_A_DIP, flops_per_token=2.0)
     assert metrics["time_to_bleu"] == {
         "10": {"seconds": 120.0, "step": 200, "train_flops": 4000.0},
         "20": {"seconds": 120.0, "step": 200, "train_flops": 4000.0},

@@ -1,43 +1,21 @@
 """The page at ``/`` in headless Chromium: the translation appears and the attention heatmap renders."""
 
 import re
-import shutil
-import subprocess
+from functools import partial
 from pathlib import Path
 from urllib.parse import urlencode
 
 import numpy as np
-import pytest
 from matplotlib import colormaps
 from matplotlib.image import imread
 
+from tests.chromium import run_chromium
 from tests.serving.conftest import free_port, running_server
 from transformer.decoding.translator import Translator
 from transformer.serving.config import ServeConfig
 
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1200,1600",
-    "--virtual-time-budget=8000",
-]
-
-
-def run_chromium(tmp_path: Path, url: str, *mode: str) -> subprocess.CompletedProcess[str]:
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.skip("chromium is not on PATH (Debian: apt-get install chromium)")
-    profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
-    command = [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *mode, url]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=90, check=False)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return result
+#: Chromium for the served page: a tall window, for the page and its attention frame below it.
+open_page = partial(run_chromium, window_size=(1200, 1600), virtual_time_budget_ms=8000, timeout_s=90)
 
 
 def heatmap_pixels(path: Path) -> int:
@@ -56,12 +34,12 @@ def test_the_page_translates_and_shows_a_sentences_attention(
     config = ServeConfig(checkpoints={"default": served_run}, port=free_port())
     with running_server(config) as base_url:
         query = urlencode({"text": f"{first} {second}", "attention": "1"})
-        dom = run_chromium(tmp_path, f"{base_url}/?{query}", "--dump-dom").stdout
+        dom = open_page(tmp_path, f"{base_url}/?{query}", "--dump-dom").stdout
         with_attention = tmp_path / "with-attention.png"
-        run_chromium(tmp_path, f"{base_url}/?{query}", f"--screenshot={with_attention}")
+        open_page(tmp_path, f"{base_url}/?{query}", f"--screenshot={with_attention}")
         without_attention = tmp_path / "without-attention.png"
         plain_query = urlencode({"text": f"{first} {second}"})
-        run_chromium(tmp_path, f"{base_url}/?{plain_query}", f"--screenshot={without_attention}")
+        open_page(tmp_path, f"{base_url}/?{plain_query}", f"--screenshot={without_attention}")
     translation = re.search(r'<div id="translation"[^>]*>(.*?)</div>', dom, re.S)
     assert translation is not None, dom[-3000:]
     assert translation.group(1) == f"{expected[0]} {expected[1]}".replace("&", "&amp;")

@@ -1,29 +1,17 @@
 import json
 import re
-import shutil
-import subprocess
+from functools import partial
 from pathlib import Path
 
 import pytest
 import torch
 from matplotlib.image import imread
 
+from tests.chromium import run_chromium
 from transformer.model.transformer import AttentionWeights
 from transformer.visualization.attention_html import write_attention_html
 
 HOSTILE_TOKENS = ["</script><script>window.injected = 1</script>", "&amp;", "<b>bold</b>", "a\u2028b"]
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1200,900",
-    "--virtual-time-budget=2000",
-]
 
 
 def embedded_data(page: str) -> dict:
@@ -98,15 +86,8 @@ def test_wrong_tokens_and_bad_weights_raise(tiny_attention, tmp_path: Path) -> N
 # ---- Rendering in headless Chromium ---------------------------------------------------------------------
 
 
-def run_chromium(tmp_path: Path, url: str, *mode: str) -> subprocess.CompletedProcess[str]:
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.skip("chromium is not on PATH (Debian: apt-get install chromium)")
-    profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
-    command = [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *mode, url]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return result
+#: Chromium for the standalone viewer: its screenshots are checked at 1200 x 900 pixels (heatmap_pixels).
+open_viewer = partial(run_chromium, window_size=(1200, 900), virtual_time_budget_ms=2000, timeout_s=60)
 
 
 def one_strong_cell_attention(strong: tuple[str, int, int, int, int]) -> AttentionWeights:
@@ -135,7 +116,7 @@ def one_strong_cell_attention(strong: tuple[str, int, int, int, int]) -> Attenti
 def heatmap_pixels(png, tmp_path: Path, page: Path, fragment: str) -> dict[str, int]:
     """Screenshot the page and count pixels of the strong cell, the uniform cells and the strong row's rest."""
     shot = tmp_path / f"{page.stem}.png"
-    run_chromium(tmp_path, page.as_uri() + fragment, f"--screenshot={shot}")
+    open_viewer(tmp_path, page.as_uri() + fragment, f"--screenshot={shot}")
     image = imread(shot)
     assert image.shape[:2] == (900, 1200)
     # The colour scale runs from 0 to the largest weight shown, 0.9.
@@ -199,7 +180,7 @@ def test_chromium_shows_hostile_tokens_literally_and_answers_hover_and_clicks(
     </script></body>"""
     probed = tmp_path / "probed.html"
     probed.write_text(page.read_text(encoding="utf-8").replace("</body>", probe), encoding="utf-8")
-    dom = run_chromium(tmp_path, probed.as_uri(), "--dump-dom").stdout
+    dom = open_viewer(tmp_path, probed.as_uri(), "--dump-dom").stdout
     match = re.search(r'<pre id="probe-result">(.*?)</pre>', dom, re.S)
     assert match is not None, dom[-2000:]
     result = json.loads(match.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))

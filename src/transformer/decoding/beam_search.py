@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from transformer.config.decode import DecodeConfig
-from transformer.decoding.constraints import TargetPrefixes, constrain_step, raise_limits_for_prefixes
+from transformer.decoding.constraints import TargetPrefixes, constrain_step, search_length_limits
 from transformer.decoding.greedy import greedy_search
 from transformer.decoding.sampling import sample_search
 from transformer.decoding.search import (
@@ -30,7 +30,6 @@ from transformer.decoding.search import (
     completion_check_interval,
     normalise_scores,
     note_nan_scores,
-    output_length_limits,
 )
 from transformer.decoding.step_model import Decodable, StepModel, as_step_model, inference_context
 
@@ -225,10 +224,7 @@ def _run_beam_search(
     """Step all sentences' beams together until every sentence is done."""
     batch_size, beam_size, device = src_tokens.size(0), config.beam_size, src_tokens.device
     special_ids = torch.tensor([step_model.pad_id, step_model.bos_id, step_model.eos_id], device=device)
-    position_limit = getattr(step_model, "max_output_length", None)
-    max_lengths = output_length_limits(src_tokens, step_model.pad_id, config, position_limit)  # (batch,)
-    max_lengths = raise_limits_for_prefixes(max_lengths, prefixes, position_limit)
-    max_steps = int(max_lengths.max())  # read once, before the loop: sizes the finished table
+    max_lengths, max_steps = search_length_limits(step_model, src_tokens, config, prefixes)  # (batch,), int
     check_interval = completion_check_interval(device)
     finished = _empty_finished(batch_size, beam_size, max_steps, step_model.pad_id, device)
     live = _initial_beams(batch_size, beam_size, device)

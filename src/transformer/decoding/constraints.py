@@ -9,12 +9,14 @@ whatever the other rules say, because the user asked for exactly those tokens.
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from transformer.config.decode import DecodeConfig
-from transformer.decoding.search import forbid_tokens
+from transformer.decoding.search import forbid_tokens, output_length_limits
+from transformer.decoding.step_model import StepModel
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,42 @@ def raise_limits_for_prefixes(
         return max_lengths
     limits = torch.maximum(max_lengths, prefixes.lengths + 1)
     return limits.clamp(max=position_limit) if position_limit is not None else limits
+
+
+def search_length_limits(
+    step_model: StepModel[Any], src_tokens: Tensor, config: DecodeConfig, prefixes: TargetPrefixes | None
+) -> tuple[Tensor, int]:
+    """Compute each row's output length limit and the number of steps a search loop may take.
+
+    Parameters
+    ----------
+    step_model : StepModel
+        The step model; its ``max_output_length`` (when it has one) caps every limit.
+    src_tokens : torch.Tensor, shape (batch, src_len), int64
+        Source token ids, right-padded with ``step_model.pad_id``.
+    config : DecodeConfig
+        Supplies ``max_length_offset``, ``max_length`` and ``min_length``.
+    prefixes : TargetPrefixes or None
+        The sentences' forced target prefixes.
+
+    Returns
+    -------
+    max_lengths : torch.Tensor, shape (batch,), int64
+        The most output tokens (EOS excluded) each sentence may get:
+        :func:`~transformer.decoding.search.output_length_limits`, raised for prefixes
+        (:func:`raise_limits_for_prefixes`).
+    max_steps : int
+        The largest of ``max_lengths``: the loop's step count and the width of its output table.
+
+    Notes
+    -----
+    Greedy search and beam search both take their limits from here, so beam search of size 1 stops where
+    greedy search does. ``max_steps`` is read back to the host once, before the loop, and never inside it.
+    """
+    position_limit = getattr(step_model, "max_output_length", None)
+    max_lengths = output_length_limits(src_tokens, step_model.pad_id, config, position_limit)  # (batch,)
+    max_lengths = raise_limits_for_prefixes(max_lengths, prefixes, position_limit)
+    return max_lengths, int(max_lengths.max())
 
 
 def forbid_repeated_ngrams(step_log_probs: Tensor, history: Tensor, ngram_size: int) -> Tensor:

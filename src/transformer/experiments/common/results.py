@@ -13,7 +13,7 @@ import math
 import os
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +154,38 @@ def format_metric(values: Sequence[float | None], digits: int) -> str:
     if mean is None:
         return "-"
     return f"{mean:.{digits}f}" + (f" ± {spread:.{digits}f}" if spread is not None else "")
+
+
+def seed_summary_cells(found: Sequence[dict[str, Any]], reported: Mapping[str, Any]) -> list[Any]:
+    """Build the cells a table shows for a variant's seeds beside the paper's figures.
+
+    Parameters
+    ----------
+    found : sequence of dict
+        The variant's ``results.jsonl`` records (one per seed; empty before any run finished).
+    reported : mapping of str to Any
+        The paper's figures for the variant (``dev_perplexity`` and ``dev_bleu`` are read when present).
+
+    Returns
+    -------
+    list
+        Seven cells, in this order: dev PPL, dev BLEU, params x10^6, seeds (an ``int``), minutes per run,
+        the paper's PPL and the paper's BLEU; a missing figure reads as ``"-"``.
+
+    Notes
+    -----
+    The paper's figures are passed through unformatted (as the plan states them), so the tables show them
+    exactly as written in the plan rather than rounded to our figures' decimals.
+    """
+    return [
+        format_metric([record["dev_perplexity"] for record in found], 2),
+        format_metric([record["dev_bleu"] for record in found], 1),
+        format_metric([record["params"] / 1e6 for record in found], 2),
+        len(found),
+        format_metric([record["train_seconds"] / 60 for record in found], 1),
+        reported.get("dev_perplexity", "-"),
+        reported.get("dev_bleu", "-"),
+    ]
 
 
 def records_by_variant(records: Iterable[dict[str, Any]]) -> defaultdict[str, list[dict[str, Any]]]:

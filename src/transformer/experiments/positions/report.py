@@ -7,7 +7,7 @@ from typing import Any
 
 from transformer.experiments.common.markdown import markdown_table
 from transformer.experiments.common.plan import ExperimentPlan
-from transformer.experiments.common.results import format_metric, records_by_variant
+from transformer.experiments.common.results import format_metric, records_by_variant, seed_summary_cells
 
 
 def _percent(values: Sequence[float | None]) -> str:
@@ -82,13 +82,7 @@ def dev_scores_table(plan: ExperimentPlan, grouped: dict[str, list[dict[str, Any
                 variant.name,
                 variant.overrides["model.positional_encoding"],
                 corpus,
-                format_metric([record["dev_perplexity"] for record in found], 2),
-                format_metric([record["dev_bleu"] for record in found], 1),
-                format_metric([record["params"] / 1e6 for record in found], 2),
-                len(found),
-                format_metric([record["train_seconds"] / 60 for record in found], 1),
-                variant.reported.get("dev_perplexity", "-"),
-                variant.reported.get("dev_bleu", "-"),
+                *seed_summary_cells(found, variant.reported),
             ]
         )
     return ["## Dev scores", "", *markdown_table(headings, rows)]

@@ -5,7 +5,7 @@ from typing import Any
 
 from transformer.experiments.common.curves import plot_curves
 from transformer.experiments.common.plan import ExperimentPlan, run_config
-from transformer.experiments.common.results import format_metric, records_by_variant
+from transformer.experiments.common.results import records_by_variant, seed_summary_cells
 
 
 def render_table(plan: ExperimentPlan, records: list[dict[str, Any]]) -> str:
@@ -51,13 +51,7 @@ def render_table(plan: ExperimentPlan, records: list[dict[str, Any]]) -> str:
             model["dropout"],
             train["label_smoothing"],
             train["max_steps"],
-            format_metric([record["dev_perplexity"] for record in found], 2),
-            format_metric([record["dev_bleu"] for record in found], 1),
-            format_metric([record["params"] / 1e6 for record in found], 2),
-            len(found),
-            format_metric([record["train_seconds"] / 60 for record in found], 1),
-            variant.reported.get("dev_perplexity", "-"),
-            variant.reported.get("dev_bleu", "-"),
+            *seed_summary_cells(found, variant.reported),
             variant.reported.get("params_millions", "-"),
         ]
         lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")

@@ -62,6 +62,31 @@ def split_heads(hidden: Tensor, num_heads: int) -> Tensor:
     return hidden.view(batch_size, seq_len, num_heads, -1).transpose(1, 2)
 
 
+def split_fused_heads(projected: Tensor, num_heads: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Split one fused query/key/value projection into the three, each split into heads.
+
+    Parameters
+    ----------
+    projected : torch.Tensor, shape (batch, seq_len, 3 * num_heads * head_dim)
+        The output of the fused projection: queries, then keys, then values.
+    num_heads : int
+        Number of heads.
+
+    Returns
+    -------
+    tuple of torch.Tensor, each shape (batch, num_heads, seq_len, head_dim)
+        Queries, keys and values, views of ``projected``.
+
+    Notes
+    -----
+    Self-attention projects the same input three times, so one (d_model, 3 * h * d_k) matrix product replaces
+    three; the float and the int8 modules both fuse that way (only where d_k equals d_v, so the three chunks
+    are equal in width).
+    """
+    query, key, value = projected.chunk(3, dim=-1)
+    return split_heads(query, num_heads), split_heads(key, num_heads), split_heads(value, num_heads)
+
+
 def merge_heads(hidden: Tensor) -> Tensor:
     """Concatenate the heads' outputs along the feature dimension (the Concat of the paper).
 
@@ -242,12 +267,7 @@ class MultiHeadAttention(nn.Module):
             return self.project_query(hidden), key, value
         weight, bias = self._fused_projection()
         projected = F.linear(hidden, weight, bias)  # (batch, seq_len, 3 * num_heads * head_dim)
-        query, key, value = projected.chunk(3, dim=-1)
-        return (
-            split_heads(query, self.num_heads),
-            split_heads(key, self.num_heads),
-            split_heads(value, self.num_heads),
-        )
+        return split_fused_heads(projected, self.num_heads)
 
     def _fused_projection(self) -> tuple[Tensor, Tensor | None]:
         """Return the q/k/v weights (and biases) stacked into one matrix, (3 * num_heads * d_k, d_model).

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
-from transformer.model.multihead_attention import MultiHeadAttention, split_heads
+from transformer.model.multihead_attention import MultiHeadAttention, split_fused_heads
 from transformer.model.transformer import Transformer
 
 #: Largest magnitude of a symmetric int8 weight (-127..127: no -128, so negation never overflows).
@@ -268,12 +268,7 @@ class Int8MultiHeadAttention(MultiHeadAttention):
         if self.d_k != self.d_v:
             return super().project_self(hidden)
         projected = self.qkv_proj(hidden)  # (batch, seq_len, 3 * num_heads * head_dim)
-        query, key, value = projected.chunk(3, dim=-1)
-        return (
-            split_heads(query, self.num_heads),
-            split_heads(key, self.num_heads),
-            split_heads(value, self.num_heads),
-        )
+        return split_fused_heads(projected, self.num_heads)
 
 
 def quantize_for_inference(model: Transformer) -> Transformer:

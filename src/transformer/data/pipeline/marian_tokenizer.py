@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import sentencepiece
+from transformer.data.pipeline.tokenizer import parse_sentencepiece_model
 
 SOURCE_SPM_FILE = "source.spm"
 TARGET_SPM_FILE = "target.spm"
@@ -80,15 +80,6 @@ def _special_token(settings: Mapping[str, Any], key: str, default: str) -> str:
     return str(value) if value is not None else default
 
 
-def _load_spm(data: bytes, origin: str) -> Any:
-    processor = sentencepiece.SentencePieceProcessor()
-    try:
-        processor.LoadFromSerializedProto(data)
-    except RuntimeError:
-        raise ValueError(f"{origin}: not a SentencePiece model") from None
-    return processor
-
-
 class MarianTokenizer:
     """Text to HuggingFace Marian model ids and back, as ``transformers.MarianTokenizer`` does it.
 
@@ -139,8 +130,12 @@ class MarianTokenizer:
         for name, token in (("unk_token", self.unk_token), ("eos_token", self.eos_token)):
             if token not in self._source_ids:
                 raise ValueError(f"{origin}/{VOCAB_FILE}: the {name} {token!r} is not in the vocabulary")
-        self._source_spm = _load_spm(self._files[SOURCE_SPM_FILE], f"{origin}/{SOURCE_SPM_FILE}")
-        self._target_spm = _load_spm(self._files[TARGET_SPM_FILE], f"{origin}/{TARGET_SPM_FILE}")
+        self._source_spm = parse_sentencepiece_model(
+            self._files[SOURCE_SPM_FILE], f"{origin}/{SOURCE_SPM_FILE}"
+        )
+        self._target_spm = parse_sentencepiece_model(
+            self._files[TARGET_SPM_FILE], f"{origin}/{TARGET_SPM_FILE}"
+        )
         # transformers joins decoded pieces with the source model unless the vocabularies are separate.
         self._decoding_spm = self._target_spm if self.separate_vocabs else self._source_spm
         self._special_tokens = self._collect_special_tokens(settings)

@@ -24,6 +24,40 @@ from transformer.data.pipeline.bpe_training import SAMPLING_SEED, sample_sentenc
 from transformer.data.pipeline.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_PIECES, UNK_ID
 
 
+def parse_sentencepiece_model(model_bytes: bytes, origin: str) -> Any:
+    """Parse a serialized SentencePiece model, whatever its special ids.
+
+    Parameters
+    ----------
+    model_bytes : bytes
+        The serialized ModelProto.
+    origin : str
+        Where the bytes came from (a path, or "serialized model"), for error messages.
+
+    Returns
+    -------
+    sentencepiece.SentencePieceProcessor
+        The loaded processor.
+
+    Raises
+    ------
+    ValueError
+        ``"ORIGIN: not a SentencePiece model"`` when the bytes do not parse.
+
+    Notes
+    -----
+    SentencePiece raises a bare RuntimeError with its own internals' message; this names the file instead.
+    Our own models go through :func:`_load_processor`, which also checks the special ids; Marian's models
+    (:mod:`transformer.data.pipeline.marian_tokenizer`) number them their own way and use this alone.
+    """
+    processor = sentencepiece.SentencePieceProcessor()
+    try:
+        processor.LoadFromSerializedProto(model_bytes)
+    except RuntimeError:
+        raise ValueError(f"{origin}: not a SentencePiece model") from None
+    return processor
+
+
 def _load_processor(model_bytes: bytes, origin: str) -> Any:
     """Parse a serialized SentencePiece model and check its special ids.
 
@@ -44,11 +78,7 @@ def _load_processor(model_bytes: bytes, origin: str) -> Any:
     Raises ValueError if the bytes are not a model, or if its special pieces are not the fixed ids
     ``PAD_ID``, ``BOS_ID``, ``EOS_ID``, ``UNK_ID`` (e.g. a model trained by another tool).
     """
-    processor = sentencepiece.SentencePieceProcessor()
-    try:
-        processor.LoadFromSerializedProto(model_bytes)
-    except RuntimeError:
-        raise ValueError(f"{origin}: not a SentencePiece model") from None
+    processor = parse_sentencepiece_model(model_bytes, origin)
     found = {
         "pad_id": (processor.pad_id(), PAD_ID),
         "bos_id": (processor.bos_id(), BOS_ID),

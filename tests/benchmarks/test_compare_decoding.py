@@ -6,7 +6,10 @@ from pathlib import Path
 import pytest
 
 from benchmarks import compare_decoding
+from transformer.evaluation.bleu import score_translations
 from transformer.experiments.common.results import load_sentences
+
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 def test_compare_decoding_writes_rows_and_resumes(
@@ -52,3 +55,23 @@ def test_compare_decoding_writes_rows_and_resumes(
     monkeypatch.setattr(compare_decoding, "measure", must_not_run)
     assert compare_decoding.main(arguments) == 0
     assert [row["name"] for row in json.loads(output.read_text())["rows"]] == names
+
+
+def test_the_committed_comparison_is_what_its_translations_and_json_give() -> None:
+    # The record of issue #28 (experiments/decoding-28): every score recomputed from the kept translations,
+    # one paired test run again, and the Markdown table rendered again from the JSON.
+    directory = REPOSITORY / "experiments" / "decoding-28"
+    report = json.loads((directory / "comparison.json").read_text(encoding="utf-8"))
+    references = load_sentences(directory, report["references"])
+    assert len(references) == report["sentences"] == 1014
+    for row in report["rows"]:
+        scores = score_translations(load_sentences(directory, row["hypotheses"]), references)
+        assert (round(scores.bleu, 2), round(scores.chrf, 2)) == (row["bleu"], row["chrf"]), row["name"]
+    tested = next(row for row in report["rows"] if row.get("paired"))
+    assert (
+        compare_decoding.paired_against_baseline(tested, report["rows"], references, directory)
+        == tested["paired"]
+    )
+    assert (directory / "comparison.md").read_text(encoding="utf-8") == compare_decoding.render_markdown(
+        report
+    )

@@ -27,6 +27,20 @@ def test_the_committed_generated_sections_equal_what_their_records_give() -> Non
     )
 
 
+def test_the_included_blocks_equal_the_files_they_name() -> None:
+    # Tables a benchmark script writes (e.g. experiments/decoding-28/comparison.md) are included verbatim
+    # between "<!-- begin included: PATH -->" and "<!-- end included: PATH -->", so no figure is typed by hand.
+    text = (REPOSITORY / "EXPERIMENTS.md").read_text(encoding="utf-8")
+    included = re.findall(
+        r"^<!-- begin included: (\S+) -->\n(.*?)^<!-- end included: \1 -->$", text, re.M | re.S
+    )
+    assert len(included) == text.count("<!-- begin included: ") >= 1
+    for path, body in included:
+        assert body == (REPOSITORY / path).read_text(encoding="utf-8"), (
+            f"EXPERIMENTS.md: copy {path} in again"
+        )
+
+
 def test_a_section_is_replaced_between_its_markers_only() -> None:
     begin, end = section_markers("demo")
     document = f"intro\n{begin}\nold\n{end}\noutro\n"

@@ -320,7 +320,9 @@ def main(argv: list[str] | None = None) -> int:
         report["rows"].append(measure(method, sources, references, args.device, experiment_dir))
         write_json_atomically(output, report)  # a finished row survives an interruption
         print(report["rows"][-1], flush=True)
-    for row in report["rows"]:  # again each time (seconds): a new row may be a better baseline for an ensemble
+    for row in report[
+        "rows"
+    ]:  # again each time (seconds): a new row may be a better baseline for an ensemble
         if row.get("baselines"):
             row["paired"] = paired_against_baseline(row, report["rows"], references, experiment_dir)
     markdown = render_markdown(report)

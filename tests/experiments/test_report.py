@@ -14,7 +14,9 @@ from transformer.experiments.common.generated_sections import (
     section_markers,
     update_document,
 )
-from transformer.experiments.common.results import append_result, store_sentences
+from transformer.experiments.common.results import RESULTS_FILE, append_result, read_results, store_sentences
+from transformer.experiments.common.runner import TABLE_FILE
+from transformer.experiments.registry import build_plan, experiment_part
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -39,6 +41,24 @@ def test_the_included_blocks_equal_the_files_they_name() -> None:
         assert body == (REPOSITORY / path).read_text(encoding="utf-8"), (
             f"EXPERIMENTS.md: copy {path} in again"
         )
+
+
+def test_each_committed_table_is_what_its_records_give() -> None:
+    # table.md beside each experiment's results.jsonl is rebuilt by the runner after every run; a change to
+    # the plan or the renderer without a run would leave it stale (Table 2's did, issue #29).
+    checked = []
+    for directory in sorted((REPOSITORY / "experiments").iterdir()):
+        if not (directory / RESULTS_FILE).exists() or not (directory / TABLE_FILE).exists():
+            continue
+        name = experiment_of_section(directory.name)
+        records = read_results(directory / RESULTS_FILE)
+        (scale,) = {str(record["scale"]) for record in records}
+        rendered = experiment_part(name, "report").render_table(build_plan(name, scale), records)
+        assert rendered == (directory / TABLE_FILE).read_text(encoding="utf-8"), (
+            f"{directory.name}/{TABLE_FILE} is stale: rebuild it from {RESULTS_FILE}"
+        )
+        checked.append(name)
+    assert {"table2", "positions", "attention-scoring", "rnn-baseline"} <= set(checked)
 
 
 def test_a_section_is_replaced_between_its_markers_only() -> None:

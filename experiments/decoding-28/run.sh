@@ -49,11 +49,13 @@ start() {  # start NAME [train options...]: trained now, or beside another one w
         train "$@"
     fi
 }
-finish() {  # wait for the trainings started in the background; stop at the first that failed
+finish() {  # wait for every training started in the background, then stop if one failed
+    local failed=0
     for pid in ${running[@]+"${running[@]}"}; do
-        wait "$pid"
+        wait "$pid" || failed=1  # never leave the other one running behind an early exit
     done
     running=()
+    return $failed
 }
 
 zcat "$DATA/val.en.gz" > "$RUNS/val.en"

@@ -21,8 +21,9 @@ paired bootstrap test (1,000 resamples) of BLEU and of chrF. An MBR row's baseli
 model; an ensemble's is the best of its members alone (the harder comparison).
 
 Rows are written to the JSON file as they finish, and a rerun skips the rows already there: a run of hours
-can be stopped and resumed. The report (Markdown, printed and written beside the JSON) names the CPU, the
-thread count and the command.
+can be stopped and resumed. The report (Markdown, printed and written beside the JSON) lists each run that
+added rows (its command, date, thread count and CPU) and names the run of every row: seconds compare only
+within one run.
 """
 
 import argparse
@@ -241,15 +242,19 @@ def render_markdown(report: dict[str, Any]) -> str:
 
     Notes
     -----
-    Seconds per sentence are only comparable within one report (one machine, one load).
+    Seconds per sentence are only comparable between rows of one run (one machine, one load): each row
+    names its run, and each run its command, date, thread count and CPU.
     """
-    lines = [
-        f"Command: `{report['command']}` ({report['date']}, {report['threads']} threads)",
-        "",
-        f"CPU: {report['cpu']}",
-        "",
-        "| method | BLEU | BLEU (lowercased) | chrF2 | s/sentence | against | BLEU diff. (p) | chrF diff. (p) |",
-        "|---|---|---|---|---|---|---|---|",
+    lines = []
+    for number, run in enumerate(report["runs"], start=1):
+        lines += [
+            f"Run {number}: `{run['command']}` ({run['date']}, {run['threads']} threads, {run['cpu']})",
+            "",
+        ]
+    lines += [
+        "| method | BLEU | BLEU (lowercased) | chrF2 | s/sentence | run | against | BLEU diff. (p) "
+        "| chrF diff. (p) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in report["rows"]:
         paired = row.get("paired")
@@ -258,7 +263,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             tested = [paired["baseline"], *(_difference(paired[metric]) for metric in PAIRED_METRICS)]
         lines.append(
             f"| {row['name']} | {row['bleu']} | {row['bleu_lowercased']} | {row['chrf']} | "
-            f"{row['seconds_per_sentence']} | {' | '.join(tested)} |"
+            f"{row['seconds_per_sentence']} | {row['run']} | {' | '.join(tested)} |"
         )
     lines += [
         "",
@@ -303,21 +308,24 @@ def main(argv: list[str] | None = None) -> int:
     pairs = read_parallel_files(Path(args.source), Path(args.reference))[: args.limit]
     sources, references = [source for source, _ in pairs], [reference for _, reference in pairs]
     output = Path(args.output)
-    report = json.loads(output.read_text(encoding="utf-8")) if output.exists() else {"rows": []}
-    report.update(
-        command=" ".join(["python", "-m", MODULE, *map(shlex.quote, argv or sys.argv[1:])]),
-        date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        cpu=describe_cpu(),
-        threads=torch.get_num_threads(),
-        sentences=len(sources),
-    )
+    report = json.loads(output.read_text(encoding="utf-8")) if output.exists() else {"rows": [], "runs": []}
+    report["sentences"] = len(sources)
+    this_run = {
+        "command": " ".join(["python", "-m", MODULE, *map(shlex.quote, argv or sys.argv[1:])]),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "cpu": describe_cpu(),
+        "threads": torch.get_num_threads(),
+    }
     experiment_dir = output.parent
     report["references"] = store_sentences(experiment_dir, references)
     done = {row["name"] for row in report["rows"]}
     for method in plan_methods(args.checkpoint, args.ensemble, args.mbr):
         if method.name in done:
             continue
-        report["rows"].append(measure(method, sources, references, args.device, experiment_dir))
+        if this_run not in report["runs"]:  # a run that only re-reads finished rows is not recorded
+            report["runs"].append(this_run)
+        row = measure(method, sources, references, args.device, experiment_dir)
+        report["rows"].append({**row, "run": len(report["runs"])})
         write_json_atomically(output, report)  # a finished row survives an interruption
         print(report["rows"][-1], flush=True)
     for row in report[

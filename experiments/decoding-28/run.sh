@@ -18,6 +18,9 @@ OUT=experiments/decoding-28
 STEPS=${STEPS:-"seeds compare halves backtranslate bt-compare"}
 SEEDS=${SEEDS:-"1 2 3 4"}
 mkdir -p "$RUNS"
+wants() {  # wants STEP: STEP is one of the words in $STEPS (a substring test would run "compare" for "bt-compare")
+    [[ " $STEPS " == *" $1 "* ]]
+}
 
 train() {  # train NAME [train options...]: new, resumed, or skipped when finished
     local name=$1
@@ -61,14 +64,14 @@ finish() {  # wait for every training started in the background, then stop if on
 zcat "$DATA/val.en.gz" > "$RUNS/val.en"
 zcat "$DATA/val.de.gz" > "$RUNS/val.de"
 
-if [[ $STEPS == *seeds* ]]; then  # four independently trained models (seed 1 is the shipped recipe)
+if wants seeds; then  # four independently trained models (seed 1 is the shipped recipe)
     for seed in $SEEDS; do
         start "seed$seed" --set data.mirror="$DATA" --set train.seed=$seed
     done
     finish
 fi
 
-if [[ $STEPS == *compare* ]]; then  # MBR N in {8, 16, 32} against beam 4; ensembles of 2 and 4 against each alone
+if wants compare; then  # MBR N in {8, 16, 32} against beam 4; ensembles of 2 and 4 against each alone
     # With the further seeds that have finished (ensembles of as many as there are): rows already in the JSON
     # are kept, so running this after seeds 1-2 and again after seeds 3-4 measures each row once.
     # MBR_SEEDS names the models MBR runs with (each tested against its own beam 4): "1" by default, "1 2" for
@@ -84,7 +87,7 @@ if [[ $STEPS == *compare* ]]; then  # MBR N in {8, 16, 32} against beam 4; ensem
         --output "$OUT/comparison.json"
 fi
 
-if [[ $STEPS == *halves* ]]; then  # the first half of the pairs in both directions
+if wants halves; then  # the first half of the pairs in both directions
     half=$(( $(zcat "$DATA/train.en.gz" | wc -l) / 2 ))
     mkdir -p "$RUNS/first-half" "$RUNS/second-half"
     for lang in en de; do  # decompressed first: `zcat | head` would end zcat by SIGPIPE, fatal under pipefail
@@ -99,7 +102,7 @@ if [[ $STEPS == *halves* ]]; then  # the first half of the pairs in both directi
     finish
 fi
 
-if [[ $STEPS == *backtranslate* ]]; then  # the second half's German, back-translated; then trained on both
+if wants backtranslate; then  # the second half's German, back-translated; then trained on both
     if [ ! -f "$RUNS/bt-corpus/backtranslation.json" ]; then
         transformer backtranslate --checkpoint "$RUNS/half-de-en" --input "$RUNS/second-half/train.de" \
             --output "$RUNS/bt-corpus" --source-lang en --target-lang de --seed 1
@@ -108,7 +111,7 @@ if [[ $STEPS == *backtranslate* ]]; then  # the second half's German, back-trans
         --set data.backtranslated_dir="$RUNS/bt-corpus" --set data.backtranslation_tag="<BT>"
 fi
 
-if [[ $STEPS == *bt-compare* ]]; then  # half data, half + back-translation, full data (seed 1): validation BLEU
+if wants bt-compare; then  # half data, half + back-translation, full data (seed 1): validation BLEU
     python -m benchmarks.compare_decoding --checkpoint "$RUNS/half-en-de" "$RUNS/half-plus-bt" "$RUNS/seed1" \
         --source "$RUNS/val.en" --reference "$RUNS/val.de" --mbr \
         --output "$OUT/backtranslation.json"

@@ -29,9 +29,13 @@ def test_compare_decoding_writes_rows_and_resumes(
         f"ensemble of 2 (prob), beam 4: {trained_run} {trained_run}",
     ]
     assert report["rows"][1]["search"]["mbr"] == 2 and report["rows"][1]["search"]["epsilon"] == 0.02
-    assert report["sentences"] == 4 and report["command"].startswith("python -m benchmarks.compare_decoding")
+    assert report["sentences"] == 4 and [row["run"] for row in report["rows"]] == [1, 1, 1, 1]
+    (run,) = report["runs"]
+    assert run["command"] == "python -m benchmarks.compare_decoding " + " ".join(arguments)
+    assert run["threads"] >= 1 and run["cpu"]
     markdown = output.with_suffix(".md").read_text()
-    assert "| method | BLEU |" in markdown and "| against | BLEU diff. (p) |" in markdown
+    assert markdown.startswith(f"Run 1: `{run['command']}` ({run['date']}, ")
+    assert "| method | BLEU |" in markdown and "| run | against | BLEU diff. (p) |" in markdown
     # Each row's translations are kept (hash-named) and each non-baseline row is tested against its baseline.
     references = load_sentences(tmp_path, report["references"])
     assert (
@@ -54,7 +58,22 @@ def test_compare_decoding_writes_rows_and_resumes(
 
     monkeypatch.setattr(compare_decoding, "measure", must_not_run)
     assert compare_decoding.main(arguments) == 0
-    assert [row["name"] for row in json.loads(output.read_text())["rows"]] == names
+    resumed = json.loads(output.read_text())
+    assert [row["name"] for row in resumed["rows"]] == names
+    assert resumed["runs"] == [run]  # a run that measured nothing is not recorded
+    # A later run that adds rows is recorded as run 2 and its rows say so; the earlier rows keep run 1.
+    monkeypatch.setattr(
+        compare_decoding, "measure", lambda method, *rest: {**report["rows"][0], "name": method.name}
+    )
+    more_candidates = [
+        *arguments[: arguments.index("--mbr") + 2],
+        "3",
+        *arguments[arguments.index("--limit") :],
+    ]
+    assert compare_decoding.main(more_candidates) == 0
+    extended = json.loads(output.read_text())
+    assert [row["run"] for row in extended["rows"]] == [1, 1, 1, 1, 2, 2]
+    assert len(extended["runs"]) == 2 and extended["runs"][0] == run
 
 
 def test_the_committed_comparison_is_what_its_translations_and_json_give() -> None:

@@ -18,7 +18,9 @@ chrF2 and seconds per sentence (wall clock, model loaded beforehand):
 Each row's translations are kept beside the JSON (``sentences/``, named by their hash, as the experiments keep
 theirs), and every MBR or ensemble row is tested against its baseline on the same sentences: sacreBLEU's
 paired bootstrap test (1,000 resamples) of BLEU and of chrF. An MBR row's baseline is beam 4 with the same
-model; an ensemble's is the best of its members alone (the harder comparison).
+model; an ensemble's is the best of its members alone (the harder comparison). With ``--against-previous``
+each checkpoint's beam row is also tested against the previous checkpoint's (models trained on different
+data, e.g. half the pairs, half plus back-translation, all the pairs).
 
 Rows are written to the JSON file as they finish, and a rerun skips the rows already there: a run of hours
 can be stopped and resumed. The report (Markdown, printed and written beside the JSON) lists each run that
@@ -28,6 +30,7 @@ within one run.
 
 import argparse
 import dataclasses
+import itertools
 import json
 import shlex
 import sys
@@ -80,7 +83,9 @@ class Method:
     baselines: tuple[str, ...] = ()
 
 
-def plan_methods(checkpoints: list[str], ensemble: list[str], mbr_sizes: list[int]) -> list[Method]:
+def plan_methods(
+    checkpoints: list[str], ensemble: list[str], mbr_sizes: list[int], against_previous: bool = False
+) -> list[Method]:
     """List the rows to measure, baselines first.
 
     Parameters
@@ -91,6 +96,9 @@ def plan_methods(checkpoints: list[str], ensemble: list[str], mbr_sizes: list[in
         Further models for the ensembles.
     mbr_sizes : list of int
         The N of the MBR rows.
+    against_previous : bool
+        Test each checkpoint's beam row against the previous checkpoint's (models trained on different
+        data, listed in order: half the pairs, half plus back-translation, all the pairs).
 
     Returns
     -------
@@ -103,6 +111,13 @@ def plan_methods(checkpoints: list[str], ensemble: list[str], mbr_sizes: list[in
     """
     singles = list(dict.fromkeys([*checkpoints, *ensemble]))  # a model listed twice is measured once
     methods = [Method(beam_row_name(path), (path,), BEAM_4) for path in singles]
+    if against_previous:
+        ordered = list(dict.fromkeys(checkpoints))
+        previous = {path: (beam_row_name(before),) for before, path in itertools.pairwise(ordered)}
+        methods = [
+            dataclasses.replace(method, baselines=previous.get(method.checkpoints[0], ()))
+            for method in methods
+        ]
     for size in mbr_sizes:
         for path in dict.fromkeys(checkpoints):
             baseline = (beam_row_name(path),)
@@ -301,6 +316,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", required=True)
     parser.add_argument("--reference", required=True)
     parser.add_argument("--mbr", nargs="*", type=int, default=[8, 16, 32], help="MBR candidate counts")
+    parser.add_argument(
+        "--against-previous",
+        action="store_true",
+        help="test each --checkpoint's beam row against the previous one's (paired bootstrap)",
+    )
     parser.add_argument("--limit", type=int, default=None, help="only the first N sentences")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--output", required=True, help="JSON file (Markdown written beside it)")
@@ -319,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     experiment_dir = output.parent
     report["references"] = store_sentences(experiment_dir, references)
     done = {row["name"] for row in report["rows"]}
-    for method in plan_methods(args.checkpoint, args.ensemble, args.mbr):
+    for method in plan_methods(args.checkpoint, args.ensemble, args.mbr, args.against_previous):
         if method.name in done:
             continue
         if this_run not in report["runs"]:  # a run that only re-reads finished rows is not recorded

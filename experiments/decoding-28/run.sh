@@ -111,8 +111,8 @@ if wants backtranslate; then  # the second half's German, back-translated; then 
         --set data.backtranslated_dir="$RUNS/bt-corpus" --set data.backtranslation_tag="<BT>"
 fi
 
-if wants bt-compare; then  # half data, half + back-translation, full data (seed 1): validation BLEU
+if wants bt-compare; then  # half data, half + back-translation, full data (seed 1), each against the one before
     python -m benchmarks.compare_decoding --checkpoint "$RUNS/half-en-de" "$RUNS/half-plus-bt" "$RUNS/seed1" \
-        --source "$RUNS/val.en" --reference "$RUNS/val.de" --mbr \
+        --source "$RUNS/val.en" --reference "$RUNS/val.de" --mbr --against-previous \
         --output "$OUT/backtranslation.json"
 fi

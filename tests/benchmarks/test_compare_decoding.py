@@ -94,3 +94,21 @@ def test_the_committed_comparison_is_what_its_translations_and_json_give() -> No
     assert (directory / "comparison.md").read_text(encoding="utf-8") == compare_decoding.render_markdown(
         report
     )
+
+
+def test_against_previous_tests_each_model_against_the_one_listed_before_it() -> None:
+    # Back-translation's ladder (half the pairs, half + back-translation, all the pairs): each model's beam
+    # row is read against the previous one's; without the option beam rows are baselines only.
+    ladder = ["runs/half", "runs/half-plus-bt", "runs/full"]
+    methods = compare_decoding.plan_methods(ladder, [], [], against_previous=True)
+    assert [(method.name, method.baselines) for method in methods] == [
+        ("beam 4: runs/half", ()),
+        ("beam 4: runs/half-plus-bt", ("beam 4: runs/half",)),
+        ("beam 4: runs/full", ("beam 4: runs/half-plus-bt",)),
+    ]
+    assert all(method.config == compare_decoding.BEAM_4 for method in methods)
+    plain = compare_decoding.plan_methods(ladder, [], [2])
+    assert [method.baselines for method in plain[:3]] == [(), (), ()]
+    assert plain[3].name == "MBR 2 (sampling eps 0.02, chrF): runs/half" and plain[3].baselines == (
+        "beam 4: runs/half",
+    )

@@ -76,11 +76,12 @@ def test_compare_decoding_writes_rows_and_resumes(
     assert len(extended["runs"]) == 2 and extended["runs"][0] == run
 
 
-def test_the_committed_comparison_is_what_its_translations_and_json_give() -> None:
-    # The record of issue #28 (experiments/decoding-28): every score recomputed from the kept translations,
+@pytest.mark.parametrize("record", ["comparison.json", "backtranslation.json"])
+def test_the_committed_comparison_is_what_its_translations_and_json_give(record: str) -> None:
+    # The records of issue #28 (experiments/decoding-28): every score recomputed from the kept translations,
     # one paired test run again, and the Markdown table rendered again from the JSON.
     directory = REPOSITORY / "experiments" / "decoding-28"
-    report = json.loads((directory / "comparison.json").read_text(encoding="utf-8"))
+    report = json.loads((directory / record).read_text(encoding="utf-8"))
     references = load_sentences(directory, report["references"])
     assert len(references) == report["sentences"] == 1014
     for row in report["rows"]:
@@ -91,9 +92,8 @@ def test_the_committed_comparison_is_what_its_translations_and_json_give() -> No
         compare_decoding.paired_against_baseline(tested, report["rows"], references, directory)
         == tested["paired"]
     )
-    assert (directory / "comparison.md").read_text(encoding="utf-8") == compare_decoding.render_markdown(
-        report
-    )
+    markdown = (directory / record).with_suffix(".md").read_text(encoding="utf-8")
+    assert markdown == compare_decoding.render_markdown(report)
 
 
 def test_against_previous_tests_each_model_against_the_one_listed_before_it() -> None:

@@ -293,6 +293,36 @@ def _difference(test: dict[str, float]) -> str:
     return f"{test['difference']:+.2f} ({p_value})"
 
 
+def load_report(path: Path) -> dict[str, Any]:
+    """Read the JSON report to resume, or start an empty one.
+
+    Parameters
+    ----------
+    path : Path
+        The ``--output`` file; it need not exist.
+
+    Returns
+    -------
+    dict
+        The report, with ``rows`` and ``runs`` (empty for a new file).
+
+    Notes
+    -----
+    A report written before runs were recorded kept only the last run's command, date, CPU and threads at
+    its top level: it is read as one run that measured every row, which is all it can say.
+    """
+    if not path.exists():
+        return {"rows": [], "runs": []}
+    report: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    if "runs" not in report:
+        report["runs"] = [
+            {key: report.pop(key) for key in ("command", "date", "cpu", "threads") if key in report}
+        ]
+        for row in report["rows"]:
+            row.setdefault("run", 1)
+    return report
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison (see the module docstring).
 
@@ -328,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     pairs = read_parallel_files(Path(args.source), Path(args.reference))[: args.limit]
     sources, references = [source for source, _ in pairs], [reference for _, reference in pairs]
     output = Path(args.output)
-    report = json.loads(output.read_text(encoding="utf-8")) if output.exists() else {"rows": [], "runs": []}
+    report = load_report(output)
     report["sentences"] = len(sources)
     this_run = {
         "command": " ".join(["python", "-m", MODULE, *map(shlex.quote, argv or sys.argv[1:])]),

@@ -112,3 +112,14 @@ def test_against_previous_tests_each_model_against_the_one_listed_before_it() ->
     assert plain[3].name == "MBR 2 (sampling eps 0.02, chrF): runs/half" and plain[3].baselines == (
         "beam 4: runs/half",
     )
+
+
+def test_a_report_from_before_runs_were_recorded_reads_as_one_run(tmp_path: Path) -> None:
+    legacy = {"command": "python -m benchmarks.compare_decoding --checkpoint A", "date": "2026-11-28 04:44 UTC",
+              "cpu": "AMD EPYC", "threads": 2, "sentences": 4, "rows": [{"name": "beam 4: A"}]}  # fmt: skip
+    path = tmp_path / "comparison.json"
+    path.write_text(json.dumps(legacy))
+    report = compare_decoding.load_report(path)
+    assert report["runs"] == [{key: legacy[key] for key in ("command", "date", "cpu", "threads")}]
+    assert report["rows"] == [{"name": "beam 4: A", "run": 1}] and "command" not in report
+    assert compare_decoding.load_report(tmp_path / "new.json") == {"rows": [], "runs": []}

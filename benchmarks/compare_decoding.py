@@ -110,14 +110,9 @@ def plan_methods(
     Each single model's beam row is the baseline its MBR and ensemble rows are read against.
     """
     singles = list(dict.fromkeys([*checkpoints, *ensemble]))  # a model listed twice is measured once
-    methods = [Method(beam_row_name(path), (path,), BEAM_4) for path in singles]
-    if against_previous:
-        ordered = list(dict.fromkeys(checkpoints))
-        previous = {path: (beam_row_name(before),) for before, path in itertools.pairwise(ordered)}
-        methods = [
-            dataclasses.replace(method, baselines=previous.get(method.checkpoints[0], ()))
-            for method in methods
-        ]
+    ordered = list(dict.fromkeys(checkpoints)) if against_previous else []
+    previous = {path: (beam_row_name(before),) for before, path in itertools.pairwise(ordered)}
+    methods = [Method(beam_row_name(path), (path,), BEAM_4, previous.get(path, ())) for path in singles]
     for size in mbr_sizes:
         for path in dict.fromkeys(checkpoints):
             baseline = (beam_row_name(path),)
@@ -309,11 +304,17 @@ def load_report(path: Path) -> dict[str, Any]:
     Notes
     -----
     A report written before runs were recorded kept only the last run's command, date, CPU and threads at
-    its top level: it is read as one run that measured every row, which is all it can say.
+    its top level: it is read as one run that measured every row, which is all it can say. A file that is
+    not such a report ends the script with one line naming it, before anything is measured or written.
     """
     if not path.exists():
         return {"rows": [], "runs": []}
-    report: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise SystemExit(f"{path}: not a compare_decoding report ({error}); not replaced") from None
+    if not isinstance(report, dict) or not isinstance(report.get("rows"), list):
+        raise SystemExit(f"{path}: not a compare_decoding report (no list of rows); not replaced")
     if "runs" not in report:
         report["runs"] = [
             {key: report.pop(key) for key in ("command", "date", "cpu", "threads") if key in report}

@@ -17,6 +17,12 @@ RUNS=${RUNS:-runs/decoding-28}
 OUT=experiments/decoding-28
 STEPS=${STEPS:-"seeds compare halves backtranslate bt-compare"}
 SEEDS=${SEEDS:-"1 2 3 4"}
+for step in $STEPS; do  # a misspelt step would otherwise do nothing, silently
+    case $step in
+        seeds | compare | halves | backtranslate | bt-compare) ;;
+        *) echo "run.sh: STEPS: unknown step '$step' (known: seeds compare halves backtranslate bt-compare)" >&2; exit 2 ;;
+    esac
+done
 mkdir -p "$RUNS"
 wants() {  # wants STEP: STEP is one of the words in $STEPS (a substring test would run "compare" for "bt-compare")
     [[ " $STEPS " == *" $1 "* ]]

@@ -1,6 +1,8 @@
 """The decoding comparison of issue #28 (benchmarks/compare_decoding.py): rows, report and resuming."""
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -123,3 +125,28 @@ def test_a_report_from_before_runs_were_recorded_reads_as_one_run(tmp_path: Path
     assert report["runs"] == [{key: legacy[key] for key in ("command", "date", "cpu", "threads")}]
     assert report["rows"] == [{"name": "beam 4: A", "run": 1}] and "command" not in report
     assert compare_decoding.load_report(tmp_path / "new.json") == {"rows": [], "runs": []}
+
+
+@pytest.mark.parametrize("content", ["{not json", '["a list"]', '{"rows": "none"}'])
+def test_an_output_file_that_is_not_a_report_is_refused_and_kept(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "notes.json"
+    path.write_text(content)
+    with pytest.raises(SystemExit, match=rf"^{path}: not a compare_decoding report .*; not replaced$"):
+        compare_decoding.load_report(path)
+    assert path.read_text() == content
+
+
+def test_the_decoding_28_runner_refuses_an_unknown_step_before_it_writes_anything(tmp_path: Path) -> None:
+    # experiments/decoding-28/run.sh: a misspelt step once ran nothing at all, without a word.
+    runs = tmp_path / "runs"
+    result = subprocess.run(
+        ["bash", str(REPOSITORY / "experiments" / "decoding-28" / "run.sh")],
+        env={**os.environ, "STEPS": "halves bt-comapre", "RUNS": str(runs), "DATA": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2 and not runs.exists()
+    assert result.stderr.strip() == (
+        "run.sh: STEPS: unknown step 'bt-comapre' (known: seeds compare halves backtranslate bt-compare)"
+    )

@@ -16,7 +16,9 @@ the latency baseline. The issue's targets are checked beside the figures. The op
 for ``--soak-minutes`` against the continuous server and samples its resident memory.
 
 Everything talks to loopback only, every loop is bounded in count and time, and the servers are stopped at
-the end (SIGTERM, then waited for). Reports go to ``--output-dir`` as ``serve-<timestamp>.json`` and ``.md``
+the end (SIGTERM, then waited for). Servers and offline baseline run under the same allocator: tcmalloc where
+installed (the command re-executes itself with it preloaded, as ``benchmarks.run`` does), unless
+``--no-tcmalloc``; the report names both. Reports go to ``--output-dir`` as ``serve-<timestamp>.json`` and ``.md``
 plus ``serve-latest.*``, opening with the CPU model and flags, the date, the commit and the command.
 """
 
@@ -37,7 +39,12 @@ from typing import Any
 import httpx
 import torch
 
-from benchmarks.bench_allocator import TCMALLOC_PATH
+from benchmarks.bench_allocator import (
+    TCMALLOC_PATH,
+    allocator_description,
+    reexecute_under_tcmalloc,
+    typed_command,
+)
 from benchmarks.bench_environment import cpu_description, git_commit
 from transformer.data.pipeline.text_files import read_lines
 from transformer.decoding.translator import Translator
@@ -112,11 +119,10 @@ class ServerProcess:
     def __enter__(self) -> "ServerProcess":
         log = self.log_path.open("wb")
         environment = dict(os.environ)  # the server imports the same installed package as this process
-        if (
-            server_allocator(self.no_tcmalloc) == "tcmalloc"
-        ):  # as the suite runs PyTorch (benchmarks/README.md)
-            preload = [part for part in (os.environ.get("LD_PRELOAD", ""), str(TCMALLOC_PATH)) if part]
-            environment["LD_PRELOAD"] = " ".join(preload)
+        preload = os.environ.get("LD_PRELOAD", "")
+        if server_allocator(self.no_tcmalloc) == "tcmalloc" and "tcmalloc" not in preload:
+            # as the suite runs PyTorch (benchmarks/README.md), and as the offline baseline runs
+            environment["LD_PRELOAD"] = " ".join(part for part in (preload, str(TCMALLOC_PATH)) if part)
         self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=environment)
         log.close()
         deadline = time.monotonic() + SERVER_TIMEOUT_S
@@ -265,7 +271,8 @@ def render_markdown(record: dict[str, Any]) -> str:
         "",
         f"- CPU: {environment['cpu']['summary']}, {environment['cpu']['logical_cpus']} logical CPUs",
         f"- date: {environment['date']}; commit {environment['commit']}; torch {environment['torch']}; "
-        f"server allocator: {environment['server_allocator']}",
+        f"server allocator: {environment['server_allocator']}; offline baseline's allocator: "
+        f"{environment.get('offline_allocator', 'glibc malloc (not recorded before 2026-11-28)')}",
         f"- command: `{environment['command']}`",
         f"- note: {record['note']}" if record["note"] else "- note: none",
         f"- servers: --admit-every {record.get('admit_every', 1)}\n"
@@ -321,7 +328,11 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--soak-minutes", type=float, default=0.0, help="soak at 64 clients (0: none)")
     parser.add_argument("--quick", action="store_true", help="200 sentences, 10 s per cell")
-    parser.add_argument("--no-tcmalloc", action="store_true", help="run the servers with glibc malloc")
+    parser.add_argument(
+        "--no-tcmalloc",
+        action="store_true",
+        help="run the servers and the offline baseline with glibc malloc",
+    )
     parser.add_argument(
         "--note", default="", help="a line for the report, e.g. 'machine shared with other jobs'"
     )
@@ -358,11 +369,12 @@ def main(argv: list[str] | None = None) -> int:
             "cpu": cpu_description(),
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "commit": git_commit(REPOSITORY),
-            "command": " ".join(
-                ["python -m benchmarks.serve", *(argv if argv is not None else sys.argv[1:])]
+            "command": (
+                " ".join(["python -m benchmarks.serve", *argv]) if argv is not None else typed_command()
             ),
             "torch": torch.__version__,
             "server_allocator": server_allocator(args.no_tcmalloc),
+            "offline_allocator": allocator_description(args.no_tcmalloc),
         },
         "note": args.note,
         "checkpoint": str(args.checkpoint),
@@ -384,4 +396,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # The offline baseline runs in this process: under the servers' allocator, or the ratios compare mallocs.
+    reexecute_under_tcmalloc("--no-tcmalloc" in sys.argv[1:])
     sys.exit(main())

@@ -36,8 +36,8 @@ from typing import Any
 
 import torch
 
-from benchmarks.bench_allocator import allocator_description, reexecute_under_tcmalloc, typed_command
-from benchmarks.bench_environment import cpu_description, git_commit
+from benchmarks.bench_allocator import reexecute_under_tcmalloc
+from benchmarks.bench_environment import describe_environment
 from transformer.atomic_files import write_json_atomically, write_text_atomically
 from transformer.data.pipeline.text_files import read_lines
 from transformer.serving.continuous_batching import ContinuousBatch, SentenceToDecode
@@ -266,7 +266,7 @@ def render_markdown(record: dict[str, Any]) -> str:
     lines = [
         "# Step-level batching's in-process bound (`benchmarks.serve_bound`)",
         "",
-        f"- date: {environment['date']}; commit: {environment['commit']}; torch {environment['torch']}",
+        f"- date: {environment['date_utc']}; commit: {environment['git_commit']}; torch {environment['torch']}",
         f"- CPU: {environment['cpu']['summary']}; threads: {record['threads']}; "
         f"allocator: {environment['allocator']}",
         f"- command: `{environment['command']}`",
@@ -387,17 +387,11 @@ def main(argv: list[str] | None = None) -> int:
         for count in args.in_flight
         for row in run_passes(served, sentences, count, args.admit_every, args.passes)
     ]
+    environment = describe_environment(args.threads, REPOSITORY, args.no_tcmalloc)
+    if argv is not None:  # called from Python: the command is not this process's
+        environment["command"] = " ".join(["python -m benchmarks.serve_bound", *argv])
     record = {
-        "environment": {
-            "cpu": cpu_description(),
-            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "commit": git_commit(REPOSITORY),
-            "command": (
-                " ".join(["python -m benchmarks.serve_bound", *argv]) if argv is not None else typed_command()
-            ),
-            "torch": torch.__version__,
-            "allocator": allocator_description(args.no_tcmalloc),
-        },
+        "environment": environment,
         "threads": args.threads,
         "checkpoint": str(args.checkpoint),
         "sentences_file": str(args.sentences),

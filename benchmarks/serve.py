@@ -89,7 +89,12 @@ def percentile(values: list[float], percent: float) -> float | None:
 
 
 def server_allocator(no_tcmalloc: bool) -> str:
-    """The malloc the server processes run with: tcmalloc where installed (unless refused), else glibc's."""
+    """The malloc the server processes run with: tcmalloc where installed (unless refused), else glibc's.
+
+    A tcmalloc the caller preloaded is inherited by the servers whatever ``--no-tcmalloc`` says, and named so.
+    """
+    if "tcmalloc" in os.environ.get("LD_PRELOAD", ""):
+        return "tcmalloc" if not no_tcmalloc else "tcmalloc (preloaded by the caller; --no-tcmalloc ignored)"
     return "tcmalloc" if TCMALLOC_PATH.exists() and not no_tcmalloc else "glibc malloc"
 
 
@@ -120,7 +125,7 @@ class ServerProcess:
         log = self.log_path.open("wb")
         environment = dict(os.environ)  # the server imports the same installed package as this process
         preload = os.environ.get("LD_PRELOAD", "")
-        if server_allocator(self.no_tcmalloc) == "tcmalloc" and "tcmalloc" not in preload:
+        if not self.no_tcmalloc and TCMALLOC_PATH.exists() and "tcmalloc" not in preload:
             # as the suite runs PyTorch (benchmarks/README.md), and as the offline baseline runs
             environment["LD_PRELOAD"] = " ".join(part for part in (preload, str(TCMALLOC_PATH)) if part)
         self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=environment)

@@ -137,8 +137,44 @@ def translate_offline(
     return time.perf_counter() - start, outputs
 
 
+def take_admissible(
+    waiting: deque[SentenceToDecode], used_tokens: int, max_batch_tokens: int, beam: int
+) -> list[SentenceToDecode]:
+    """Pop waiting sentences, oldest first, while they fit the token budget, as the server's worker does.
+
+    Parameters
+    ----------
+    waiting : deque of SentenceToDecode
+        Sentences waiting to join, oldest first; the admitted ones are popped.
+    used_tokens : int
+        Source tokens x beam of the sentences running now (``ContinuousBatch.source_tokens``).
+    max_batch_tokens : int
+        The budget (``transformer serve --max-batch-tokens``).
+    beam : int
+        Rows per sentence.
+
+    Returns
+    -------
+    list of SentenceToDecode
+        The sentences to admit now, in order.
+
+    Notes
+    -----
+    The rule of ``ModelWorker._take_admissible`` for continuous batching: a younger sentence never overtakes
+    the oldest, and with nothing running one sentence goes in whatever its size.
+    """
+    taken: list[SentenceToDecode] = []
+    while waiting:
+        cost = used_tokens + beam * len(waiting[0].src_ids)
+        if (used_tokens or taken) and cost > max_batch_tokens:
+            break
+        used_tokens = cost
+        taken.append(waiting.popleft())
+    return taken
+
+
 def translate_continuously(
-    served: ServedModel, sentences: list[str], in_flight: int, admit_every: int
+    served: ServedModel, sentences: list[str], in_flight: int, admit_every: int, max_batch_tokens: int = 4096
 ) -> tuple[float, list[str], float]:
     """Translate with one continuous batch kept at ``in_flight`` sentences, admitting as the server's worker.
 
@@ -149,10 +185,12 @@ def translate_continuously(
     sentences : list of str
         Source sentences (blank ones are not supported here: the server never decodes them).
     in_flight : int
-        The most sentences in the batch at once.
+        The most sentences in the batch or waiting to join it at once (at least 1).
     admit_every : int
         Waiting sentences join every this many steps, or once ``ADMISSION_GROUP`` wait, or when the batch is
         empty (``transformer serve --admit-every``).
+    max_batch_tokens : int
+        The token budget of admissions (``transformer serve --max-batch-tokens``).
 
     Returns
     -------
@@ -160,14 +198,20 @@ def translate_continuously(
         Seconds taken (encoding included, as the offline path includes it), the translations in input order,
         and the mean rows per decoder step.
 
+    Raises
+    ------
+    ValueError
+        For ``in_flight`` or ``admit_every`` under 1.
+
     Notes
     -----
     A finished sentence's slot is taken by the next sentence in order, which then waits for its admission:
-    the server's closed loop at ``in_flight`` clients without the clients. The worker's token budget is not
-    applied (at 64 Multi30k sentences and beam 4 it is rarely reached), so the batch here is at least as
-    full as the server's.
+    the server's closed loop at ``in_flight`` clients without the clients, the HTTP path and the event loop.
     """
-    batch = ContinuousBatch(served.engine_model, served.decode_config.beam_size)  # type: ignore[arg-type]
+    if in_flight < 1 or admit_every < 1:
+        raise ValueError(f"in_flight and admit_every must be at least 1, got {in_flight} and {admit_every}")
+    beam = served.decode_config.beam_size
+    batch = ContinuousBatch(served.engine_model, beam)  # type: ignore[arg-type]
     start = time.perf_counter()
     queued = deque(
         SentenceToDecode(index, served.encode(text), served.decode_config)
@@ -186,9 +230,9 @@ def translate_continuously(
                 or len(waiting) >= ADMISSION_GROUP
                 or steps_since_admission >= admit_every
             )
-            if waiting and due:
-                batch.admit(list(waiting))
-                waiting.clear()
+            joining = take_admissible(waiting, batch.source_tokens, max_batch_tokens, beam) if due else []
+            if joining:
+                batch.admit(joining)
                 steps_since_admission = 0
             rows += batch.num_rows
             steps += 1
@@ -200,7 +244,12 @@ def translate_continuously(
 
 
 def run_passes(
-    served: ServedModel, sentences: list[str], in_flight: int, admit_every: int, passes: int
+    served: ServedModel,
+    sentences: list[str],
+    in_flight: int,
+    admit_every: int,
+    max_batch_tokens: int,
+    passes: int,
 ) -> list[BoundPass]:
     """Measure offline, chunked and continuous translation ``passes`` times at one number in flight.
 
@@ -214,6 +263,8 @@ def run_passes(
         The most sentences in flight.
     admit_every : int
         The continuous batch's admission interval in steps.
+    max_batch_tokens : int
+        The offline batches' budget (set on the translator) and the continuous batch's admission budget.
     passes : int
         How many times to repeat the three measurements.
 
@@ -224,14 +275,15 @@ def run_passes(
 
     Notes
     -----
-    The three alternate within each pass, so a drift in the machine's speed (another job, thermal limits)
-    touches all three alike instead of biasing one.
+    Each pass runs the three in the same order (offline, continuous, N at a time), so a drift in the
+    machine's speed over the run (another job, thermal limits) touches all three alike instead of biasing one
+    measurement; compare within a pass.
     """
     results = []
     for _ in range(passes):
         offline_s, offline = translate_offline(served, sentences, None)
         continuous_s, continuous, mean_rows = translate_continuously(
-            served, sentences, in_flight, admit_every
+            served, sentences, in_flight, admit_every, max_batch_tokens
         )
         chunked_s, _ = translate_offline(served, sentences, in_flight)
         identical = sum(one == other for one, other in zip(offline, continuous, strict=True))
@@ -303,7 +355,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
 
     Notes
     -----
-    A bad ``--in-flight`` list is refused by argparse with one line naming the option.
+    A bad ``--in-flight`` list or a count under 1 is refused by argparse with one line naming the option.
     """
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.serve_bound", description=__doc__.splitlines()[0]
@@ -312,19 +364,53 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--sentences", type=Path, required=True, help="source sentences, one per line (.gz ok)"
     )
-    parser.add_argument("--max-sentences", type=int, default=1014, help="use the first N (default 1014)")
+    parser.add_argument(
+        "--max-sentences", type=positive_int, default=1014, help="use the first N (default 1014)"
+    )
     parser.add_argument(
         "--in-flight", type=in_flight_counts, default=[64], help="sentences in flight (default 64)"
     )
-    parser.add_argument("--passes", type=int, default=2, help="passes per count (default 2)")
-    parser.add_argument("--threads", type=int, default=2, help="PyTorch threads (default 2)")
-    parser.add_argument("--beam", type=int, default=None, help="beam size (default: the checkpoint's)")
+    parser.add_argument("--passes", type=positive_int, default=2, help="passes per count (default 2)")
+    parser.add_argument("--threads", type=positive_int, default=2, help="PyTorch threads (default 2)")
+    parser.add_argument(
+        "--beam", type=positive_int, default=None, help="beam size (default: the checkpoint's)"
+    )
     parser.add_argument("--precision", choices=("fp32", "bf16", "int8"), default="fp32")
-    parser.add_argument("--max-batch-tokens", type=int, default=4096, help="offline batch budget")
-    parser.add_argument("--admit-every", type=int, default=2, help="as serve's --admit-every (default 2)")
+    parser.add_argument(
+        "--max-batch-tokens", type=positive_int, default=4096, help="offline and admission budget (4096)"
+    )
+    parser.add_argument(
+        "--admit-every", type=positive_int, default=2, help="as serve's --admit-every (default 2)"
+    )
     parser.add_argument("--no-tcmalloc", action="store_true", help="keep glibc malloc (default: tcmalloc)")
     parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR, help="where reports go")
     return parser.parse_args(argv)
+
+
+def positive_int(text: str) -> int:
+    """Parse a count option: an integer of at least 1.
+
+    Parameters
+    ----------
+    text : str
+        The option's value.
+
+    Returns
+    -------
+    int
+        The count.
+
+    Notes
+    -----
+    Raises ``argparse.ArgumentTypeError`` so argparse reports the option and the value in one line.
+    """
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {count}")
+    return count
 
 
 def in_flight_counts(text: str) -> list[int]:
@@ -372,8 +458,13 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = parse_arguments(argv)
     torch.set_num_threads(args.threads)
-    sentences = [line for line in read_lines(args.sentences) if line.strip()][: args.max_sentences]
-    served = load_served_model("bound", [args.checkpoint], "pytorch", "cpu", args.precision)
+    try:
+        sentences = [line for line in read_lines(args.sentences) if line.strip()][: args.max_sentences]
+        served = load_served_model("bound", [args.checkpoint], "pytorch", "cpu", args.precision)
+    except (OSError, ValueError) as error:  # the library's one-line errors name the file
+        raise SystemExit(f"python -m benchmarks.serve_bound: {error}") from None
+    if not sentences:
+        raise SystemExit(f"python -m benchmarks.serve_bound: --sentences {args.sentences}: no non-blank line")
     if args.beam is not None:
         served = dataclasses.replace(
             served, decode_config=dataclasses.replace(served.decode_config, beam_size=args.beam)
@@ -381,11 +472,15 @@ def main(argv: list[str] | None = None) -> int:
     assert served.translator is not None
     served.translator.decode_config = served.decode_config
     served.translator.max_tokens = args.max_batch_tokens
-    served.translator.translate(sentences[:16])  # warm-up
+    # Warm-up of both paths over every batch shape they meet first (allocator pools, kernels' first use).
+    served.translator.translate(sentences)
+    translate_continuously(
+        served, sentences[:128], max(args.in_flight), args.admit_every, args.max_batch_tokens
+    )
     passes = [
         row
         for count in args.in_flight
-        for row in run_passes(served, sentences, count, args.admit_every, args.passes)
+        for row in run_passes(served, sentences, count, args.admit_every, args.max_batch_tokens, args.passes)
     ]
     environment = describe_environment(args.threads, REPOSITORY, args.no_tcmalloc)
     if argv is not None:  # called from Python: the command is not this process's

@@ -39,6 +39,7 @@ import torch
 from benchmarks.bench_allocator import reexecute_under_tcmalloc
 from benchmarks.bench_environment import describe_environment
 from transformer.atomic_files import write_json_atomically, write_text_atomically
+from transformer.command_checks import integer_in_range
 from transformer.data.pipeline.text_files import read_lines
 from transformer.serving.continuous_batching import ContinuousBatch, SentenceToDecode
 from transformer.serving.model_worker import ADMISSION_GROUP
@@ -46,6 +47,8 @@ from transformer.serving.served_model import ServedModel, load_served_model
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT_DIR = REPOSITORY / "benchmarks" / "results"
+#: The argparse type of the count options (each at least 1; argparse names the option in its one-line error).
+POSITIVE = integer_in_range(1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -364,53 +367,23 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--sentences", type=Path, required=True, help="source sentences, one per line (.gz ok)"
     )
-    parser.add_argument(
-        "--max-sentences", type=positive_int, default=1014, help="use the first N (default 1014)"
-    )
+    parser.add_argument("--max-sentences", type=POSITIVE, default=1014, help="use the first N (default 1014)")
     parser.add_argument(
         "--in-flight", type=in_flight_counts, default=[64], help="sentences in flight (default 64)"
     )
-    parser.add_argument("--passes", type=positive_int, default=2, help="passes per count (default 2)")
-    parser.add_argument("--threads", type=positive_int, default=2, help="PyTorch threads (default 2)")
-    parser.add_argument(
-        "--beam", type=positive_int, default=None, help="beam size (default: the checkpoint's)"
-    )
+    parser.add_argument("--passes", type=POSITIVE, default=2, help="passes per count (default 2)")
+    parser.add_argument("--threads", type=POSITIVE, default=2, help="PyTorch threads (default 2)")
+    parser.add_argument("--beam", type=POSITIVE, default=None, help="beam size (default: the checkpoint's)")
     parser.add_argument("--precision", choices=("fp32", "bf16", "int8"), default="fp32")
     parser.add_argument(
-        "--max-batch-tokens", type=positive_int, default=4096, help="offline and admission budget (4096)"
+        "--max-batch-tokens", type=POSITIVE, default=4096, help="offline and admission budget (4096)"
     )
     parser.add_argument(
-        "--admit-every", type=positive_int, default=2, help="as serve's --admit-every (default 2)"
+        "--admit-every", type=POSITIVE, default=2, help="as serve's --admit-every (default 2)"
     )
     parser.add_argument("--no-tcmalloc", action="store_true", help="keep glibc malloc (default: tcmalloc)")
     parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR, help="where reports go")
     return parser.parse_args(argv)
-
-
-def positive_int(text: str) -> int:
-    """Parse a count option: an integer of at least 1.
-
-    Parameters
-    ----------
-    text : str
-        The option's value.
-
-    Returns
-    -------
-    int
-        The count.
-
-    Notes
-    -----
-    Raises ``argparse.ArgumentTypeError`` so argparse reports the option and the value in one line.
-    """
-    try:
-        count = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {count}")
-    return count
 
 
 def in_flight_counts(text: str) -> list[int]:

@@ -491,9 +491,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_arguments(argv)
     args.output_dir.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(min(2, os.cpu_count() or 1))
-    sentences = [line for line in read_lines(args.sentences) if line][: args.max_sentences]
+    try:  # the library's one-line errors name the file or checkpoint at fault
+        sentences = [line for line in read_lines(args.sentences) if line][: args.max_sentences]
+        if not sentences:
+            raise ValueError(f"--sentences {args.sentences}: no non-blank line")
+        offline = offline_baseline(args, sentences, alone_count=min(len(sentences), 100))
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"python -m benchmarks.serve: {error}") from None
     client_counts = [int(count) for count in args.clients.split(",")]
-    offline = offline_baseline(args, sentences, alone_count=min(len(sentences), 100))
     cells: dict[str, dict[int, dict[str, Any]]] = {}
     for batching in args.batching.split(","):
         cells[batching] = {}

@@ -166,22 +166,26 @@ class Settings:
         Returns
         -------
         Settings
-            Unchanged where bf16 is native; else without bf16 in any section, ``bf16_skipped`` saying why.
+            Unchanged where bf16 is native; else without bf16 in any section, ``bf16_skipped`` saying why: the
+            timed bf16 rows are dropped, and the memory cells measure in fp32 instead (each shape once).
 
         Notes
         -----
         On a CPU with AVX2 and FMA only, oneDNN emulates bf16 at about 1.5 GFLOP/s against 60-120 in fp32:
         the quick suite spent 474 s timing bf16 matrix products there and then timed out in training. The
-        probe asks oneDNN, which takes well under a second.
+        probe asks oneDNN, which takes well under a second. The memory section measures bytes, not speed,
+        and its point is the comparison of accumulated against single micro-batches; dropping its bf16 cells
+        would drop that comparison, so they move to fp32, the precision such a CPU trains in.
         """
         reason = reason or bf16_unsupported_reason(torch.device("cpu"))
         if reason is None:
             return self
+        fp32_memory_cells = tuple((shape, "fp32", *sizes) for shape, _, *sizes in self.memory_cells)
         return dataclasses.replace(
             self,
             training_cells=tuple(cell for cell in self.training_cells if cell[1] != "bf16"),
             translation_uncached=tuple(cell for cell in self.translation_uncached if cell[0] != "bf16"),
-            memory_cells=tuple(cell for cell in self.memory_cells if cell[1] != "bf16"),
+            memory_cells=tuple(dict.fromkeys(fp32_memory_cells)),
             bf16_skipped=reason,
         )
 

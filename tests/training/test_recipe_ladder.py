@@ -20,6 +20,7 @@ from transformer.training.recipe_ladder import TRAINING_SHARE, apply_rung, recor
 
 CPU = torch.device("cpu")
 MULTI30K = Path(__file__).resolve().parents[2] / "configs" / "multi30k.yaml"
+QUICKSTART = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
 
 
 def ladder_experiment(choose: str = "auto", minutes: float | None = 10.0) -> ExperimentConfig:
@@ -112,6 +113,36 @@ def test_the_shipped_multi30k_ladder_resolves_to_its_three_recipes() -> None:
         )
         assert recipe.train.checkpoint_every == 2 * experiment.train.checkpoint_every
         assert recipe.model.vocab_size == experiment.model.vocab_size and recipe.data == experiment.data
+
+
+@pytest.mark.parametrize(
+    ("top_speed", "expected"),
+    [
+        # 1.2M tokens in 4.4 minutes x 0.95 need 4,785 tokens/s from the top rung.
+        (11_000.0, "2x256-1k"),  # the AVX-512 BF16 EPYC in bf16 trained all 1,600 steps in 2 min 20 s
+        (3_442.0, "2x128-1k"),  # what the probe measured on the AVX2-only EPYC (0.9M tokens in the budget)
+    ],
+)
+def test_the_shipped_quickstart_ladder_keeps_its_recipe_where_the_budget_pays_for_it(
+    top_speed: float, expected: str
+) -> None:
+    experiment = load_config(QUICKSTART)
+    assert [rung.name for rung in experiment.ladder.rungs] == ["2x256-1k", "2x128-1k"]
+
+    def speedometer(recipe: ExperimentConfig, device: torch.device) -> float:
+        return top_speed if recipe.model.d_model == 256 else 2.9 * top_speed
+
+    resolved, note = resolve_ladder(experiment, CPU, speedometer=speedometer)
+    assert resolved.ladder.choose == expected and note is not None and "max_minutes=4.4" in note
+    if expected == "2x256-1k":
+        assert resolved.model == experiment.model and resolved.train == experiment.train
+    else:  # narrower, twice the steps: warm-up, cool-down and checkpoints keep their shares of the schedule
+        assert (resolved.model.d_model, resolved.model.d_ff, resolved.model.num_heads) == (128, 512, 4)
+        assert resolved.train.max_steps == 2 * experiment.train.max_steps
+        assert resolved.train.warmup_steps == 2 * experiment.train.warmup_steps
+        assert resolved.train.cooldown_steps == 2 * experiment.train.cooldown_steps
+        assert resolved.train.checkpoint_every == 2 * experiment.train.checkpoint_every
+        assert resolved.train.max_tokens == experiment.train.max_tokens
 
 
 def test_a_resumed_run_reads_its_rung_from_the_latest_checkpoint(tmp_path: Path) -> None:

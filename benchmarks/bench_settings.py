@@ -1,4 +1,4 @@
-"""The sizes and repeat counts of each mode: full (for the record), quick (under two minutes), smoke (tests).
+"""The sizes and repeat counts of each mode: full (for the record), quick (2-3 minutes on 2 cores), smoke (tests).
 
 Every knob the suite has is here, so a report's ``settings`` block says exactly what was run.
 """

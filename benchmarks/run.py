@@ -2,7 +2,7 @@
 
 From the repository root (a module of the ``benchmarks`` package, not a script to run by path):
 
-    python -m benchmarks.run --quick                 # under two minutes on 2 cores
+    python -m benchmarks.run --quick                 # two to three minutes on 2 cores
     python -m benchmarks.run                         # full mode, for the record
     python -m benchmarks.run --only training,attention --run runs/multi30k
 

@@ -1,8 +1,9 @@
 """Which int8 linear kernel in torch itself is fastest at decoding's shapes on this CPU (2026-11-23).
 
 Times ``y = x W^T + b`` for the products a base-model decoding step makes (rows = sentences x beams; the
-encoder's rows = sentences x source length) with every int8 route torch 2.13 offers, against float32 and
-bfloat16. Run from the repository root: ``python -m experiments.benchmarks.int8_kernels`` (2 threads;
+encoder's rows = sentences x source length) with every int8 route torch 2.13 offers, against float32 (through
+``F.linear``, which is MKL's sgemm on x86, and through oneDNN's linear, the kernel torch.compile lowers to)
+and bfloat16 (only where the CPU has native bf16: emulated, it takes seconds a product). Run from the repository root: ``python -m experiments.benchmarks.int8_kernels`` (2 threads;
 tcmalloc preloaded if you like); it prints a Markdown table of median milliseconds and the relative error of
 each int8 route.
 """
@@ -16,7 +17,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from transformer.device import describe_cpu
+from transformer.device import bf16_unsupported_reason, describe_cpu
 
 #: (rows, in_features, out_features, what it is in the base model).
 SHAPES = [
@@ -98,8 +99,12 @@ def time_shape(rows: int, in_features: int, out_features: int) -> tuple[dict[str
     bf16_hidden, bf16_weight, bf16_bias = hidden.bfloat16(), weight.bfloat16(), bias.bfloat16()
     timings = {
         "fp32 F.linear": median_milliseconds(lambda: F.linear(hidden, weight, bias)),
-        "bf16 F.linear": median_milliseconds(lambda: F.linear(bf16_hidden, bf16_weight, bf16_bias)),
+        "fp32 oneDNN linear": median_milliseconds(
+            lambda: torch.ops.mkldnn._linear_pointwise(hidden, weight, bias, "none", [], "")
+        ),
     }
+    if bf16_unsupported_reason(torch.device("cpu")) is None:
+        timings["bf16 F.linear"] = median_milliseconds(lambda: F.linear(bf16_hidden, bf16_weight, bf16_bias))
     errors = {}
     for name, route in int8_routes(hidden, weight, bias).items():
         timings[name] = median_milliseconds(route)

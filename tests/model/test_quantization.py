@@ -10,10 +10,12 @@ from torch.nn import functional as F
 from transformer import TransformerConfig
 from transformer.config.decode import DecodeConfig
 from transformer.decoding.greedy import greedy_search
+from transformer.model import quantization
 from transformer.model.multihead_attention import MultiHeadAttention
 from transformer.model.quantization import (
     Int8Linear,
     Int8MultiHeadAttention,
+    int8_packing_engine,
     packing_engine,
     quantize_for_inference,
     quantize_weight_per_channel,
@@ -125,3 +127,23 @@ def test_an_isa_cap_without_vnni_reduces_the_activation_range(
     # oneDNN capped below VNNI runs AVX2's saturating pairwise adds whatever the CPU's flags say.
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
     assert Int8Linear.from_linear(nn.Linear(8, 4)).reduce_range is expected_reduce_range
+
+
+@pytest.mark.parametrize(("has_vnni", "engine"), [(True, "onednn"), (False, "x86")])
+def test_the_packing_engine_follows_vnni(monkeypatch, has_vnni: bool, engine: str) -> None:
+    monkeypatch.setattr(quantization, "int8_kernels_have_vnni", lambda: has_vnni)
+    assert int8_packing_engine() == engine
+
+
+@pytest.mark.parametrize("engine", ["onednn", "x86"])
+def test_weights_packed_for_either_engine_give_int8_accuracy(monkeypatch, engine: str) -> None:
+    # Both engines run on every x86 CPU, so both real kernels are checked whichever CPU runs the test; the
+    # activation range stays the one this CPU's kernels need (a faked VNNI would saturate AVX2's sums).
+    monkeypatch.setattr(quantization, "int8_packing_engine", lambda: engine)
+    torch.manual_seed(0)
+    linear = nn.Linear(64, 48)
+    layer = Int8Linear.from_linear(linear)
+    assert layer.engine == engine and layer.reduce_range is not quantization.int8_kernels_have_vnni()
+    assert f"int8 per-channel, {engine}" in repr(layer)
+    hidden = torch.randn(5, 7, 64)
+    assert relative_error(layer(hidden), linear(hidden).detach()) < RELATIVE_TOLERANCE

@@ -4,8 +4,8 @@ Decoding a batch streams every decoder weight and the vocabulary-sized output pr
 on a CPU its speed is bound by bytes of weights, not by arithmetic. Storing the weights of the linear layers as
 int8 (a quarter of float32) and multiplying in int8 (AVX-512 VNNI) is how CTranslate2 decodes fast on CPUs;
 this module does the same with PyTorch's own kernel, ``torch.ops.quantized.linear_dynamic``, on weights
-packed for oneDNN (faster than the default FBGEMM packing at decoding's shapes). Embeddings, layer norms,
-attention and the softmax stay float32.
+packed for the engine that is faster on the CPU at hand (:func:`int8_packing_engine`: oneDNN with VNNI, FBGEMM
+without). Embeddings, layer norms, attention and the softmax stay float32.
 """
 
 import os
@@ -21,9 +21,13 @@ from transformer.model.transformer import Transformer
 
 #: Largest magnitude of a symmetric int8 weight (-127..127: no -128, so negation never overflows).
 INT8_WEIGHT_MAX = 127
-#: Quantized engine whose packed weights decode fastest: oneDNN's products ran 1.0-1.7x as fast as the default
-#: x86 engine's (FBGEMM) at decoding's shapes on an AVX-512 VNNI CPU (BENCHMARKS.md, section 1b).
-PACKING_ENGINE = "onednn"
+#: Quantized engine whose packed weights decode fastest where the int8 kernels have VNNI: oneDNN's products ran
+#: 1.0-1.7x as fast as the default x86 engine's (FBGEMM) at decoding's shapes on an AVX-512 VNNI CPU
+#: (BENCHMARKS.md, section 1b).
+VNNI_PACKING_ENGINE = "onednn"
+#: ... and where they have not: on an AVX2-only AMD EPYC, FBGEMM's (PyTorch's "x86" engine) ran 1.4-2.1x as fast
+#: as oneDNN's at the same shapes (BENCHMARKS.md, section 1c; ``python -m experiments.benchmarks.int8_kernels``).
+NO_VNNI_PACKING_ENGINE = "x86"
 
 
 #: oneDNN ISA caps (``ONEDNN_MAX_CPU_ISA``) below which its int8 kernels have no VNNI dot-product instructions.
@@ -49,6 +53,25 @@ def int8_kernels_have_vnni() -> bool:
     if cap in ISA_CAPS_WITHOUT_VNNI or torch.backends.cpu.get_cpu_capability() in ("DEFAULT", "AVX2"):
         return False
     return bool(torch.cpu._is_vnni_supported())
+
+
+def int8_packing_engine() -> str:
+    """Name the quantized engine whose packed weights decode fastest on this CPU.
+
+    Returns
+    -------
+    str
+        ``VNNI_PACKING_ENGINE`` ("onednn") where :func:`int8_kernels_have_vnni`, else ``NO_VNNI_PACKING_ENGINE``
+        ("x86", FBGEMM's kernels).
+
+    Notes
+    -----
+    Decided by the probed capability, each side measured on its CPU kind (the constants' comments): without
+    VNNI oneDNN's int8 kernels emulate the dot product with AVX2's pairwise adds and lose to FBGEMM's at
+    decoding's few-row products (the greedy output projection 11.2 against 5.3 ms), while with VNNI they win.
+    Either engine's packed weight carries its kernel, so the choice is made once, when the model is quantised.
+    """
+    return VNNI_PACKING_ENGINE if int8_kernels_have_vnni() else NO_VNNI_PACKING_ENGINE
 
 
 @contextmanager
@@ -141,8 +164,10 @@ class Int8Linear(nn.Module):
                 int8_weight.float() * scales[:, None], scales.double(), zero_points, axis=0, dtype=torch.qint8
             )
         float_bias = None if bias is None else bias.detach().float().clone()
-        with packing_engine(PACKING_ENGINE):
+        with packing_engine(int8_packing_engine()) as engine:
             self.packed_weight = torch.ops.quantized.linear_prepack(quantized_weight, float_bias)
+        #: The engine that packed the weight (and so runs the products): "onednn" or "x86".
+        self.engine = engine
         self.reduce_range = not int8_kernels_have_vnni()
 
     @classmethod
@@ -197,14 +222,15 @@ class Int8Linear(nn.Module):
         Returns
         -------
         str
-            ``in_features`` and ``out_features``, as ``nn.Linear`` shows them, and the weight format.
+            ``in_features`` and ``out_features``, as ``nn.Linear`` shows them, the weight format and the
+            engine whose kernel runs the products.
 
         Notes
         -----
         The packed weight is opaque (not a parameter or buffer), so without this a printed quantised model
         would show neither the layer's shape nor that it runs in int8.
         """
-        return f"in_features={self.in_features}, out_features={self.out_features}, int8 per-channel"
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8 per-channel, {self.engine}"
 
 
 class Int8MultiHeadAttention(MultiHeadAttention):

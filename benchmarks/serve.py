@@ -46,6 +46,7 @@ from benchmarks.bench_allocator import (
     typed_command,
 )
 from benchmarks.bench_environment import cpu_description, git_commit
+from transformer.command_checks import integer_in_range
 from transformer.data.pipeline.text_files import read_lines
 from transformer.decoding.translator import Translator
 
@@ -452,22 +453,32 @@ def render_markdown(record: dict[str, Any]) -> str:
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
+    positive = integer_in_range(1)
     parser = argparse.ArgumentParser(prog="python -m benchmarks.serve", description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", type=Path, required=True, help="checkpoint or run directory")
     parser.add_argument(
         "--sentences", type=Path, required=True, help="source sentences, one per line (.gz ok)"
     )
     parser.add_argument(
-        "--max-sentences", type=int, default=1000, help="use the first N sentences (default 1000)"
+        "--max-sentences", type=positive, default=1000, help="use the first N sentences (default 1000)"
     )
-    parser.add_argument("--clients", default="1,8,64,256", help="client counts (default 1,8,64,256)")
-    parser.add_argument("--batching", default="continuous,request", help="modes (default both)")
+    parser.add_argument(
+        "--clients", type=client_counts, default=(1, 8, 64, 256), help="client counts (default 1,8,64,256)"
+    )
+    parser.add_argument(
+        "--batching", type=batching_modes, default=BATCHING_MODES, help="modes (default continuous,request)"
+    )
     parser.add_argument("--seconds", type=float, default=30.0, help="most seconds per cell (default 30)")
     parser.add_argument("--beam", type=int, default=None, help="beam size (default: the checkpoint's)")
     parser.add_argument("--precision", choices=["fp32", "bf16", "int8"], default="fp32")
-    parser.add_argument("--max-batch-tokens", type=int, default=4096, help="server and offline batch budget")
     parser.add_argument(
-        "--admit-every", type=int, default=2, help="the servers' --admit-every (default 2, serve's default)"
+        "--max-batch-tokens", type=positive, default=4096, help="server and offline batch budget"
+    )
+    parser.add_argument(
+        "--admit-every",
+        type=positive,
+        default=2,
+        help="the servers' --admit-every (default 2, serve's default)",
     )
     parser.add_argument("--soak-minutes", type=float, default=0.0, help="soak at 64 clients (0: none)")
     parser.add_argument("--quick", action="store_true", help="200 sentences, 10 s per cell")
@@ -486,6 +497,69 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+#: The servers' batching modes, in the order the benchmark runs them.
+BATCHING_MODES = ("continuous", "request")
+
+
+def client_counts(text: str) -> tuple[int, ...]:
+    """Parse ``--clients``: comma-separated client counts, each at least 1 (e.g. "1,8,64").
+
+    Parameters
+    ----------
+    text : str
+        The option's value.
+
+    Returns
+    -------
+    tuple of int
+        The counts, in the order given.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Naming the item that is not a positive integer (argparse prefixes the option).
+
+    Notes
+    -----
+    Parsed when the options are, so a typo stops the benchmark in one line before minutes of offline timing
+    (it used to fail with a traceback after them).
+    """
+    parse_count = integer_in_range(1)
+    return tuple(parse_count(item.strip()) for item in text.split(","))
+
+
+def batching_modes(text: str) -> tuple[str, ...]:
+    """Parse ``--batching``: comma-separated modes among ``BATCHING_MODES``.
+
+    Parameters
+    ----------
+    text : str
+        The option's value, e.g. "continuous" or "continuous,request".
+
+    Returns
+    -------
+    tuple of str
+        The modes, in the order given.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Naming the unknown mode.
+
+    Notes
+    -----
+    Each mode starts a server with ``transformer serve --batching MODE``; an unknown one would otherwise be
+    refused by that server only after the offline baseline had run.
+    """
+    modes = tuple(item.strip() for item in text.split(","))
+    for mode in modes:
+        if mode not in BATCHING_MODES:
+            raise argparse.ArgumentTypeError(
+                f"expected {' or '.join(BATCHING_MODES)} (comma-separated), got {mode!r}"
+            )
+    return modes
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and write its report; returns the exit status."""
     args = parse_arguments(argv)
@@ -498,13 +572,12 @@ def main(argv: list[str] | None = None) -> int:
         offline = offline_baseline(args, sentences, alone_count=min(len(sentences), 100))
     except (OSError, ValueError) as error:
         raise SystemExit(f"python -m benchmarks.serve: {error}") from None
-    client_counts = [int(count) for count in args.clients.split(",")]
     cells: dict[str, dict[int, dict[str, Any]]] = {}
-    for batching in args.batching.split(","):
+    for batching in args.batching:
         cells[batching] = {}
         with ServerProcess(args, batching) as server:
             asyncio.run(run_clients(server.url, sentences, 8, 32, args.seconds, args.beam))  # warm-up
-            for clients in client_counts:
+            for clients in args.clients:
                 # One client sends the sentences timed alone offline, so its latencies compare one to one.
                 requests = len(offline["alone_ms"]) if clients == 1 else len(sentences)
                 result = asyncio.run(

@@ -73,3 +73,30 @@ def test_the_servers_allocator_is_named_as_it_will_run(monkeypatch: pytest.Monke
     assert "preloaded by the caller" in serve_benchmark.server_allocator(no_tcmalloc=True)
     monkeypatch.delenv("LD_PRELOAD")
     assert serve_benchmark.server_allocator(no_tcmalloc=True) == "glibc malloc"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--clients", "1,x", "argument --clients: expected an integer of at least 1, got 'x'"),
+        ("--clients", "8,0", "argument --clients: expected an integer of at least 1, got '0'"),
+        ("--batching", "continuous,fast", "argument --batching: expected continuous or request"),
+        ("--max-sentences", "-3", "argument --max-sentences: expected an integer of at least 1, got '-3'"),
+        ("--admit-every", "0", "argument --admit-every: expected an integer of at least 1, got '0'"),
+    ],
+)
+def test_a_bad_count_or_mode_is_refused_in_one_line_before_any_timing(
+    option: str, value: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        serve_benchmark.parse_arguments(["--checkpoint", "run", "--sentences", "s.txt", option, value])
+    assert stopped.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_counts_and_modes_parse_in_the_order_given() -> None:
+    args = serve_benchmark.parse_arguments(
+        ["--checkpoint", "run", "--sentences", "s.txt", "--clients", "64, 1", "--batching", "request"]
+    )
+    assert args.clients == (64, 1) and args.batching == ("request",)
+    defaults = serve_benchmark.parse_arguments(["--checkpoint", "run", "--sentences", "s.txt"])
+    assert defaults.clients == (1, 8, 64, 256) and defaults.batching == ("continuous", "request")

@@ -46,7 +46,7 @@ from benchmarks.bench_allocator import (
     typed_command,
 )
 from benchmarks.bench_environment import cpu_description, git_commit
-from transformer.command_checks import integer_in_range
+from transformer.command_checks import integer_in_range, integers_in_range
 from transformer.data.pipeline.text_files import read_lines
 from transformer.decoding.translator import Translator
 
@@ -463,7 +463,10 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         "--max-sentences", type=positive, default=1000, help="use the first N sentences (default 1000)"
     )
     parser.add_argument(
-        "--clients", type=client_counts, default=(1, 8, 64, 256), help="client counts (default 1,8,64,256)"
+        "--clients",
+        type=integers_in_range(1),
+        default=(1, 8, 64, 256),
+        help="client counts (default 1,8,64,256)",
     )
     parser.add_argument(
         "--batching", type=batching_modes, default=BATCHING_MODES, help="modes (default continuous,request)"
@@ -499,33 +502,6 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
 
 #: The servers' batching modes, in the order the benchmark runs them.
 BATCHING_MODES = ("continuous", "request")
-
-
-def client_counts(text: str) -> tuple[int, ...]:
-    """Parse ``--clients``: comma-separated client counts, each at least 1 (e.g. "1,8,64").
-
-    Parameters
-    ----------
-    text : str
-        The option's value.
-
-    Returns
-    -------
-    tuple of int
-        The counts, in the order given.
-
-    Raises
-    ------
-    argparse.ArgumentTypeError
-        Naming the item that is not a positive integer (argparse prefixes the option).
-
-    Notes
-    -----
-    Parsed when the options are, so a typo stops the benchmark in one line before minutes of offline timing
-    (it used to fail with a traceback after them).
-    """
-    parse_count = integer_in_range(1)
-    return tuple(parse_count(item.strip()) for item in text.split(","))
 
 
 def batching_modes(text: str) -> tuple[str, ...]:

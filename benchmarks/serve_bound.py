@@ -39,7 +39,7 @@ import torch
 from benchmarks.bench_allocator import reexecute_under_tcmalloc
 from benchmarks.bench_environment import describe_environment
 from transformer.atomic_files import write_json_atomically, write_text_atomically
-from transformer.command_checks import integer_in_range
+from transformer.command_checks import integer_in_range, integers_in_range
 from transformer.data.pipeline.text_files import read_lines
 from transformer.serving.continuous_batching import ContinuousBatch, SentenceToDecode
 from transformer.serving.model_worker import ADMISSION_GROUP
@@ -369,7 +369,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--max-sentences", type=POSITIVE, default=1014, help="use the first N (default 1014)")
     parser.add_argument(
-        "--in-flight", type=in_flight_counts, default=[64], help="sentences in flight (default 64)"
+        "--in-flight", type=integers_in_range(1), default=(64,), help="sentences in flight (default 64)"
     )
     parser.add_argument("--passes", type=POSITIVE, default=2, help="passes per count (default 2)")
     parser.add_argument("--threads", type=POSITIVE, default=2, help="PyTorch threads (default 2)")
@@ -384,32 +384,6 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-tcmalloc", action="store_true", help="keep glibc malloc (default: tcmalloc)")
     parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR, help="where reports go")
     return parser.parse_args(argv)
-
-
-def in_flight_counts(text: str) -> list[int]:
-    """Parse ``--in-flight``: comma-separated positive integers.
-
-    Parameters
-    ----------
-    text : str
-        E.g. ``"8,64"``.
-
-    Returns
-    -------
-    list of int
-        The counts in the order given.
-
-    Notes
-    -----
-    Raises ``argparse.ArgumentTypeError`` so argparse reports the option and the value.
-    """
-    try:
-        counts = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not counts or min(counts) < 1:
-        raise argparse.ArgumentTypeError(f"counts must be positive, got {text!r}")
-    return counts
 
 
 def main(argv: list[str] | None = None) -> int:

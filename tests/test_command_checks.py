@@ -9,6 +9,7 @@ import pytest
 
 from transformer.command_checks import (
     integer_in_range,
+    integers_in_range,
     number_in_range,
     refuse_control_characters,
     refuse_outputs_among_inputs,
@@ -34,6 +35,15 @@ def test_an_integer_option_takes_integers_in_its_range_only() -> None:
         assert str(refused.value) == f"expected an integer from 0 to 1024, got {text!r}"
     with pytest.raises(argparse.ArgumentTypeError, match="expected an integer of at least 1, got '0'"):
         last("0")
+
+
+def test_a_list_option_takes_each_item_in_its_range_in_the_order_given() -> None:
+    counts = integers_in_range(1)
+    assert counts("64, 1,8") == (64, 1, 8) and counts("3") == (3,)
+    for text, item in (("1,x", "x"), ("8,0", "0"), ("1,,2", ""), ("", "")):
+        with pytest.raises(argparse.ArgumentTypeError) as refused:
+            counts(text)
+        assert str(refused.value) == f"expected an integer of at least 1, got {item!r}"
 
 
 def test_seeds_are_a_count_or_the_seeds_themselves() -> None:

@@ -82,6 +82,36 @@ def integer_in_range(minimum: int, maximum: int | None = None) -> Callable[[str]
     return parse
 
 
+def integers_in_range(minimum: int, maximum: int | None = None) -> Callable[[str], tuple[int, ...]]:
+    """Make an argparse ``type`` that accepts comma-separated integers, each from ``minimum`` to ``maximum``.
+
+    Parameters
+    ----------
+    minimum : int
+        The smallest value allowed for each item.
+    maximum : int or None
+        The largest value allowed for each item; None for no upper bound.
+
+    Returns
+    -------
+    callable
+        ``parse(text) -> tuple of int``, the items in the order given; raises ``argparse.ArgumentTypeError``
+        naming the first item out of range or not an integer.
+
+    Notes
+    -----
+    Each item goes through :func:`integer_in_range`, so a list option and a single one word their errors
+    alike ("argument --clients: expected an integer of at least 1, got 'x'"). Spaces around items are allowed
+    ("64, 1"); an empty item is refused like any other non-integer.
+    """
+    parse_item = integer_in_range(minimum, maximum)
+
+    def parse(text: str) -> tuple[int, ...]:
+        return tuple(parse_item(item.strip()) for item in text.split(","))
+
+    return parse
+
+
 #: The most seeds one ``--seeds`` may name (a typo such as ``--seeds 1000`` would plan a thousand trainings).
 MAX_SEEDS = 100
 

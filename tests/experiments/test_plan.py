@@ -10,6 +10,7 @@ from transformer.experiments.common.plan import run_config, with_base_overrides
 from transformer.experiments.common.planned_runs import plan_runs
 from transformer.experiments.positions import settings as positions_settings
 from transformer.experiments.table2 import settings as table2_settings
+from transformer.experiments.table2.compute import COMPARISON_LENGTH, training_flops_per_pair
 
 
 def test_explicit_seeds_name_the_runs_and_their_configuration(tmp_path: Path) -> None:
@@ -139,6 +140,17 @@ def test_method_rows_separate_heads_from_key_width_size_from_steps_and_add_post_
         assert configs["big-same-steps"]["model"] == configs["big"]["model"]
         assert configs["big-same-steps"]["train"] == base["train"]
         assert configs["big"]["train"]["max_steps"] == 3 * base["train"]["max_steps"]
+        # big-same-flops: big's model for base's FLOPs (per step, big costs 3.1-3.6x base at every scale).
+        same_flops = configs["big-same-flops"]
+        assert same_flops["model"] == configs["big"]["model"]
+        base_cost = training_flops_per_pair(base["model"], COMPARISON_LENGTH, COMPARISON_LENGTH)
+        big_cost = training_flops_per_pair(same_flops["model"], COMPARISON_LENGTH, COMPARISON_LENGTH)
+        assert 3.1 < big_cost / base_cost < 3.7
+        steps = same_flops["train"]["max_steps"]
+        assert steps == max(1, round(base["train"]["max_steps"] * base_cost / big_cost))
+        assert abs(steps * big_cost - base["train"]["max_steps"] * base_cost) <= big_cost / 2
+        if scale != "paper":  # the short scales' warm-up follows the steps; the paper keeps its 4,000
+            assert same_flops["train"]["warmup_steps"] == max(1, steps // 10)
         if scale == "paper":  # the paper's base is post-norm already
             assert "post-norm" not in configs and base["model"]["norm_first"] is False
         else:

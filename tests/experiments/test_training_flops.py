@@ -9,6 +9,7 @@ from transformer.baselines.rnn import RNNEncoderDecoder
 from transformer.baselines.rnn_config import RNNConfig
 from transformer.data.pipeline.batch import Batch
 from transformer.experiments.rnn_baseline.training_flops import count_training_flops
+from transformer.experiments.table2.compute import training_flops_per_pair
 from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
 
@@ -45,6 +46,28 @@ def test_transformer_flops_equal_a_hand_count() -> None:
     assert counted.per_target_token == 3 * forward / (batch_size * tgt_len)
     # The counted copy is a float32 CPU copy: the model itself is left as it was.
     assert all(parameter.grad is None for parameter in model.parameters())
+
+
+def test_table2s_formula_equals_the_counter_with_wide_heads_and_unequal_lengths() -> None:
+    # The formula that sets big-same-flops' steps, against the counter, where h * d_k and h * d_v differ
+    # from d_model and from each other, the stacks differ in depth and the source outlasts the target.
+    batch_size, src_len, tgt_len = 2, 9, 4
+    settings = {
+        "vocab_size": 40, "d_model": 24, "d_ff": 40, "num_heads": 3, "d_k": 16, "d_v": 4,
+        "num_encoder_layers": 1, "num_decoder_layers": 2,
+    }  # fmt: skip
+    model = Transformer(TransformerConfig(**settings, dropout=0.1, attention_implementation="explicit"))
+    batch = _batch(
+        torch.randint(4, 40, (batch_size, src_len)),
+        torch.randint(4, 40, (batch_size, tgt_len)),
+        torch.randint(4, 40, (batch_size, tgt_len)),
+    )
+    counted = count_training_flops(model, [batch], label_smoothing=0.1, pad_id=0)
+    assert counted.flops == batch_size * training_flops_per_pair(settings, src_len, tgt_len)
+    # d_k and d_v left out mean d_model / num_heads, as in TransformerConfig.
+    implicit = {**settings, "d_k": None, "d_v": None, "num_heads": 4}
+    explicit = {**settings, "d_k": 6, "d_v": 6, "num_heads": 4}
+    assert training_flops_per_pair(implicit, 7, 5) == training_flops_per_pair(explicit, 7, 5)
 
 
 def test_rnn_flops_equal_a_hand_count_and_see_inside_the_lstm() -> None:

@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from transformer.config.experiment import ExperimentConfig, experiment_from_dict
@@ -39,9 +40,10 @@ class Variant:
     reported : dict of str to Any
         What the paper reports for this variant (e.g. ``{"dev_perplexity": 5.29, "dev_bleu": 24.9}``), shown
         beside our figures; empty when the paper has no number.
-    step_factor : int
-        The variant trains ``step_factor`` times the base's ``train.max_steps`` (Table 2's big: 3, the
-        paper's 300K against 100K); the plan's schedule rule gives the warm-up and cool-down that go with it.
+    step_factor : int or Fraction
+        The variant trains ``step_factor`` times the base's ``train.max_steps``, rounded, at least 1 (Table
+        2's big: 3, the paper's 300K against 100K; big-same-flops: base's FLOPs over big's); the plan's
+        schedule rule gives the warm-up and cool-down that go with it.
 
     Notes
     -----
@@ -54,7 +56,7 @@ class Variant:
     overrides: dict[str, Any] = field(default_factory=dict)
     group: str = ""
     reported: dict[str, Any] = field(default_factory=dict)
-    step_factor: int = 1
+    step_factor: int | Fraction = 1
 
 
 #: Turns a trained model and its data into extra metrics of a run (e.g. attention statistics).
@@ -263,7 +265,7 @@ def run_config(plan: ExperimentPlan, variant: Variant, seed: int) -> dict[str, A
         set_dotted(values, key, value)
     steps = values.get("train", {}).get("max_steps", TrainConfig.max_steps)
     if variant.step_factor != 1 and _is_step_count(steps):  # a bad value is reported by the validation below
-        _set_steps(values, plan, steps * variant.step_factor)
+        _set_steps(values, plan, max(1, round(steps * variant.step_factor)))
     set_dotted(values, "train.seed", seed)
     try:
         experiment: ExperimentConfig = experiment_from_dict(

@@ -22,7 +22,8 @@ store), the paper's batch of 25,000 tokens) and
 Multi30k recipe does: on budgets of a few thousand steps post-norm learns far more slowly (BENCHMARKS.md);
 the paper scale is post-norm, as the paper.
 
-Layout (docs/experiments.md): :mod:`.settings` (the scale rule, the rows, :func:`build_plan`), :mod:`.report`
-(the table and the plots) and :mod:`.verdicts` (the generated section of EXPERIMENTS.md); no ``run`` module,
+Layout (docs/experiments.md): :mod:`.settings` (the scale rule, the rows, :func:`build_plan`), :mod:`.compute`
+(a row's training FLOPs, for big-same-flops), :mod:`.report` (the table and the plots) and :mod:`.verdicts`
+(the generated section of EXPERIMENTS.md); no ``run`` module,
 since the worker's perplexity and BLEU are all Table 2 reports.
 """

@@ -10,6 +10,7 @@ from transformer.experiments.scale_recipes import (
     short_schedule,
     wmt14_recipe,
 )
+from transformer.experiments.table2.compute import equal_flops_step_factor
 from transformer.model.presets import BASE_SETTINGS, BIG_SETTINGS, TABLE2_VARIANTS
 
 #: Keys of a Table 2 variant that are widths (scaled by w) and layer counts (scaled by l).
@@ -170,7 +171,7 @@ def build_plan(scale: str) -> ExperimentPlan:
         overrides: dict[str, Any] = {f"model.{key}": value for key, value in model.items()}
         overrides["train.label_smoothing"] = smoothing
         variants.append(Variant(name, overrides, group, reported, step_factor=step_factor))
-    variants += method_rows(scale, variants)
+    variants += method_rows(scale, variants, int(settings["base"]["model"]["vocab_size"]))
     notes = (
         f"Scale {scale}: widths x {settings['width']}, layers x {settings['layers']} (rounded, at least 1), heads, "
         f"dropout and label smoothing as in the paper; {settings['steps']} steps per row, big {BIG_STEP_FACTOR}x; "
@@ -183,8 +184,8 @@ def build_plan(scale: str) -> ExperimentPlan:
     )
 
 
-def method_rows(scale: str, rows: list[Variant]) -> list[Variant]:
-    """Add the rows issue #29 asks for beside the paper's: A at a fixed d_k, big at base's steps, post-norm.
+def method_rows(scale: str, rows: list[Variant], vocab_size: int) -> list[Variant]:
+    """Add the rows issue #29 asks for beside the paper's: A at a fixed d_k, big at base's steps and FLOPs, post-norm.
 
     Parameters
     ----------
@@ -192,22 +193,28 @@ def method_rows(scale: str, rows: list[Variant]) -> list[Variant]:
         The scale.
     rows : list of Variant
         The paper's rows at this scale (base, A1-A4, ..., big).
+    vocab_size : int
+        The scale's joint vocabulary size (``model.vocab_size``), for the output projection's FLOPs.
 
     Returns
     -------
     list of Variant
         ``A1-same-dk`` .. ``A4-same-dk`` (group ``A-same-dk``): A's head counts with base's d_k = d_v, so h * d_k
         grows with h instead of staying d_model; ``big-same-steps`` (group ``big-same-steps``): big trained as
-        many steps as base; ``post-norm`` (group ``layout``, not at the paper scale, whose base already is):
-        base with the paper's post-norm layout.
+        many steps as base; ``big-same-flops`` (group ``big-same-flops``): big trained for base's FLOPs, about
+        0.3x base's steps (:func:`transformer.experiments.table2.compute.equal_flops_step_factor`);
+        ``post-norm`` (group ``layout``, not at the paper scale, whose base already is): base with the paper's
+        post-norm layout.
 
     Notes
     -----
     The paper's row A keeps h * d_k = d_model, so 16 and 32 heads also shrink d_k to 32 and 16 (at the CPU
     scale to 8 and 4, which row B shows costs BLEU by itself); the same-d_k rows separate the head count from
     the key width. Big trains 3x base's steps in the paper, so big against base mixes size with training
-    length; big-same-steps isolates the size. These rows carry the paper's figure of the row whose claim they
-    test (``claim_from``), BLEU only: the paper measured no such row.
+    length; big-same-steps isolates the size, and big-same-flops asks whether big is worth its cost (the
+    machine-independent form of "at the same wall time"). These rows carry the paper's figure of the row whose
+    claim they test (``claim_from``), BLEU only: the paper measured no such row; big-same-flops tests no claim
+    of the paper's (it never compared at equal cost) and carries none.
     """
     by_name = {row.name: row for row in rows}
     base = by_name["base"]
@@ -230,9 +237,19 @@ def method_rows(scale: str, rows: list[Variant]) -> list[Variant]:
             {"dev_bleu": big.reported["dev_bleu"], "claim_from": "big"},
         )
     )
+    step_factor = equal_flops_step_factor(_model_settings(base, vocab_size), _model_settings(big, vocab_size))
+    extra.append(Variant("big-same-flops", dict(big.overrides), "big-same-flops", step_factor=step_factor))
     if scale != "paper":
         extra.append(Variant("post-norm", {**base.overrides, "model.norm_first": False}, "layout"))
     return extra
+
+
+def _model_settings(row: Variant, vocab_size: int) -> dict[str, Any]:
+    """Read a row's ``model`` settings from its overrides, with the scale's vocabulary size."""
+    model = {
+        key.removeprefix("model."): value for key, value in row.overrides.items() if key.startswith("model.")
+    }
+    return {**model, "vocab_size": vocab_size}
 
 
 def learning_rate_note(base: dict[str, Any], variants: list[Variant]) -> str:

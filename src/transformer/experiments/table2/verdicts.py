@@ -93,7 +93,9 @@ def describe_changes(variant: Variant, base: Variant) -> str:
         )
     ]
     if variant.step_factor != 1:
-        changes.append(f"steps x{variant.step_factor}")
+        factor = variant.step_factor
+        shown = f"{factor}" if int(factor) == factor else f"{float(factor):.2f}"
+        changes.append(f"steps x{shown}")
     return ", ".join(changes) or "-"
 
 

@@ -98,6 +98,8 @@ def _record(directory: Path, variant: str, seed: int, hypotheses: list[str], ref
             "seed": seed,
             "dev_bleu": score_translations(hypotheses, references).bleu,
             "dev_perplexity": 10.0 + seed,
+            "params": 1_000_000,  # what table.md shows beside the figures
+            "train_seconds": 60.0,
             "commit": "0123abcd",
             "dirty": False,
             "dev_hypotheses": store_sentences(directory, hypotheses),
@@ -155,10 +157,20 @@ def test_the_report_command_checks_writes_and_refuses_training_options(
         "--document",
         str(document),
     ]
+    table = experiment_dir / TABLE_FILE
     assert main([*command, "--check"]) == 1
-    assert "section table2-tiny differs from" in capsys.readouterr().err
-    assert main(command) == 0 and "section table2-tiny rewritten" in capsys.readouterr().out
+    assert f"section table2-tiny and {table} differ from" in capsys.readouterr().err
+    assert not table.exists()  # --check writes nothing
+    assert main(command) == 0
+    assert f"section table2-tiny rewritten; {table} rebuilt" in capsys.readouterr().out
+    rebuilt = table.read_text(encoding="utf-8")
+    assert "| base |" in rebuilt and "| big-same-flops |" in rebuilt
     assert main([*command, "--check"]) == 0
+    # A table left stale by a plan that gained a row (the section still current) is found and rebuilt too.
+    table.write_text(rebuilt.replace("| big-same-flops |", "| big-same-fops |"), encoding="utf-8")
+    assert main([*command, "--check"]) == 1 and f"{table} differs from" in capsys.readouterr().err
+    assert main(command) == 0 and "already current; " in capsys.readouterr().out
+    assert table.read_text(encoding="utf-8") == rebuilt
     assert main([*command, "--seeds", "3"]) == 2
     assert capsys.readouterr().err.strip() == (
         "transformer experiment: error: report reads records, it trains nothing: --seeds does not apply"

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from transformer.atomic_files import write_text_atomically
 from transformer.experiments.common.results import RESULTS_FILE, read_results
+from transformer.experiments.common.runner import TABLE_FILE, rebuild_reports
 from transformer.experiments.registry import EXPERIMENTS, build_plan, experiment_part
 
 
@@ -138,10 +139,14 @@ class ReportOutcome:
         The Markdown file holding the section.
     check : bool
         Whether the document was only compared, not written.
+    table_changed : bool
+        True when the directory's ``table.md`` differed from what the records give (and, unless checking, was
+        rebuilt with the plots).
 
     Notes
     -----
-    ``transformer experiment report --check`` exits with :attr:`status` 1 when ``changed``.
+    ``transformer experiment report --check`` exits with :attr:`status` 1 when ``changed`` or
+    ``table_changed``.
     """
 
     section: str
@@ -150,6 +155,7 @@ class ReportOutcome:
     experiment_dir: Path
     document: Path
     check: bool
+    table_changed: bool = False
 
     @property
     def status(self) -> int:
@@ -158,13 +164,13 @@ class ReportOutcome:
         Returns
         -------
         int
-            1 when checking found the section stale, else 0.
+            1 when checking found the section or ``table.md`` stale, else 0.
 
         Notes
         -----
-        Without ``--check`` a stale section is rewritten, which is success.
+        Without ``--check`` a stale section or table is rewritten, which is success.
         """
-        return 1 if self.check and self.changed else 0
+        return 1 if self.check and (self.changed or self.table_changed) else 0
 
     def message(self) -> str:
         """Say in one line what the report found or did.
@@ -180,11 +186,14 @@ class ReportOutcome:
         The command prints it on standard error when :attr:`status` is 1, on standard output otherwise.
         """
         if self.status:
+            stale = [f"{self.document}: section {self.section}"] if self.changed else []
+            stale += [str(self.experiment_dir / TABLE_FILE)] if self.table_changed else []
             return (
-                f"{self.document}: section {self.section} differs from {self.experiment_dir}'s records; run "
-                f"transformer experiment report {self.name} --output-dir {self.experiment_dir}"
+                f"{' and '.join(stale)} differ{'s' if len(stale) == 1 else ''} from {self.experiment_dir}'s "
+                f"records; run transformer experiment report {self.name} --output-dir {self.experiment_dir}"
             )
-        return f"{self.document}: section {self.section} {'rewritten' if self.changed else 'already current'}"
+        table = f"; {self.experiment_dir / TABLE_FILE} rebuilt" if self.table_changed else ""
+        return f"{self.document}: section {self.section} {'rewritten' if self.changed else 'already current'}{table}"
 
 
 def update_document(name: str, experiment_dir: Path, document: Path, check: bool) -> ReportOutcome:
@@ -214,7 +223,8 @@ def update_document(name: str, experiment_dir: Path, document: Path, check: bool
     Notes
     -----
     The document is rewritten atomically and only when the section differs, so an unchanged report leaves the
-    file (and its modification time) alone.
+    file (and its modification time) alone. The directory's ``table.md`` is compared too and, when it differs
+    (a plan that gained a row, a renderer that changed), rebuilt with the plots, as a run would.
     """
     section = experiment_dir.resolve().name
     if not document.is_file():
@@ -224,7 +234,17 @@ def update_document(name: str, experiment_dir: Path, document: Path, check: bool
     changed = updated != current
     if changed and not check:
         write_text_atomically(document, updated)
-    return ReportOutcome(section, changed, name, experiment_dir, document, check)
+    records = read_results(experiment_dir / RESULTS_FILE)  # one experiment, one scale: render_section checked
+    plan = build_plan(name, str(records[0]["scale"]))
+    tables = experiment_part(name, "report")
+    if tables is None:
+        raise ValueError(f"{name} has no report module to render its table")
+    table = tables.render_table(plan, records)
+    table_path = experiment_dir / TABLE_FILE
+    table_changed = not table_path.is_file() or table_path.read_text(encoding="utf-8") != table
+    if table_changed and not check:
+        rebuild_reports(plan, experiment_dir)
+    return ReportOutcome(section, changed, name, experiment_dir, document, check, table_changed)
 
 
 def experiment_of_section(section: str) -> str:

@@ -215,6 +215,10 @@ def test_attention_scoring_claims_pair_scorings_at_the_same_width(tmp_path: Path
     additive = [line for line in lines if line.startswith("| additive against unscaled")]
     assert all(line.endswith("| not run |") for line in additive)
     assert any(line.startswith("| q.k: saturated rows at initialisation | 0.100 (3) |") for line in lines)
+    # Entropy for every scoring, the ones without records shown as such.
+    entropy = "softmax entropy at initialisation (nats)"
+    assert f"| q.k / sqrt(d_k): {entropy} | " + " | ".join(["1.20 (3)"] * 7) + " |" in lines
+    assert f"| additive: {entropy} | " + " | ".join(["-"] * 7) + " |" in lines
 
 
 def _record_scoring(
@@ -231,6 +235,7 @@ def _record_scoring(
             "seed": seed,
             "dev_bleu": score_translations(hypotheses, references).bleu,
             "init_saturated_share": 0.1,
+            "init_entropy": 1.0 + seed / 10,  # 1.1, 1.2, 1.3: mean 1.2
             "commit": "0123abcd",
             "dev_hypotheses": store_sentences(directory, hypotheses),
             "dev_references": store_sentences(directory, references),

@@ -4,7 +4,7 @@ What ``transformer experiment report attention-scoring`` writes into EXPERIMENTS
 d_k over seeds; the claims of section 3.2.1 (and of the notes) as comparisons between two scorings at the
 same d_k and seed, each with the paired bootstrap test and the verdict rule; and the softmax statistics behind
 the "small gradients" claim, at initialisation and after training, for every d_k, so a trend is read from all
-widths and not from the last one alone.
+widths and not from the last one alone, with every scoring's softmax entropy (how flat its attention is).
 """
 
 from collections.abc import Callable
@@ -62,6 +62,12 @@ STATISTIC_ROWS = (
     ("init_logit_grad_norm", "gradient norm at the logits, initialisation", 4),
     ("trained_logit_grad_norm", "gradient norm at the logits, after training", 4),
 )
+#: Shown for every scoring: how flat its attention is (uniform over n keys: ln n nats), which separates "too
+#: peaked" (unscaled) from "too flat" (1/d_k, and additive scoring under its old initialisation).
+ENTROPY_ROWS = (
+    ("init_entropy", "softmax entropy at initialisation (nats)", 2),
+    ("trained_entropy", "softmax entropy after training (nats)", 2),
+)
 
 
 def _widths(plan: ExperimentPlan) -> list[int]:
@@ -90,7 +96,8 @@ def render_verdicts(plan: ExperimentPlan, records: list[dict[str, Any]], experim
     Returns
     -------
     str
-        Markdown: dev BLEU per scoring and d_k, the claims' comparisons, and the softmax statistics.
+        Markdown: dev BLEU per scoring and d_k, the claims' comparisons, and the softmax statistics (saturation
+        and gradients for the two dot products the claim is about, entropy for every scoring).
 
     Notes
     -----
@@ -140,8 +147,9 @@ def render_verdicts(plan: ExperimentPlan, records: list[dict[str, Any]], experim
         "| scoring, statistic | " + " | ".join(f"d_k {width}" for width in widths) + " |",
         rule,
     ]
-    for scoring in ("unscaled", "sqrt"):
-        for key, label, digits in STATISTIC_ROWS:
-            cells = [_mean(by_variant.get(f"{scoring}-dk{width}", []), key, digits) for width in widths]
-            lines.append(f"| {SCORING_LABELS[scoring]}: {label} | " + " | ".join(cells) + " |")
+    shown = [(scoring, row) for scoring in ("unscaled", "sqrt") for row in STATISTIC_ROWS]
+    shown += [(scoring, row) for row in ENTROPY_ROWS for scoring in SCORING_LABELS]
+    for scoring, (key, label, digits) in shown:
+        cells = [_mean(by_variant.get(f"{scoring}-dk{width}", []), key, digits) for width in widths]
+        lines.append(f"| {SCORING_LABELS[scoring]}: {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

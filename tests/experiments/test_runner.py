@@ -238,6 +238,15 @@ def test_token_store_keys_leave_the_fingerprint_of_earlier_runs_unchanged() -> N
     current["data"]["token_store"] = True  # the same batches, held on disk
     assert config_fingerprint(recorded) == config_fingerprint(current)
     assert config_differences(recorded, current) == []
+    # Where the machine keeps its checksummed copy of the corpus is not part of the run either.
+    recorded["data"]["mirror"], current["data"]["mirror"] = (
+        "/work/shared/data/multi30k",
+        "../shared/data/multi30k",
+    )
+    assert config_fingerprint(recorded) == config_fingerprint(current)
+    assert config_differences(recorded, current) == []
+    current["data"]["corpus"] = "synthetic" if recorded["data"]["corpus"] != "synthetic" else "multi30k"
+    assert [line.split(":")[0] for line in config_differences(recorded, current)] == ["data.corpus"]
 
 
 def test_results_file_ignores_a_torn_last_line_and_refuses_a_broken_one(tmp_path: Path) -> None:

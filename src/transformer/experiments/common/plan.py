@@ -22,7 +22,9 @@ from transformer.config.train import TrainConfig
 #: Keys that describe the machine, not the experiment: they may differ between a run and its resumption.
 #: ``data.token_store*`` say where the encoded corpus is held (lists or a memory-mapped store), which gives the
 #: same batches (tested), so they leave fingerprints of earlier runs unchanged.
-MACHINE_KEYS = frozenset({"train.device", "train.threads", "data.token_store", "data.token_store_verify"})
+MACHINE_KEYS = frozenset(
+    {"train.device", "train.threads", "data.token_store", "data.token_store_verify", "data.mirror"}
+)
 
 
 @dataclass(frozen=True)
@@ -292,7 +294,9 @@ def config_fingerprint(config: Mapping[str, Any]) -> str:
     Notes
     -----
     ``train.device`` and ``train.threads`` are left out so that a run resumed on another machine, or with
-    ``--parallel`` changed, is still the same run.
+    ``--parallel`` changed, is still the same run; so is ``data.mirror``, where this machine keeps a local copy
+    of the corpus: its files are checked against the corpus's checksums, so the path (absolute in one
+    session, relative in the next) says nothing about the data.
     """
     flat = {key: value for key, value in flatten(config).items() if key not in MACHINE_KEYS}
     return hashlib.sha256(json.dumps(flat, sort_keys=True, default=str).encode("utf-8")).hexdigest()

@@ -87,8 +87,14 @@ def test_a_report_of_the_committed_records_is_current_and_a_stale_copy_is_found(
     )
     assert (current.status, current.message()) == (0, f"{document}: section table2-cpu already current")
     stale = tmp_path / "EXPERIMENTS.md"
+    text = document.read_text(encoding="utf-8")
+    # Stale this section alone: another directory's section may well count as many records.
+    start = text.index("<!-- begin generated: table2-cpu -->")
+    end = text.index("<!-- end generated: table2-cpu -->", start)
+    section = text[start:end]
+    assert "from 26 records" in section
     stale.write_text(
-        document.read_text(encoding="utf-8").replace("from 26 records", "from 25 records"), "utf-8"
+        text[:start] + section.replace("from 26 records", "from 25 records") + text[end:], "utf-8"
     )
     options = ExperimentOptions("report", report_of="table2", output_dir=str(records), document=str(stale))
     found = report_named_experiment(dataclasses.replace(options, check=True))

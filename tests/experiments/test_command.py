@@ -14,6 +14,7 @@ from transformer.experiments.command import (
     run_named_experiment,
     training_flags,
 )
+from transformer.experiments.common.generated_sections import section_markers
 from transformer.experiments.common.runner import ExperimentOutcome
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -89,8 +90,9 @@ def test_a_report_of_the_committed_records_is_current_and_a_stale_copy_is_found(
     stale = tmp_path / "EXPERIMENTS.md"
     text = document.read_text(encoding="utf-8")
     # Stale this section alone: another directory's section may well count as many records.
-    start = text.index("<!-- begin generated: table2-cpu -->")
-    end = text.index("<!-- end generated: table2-cpu -->", start)
+    begin_marker, end_marker = section_markers("table2-cpu")
+    start = text.index(begin_marker)
+    end = text.index(end_marker, start)
     section = text[start:end]
     assert "from 26 records" in section
     stale.write_text(

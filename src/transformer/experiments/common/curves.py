@@ -7,6 +7,7 @@ overfitting") can be checked against the curves of the very runs the table repor
 """
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -82,19 +83,114 @@ def read_curve(experiment_dir: Path, relative: str, kind: str, key: str) -> tupl
     return steps, [points[step] for step in steps]
 
 
-def plot_curves(
-    records: Sequence[dict[str, Any]], experiment_dir: Path, variants: Sequence[str], path: Path
-) -> Path | None:
-    """Plot training NLL and validation loss against steps for some variants, every seed.
+#: Line styles told apart in print; seeds beyond four reuse them.
+SEED_LINE_STYLES = ("-", "--", ":", "-.")
+
+
+def curve_styles(
+    records: Sequence[dict[str, Any]], variants: Sequence[str]
+) -> dict[tuple[str, int], tuple[str, str]]:
+    """Give each run of a curves plot its colour (one per variant) and line style (one per seed).
 
     Parameters
     ----------
     records : sequence of dict
-        The experiment's records (those with ``curves``).
+        The records plotted (``variant`` and ``seed`` are read).
+    variants : sequence of str
+        The variants in plotting order; a variant's colour is matplotlib's ``C{index}`` for its index here.
+
+    Returns
+    -------
+    dict of (str, int) to (str, str)
+        ``(variant, seed)`` to ``(colour, line style)``.
+
+    Notes
+    -----
+    Fifteen runs (five variants at three seeds) in matplotlib's ten-colour cycle repeat colours, so two
+    unrelated runs look alike; a colour per variant and a dash per seed keep a variant's seeds together and
+    its spread readable. More than ten variants wrap the colour cycle (the caller plots fewer).
+    """
+    seeds = sorted({int(record["seed"]) for record in records})
+    return {
+        (str(record["variant"]), int(record["seed"])): (
+            f"C{variants.index(record['variant']) % 10}",
+            SEED_LINE_STYLES[seeds.index(int(record["seed"])) % len(SEED_LINE_STYLES)],
+        )
+        for record in records
+        if record["variant"] in variants
+    }
+
+
+def draw_curves(records: Sequence[dict[str, Any]], experiment_dir: Path, variants: Sequence[str]) -> Any:
+    """Draw training and validation NLL against steps for some variants, every seed, on a new figure.
+
+    Parameters
+    ----------
+    records : sequence of dict
+        The records to draw, each with ``curves``, ``variant`` in ``variants`` and ``seed``.
     experiment_dir : Path
         The experiment directory.
     variants : sequence of str
-        The variants to draw, e.g. base and row D's.
+        The variants, in drawing (and colour) order.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Two panels, training NLL and validation NLL, one line per record in each, labelled ``VARIANT sSEED``.
+
+    Notes
+    -----
+    Both panels are NLL without label smoothing (validation NLL is the log of the logged validation
+    perplexity; the logged ``valid_loss`` includes the run's own smoothing, which would make runs with
+    different smoothing, and the two panels, incomparable). Overfitting shows as the validation NLL rising
+    while the training NLL keeps falling, which is what dropout should delay. Training NLL is measured with
+    dropout on, so it sits above what the same weights score without it. Colours follow
+    :func:`curve_styles`.
+    """
+    from matplotlib.figure import Figure
+
+    styles = curve_styles(records, variants)
+    figure = Figure(figsize=(10, 4.5))
+    training, validation = figure.subplots(1, 2, sharey=True)
+    for record in sorted(
+        records, key=lambda record: (variants.index(record["variant"]), int(record["seed"]))
+    ):
+        label = f"{record['variant']} s{record['seed']}"
+        colour, line_style = styles[(record["variant"], int(record["seed"]))]
+        training.plot(
+            *read_curve(experiment_dir, record["curves"], "train", "train_nll"),
+            color=colour,
+            linestyle=line_style,
+            label=label,
+        )
+        steps, perplexities = read_curve(experiment_dir, record["curves"], "valid", "valid_perplexity")
+        validation.plot(
+            steps,
+            [math.log(value) for value in perplexities],
+            color=colour,
+            linestyle=line_style,
+            label=label,
+        )
+    training.set(title="training NLL (no label smoothing)", xlabel="step", ylabel="nats per token")
+    validation.set(title="validation NLL (log perplexity)", xlabel="step")
+    validation.legend(fontsize=7)
+    figure.tight_layout()
+    return figure
+
+
+def plot_curves(
+    records: Sequence[dict[str, Any]], experiment_dir: Path, variants: Sequence[str], path: Path
+) -> Path | None:
+    """Plot training and validation NLL against steps for some variants, every seed, to a PNG.
+
+    Parameters
+    ----------
+    records : sequence of dict
+        The experiment's records (those with ``curves`` and a variant in ``variants`` are drawn).
+    experiment_dir : Path
+        The experiment directory.
+    variants : sequence of str
+        The variants to draw, e.g. base and row D's dropout rows.
     path : Path
         The PNG written.
 
@@ -105,24 +201,12 @@ def plot_curves(
 
     Notes
     -----
-    Training NLL (without label smoothing) and validation loss on one axis per panel: overfitting shows as
-    the validation loss rising while the training NLL keeps falling, which is what dropout should delay.
+    The figure is :func:`draw_curves`'s; it is written atomically, so an interrupted report leaves the
+    committed picture whole.
     """
     chosen = [record for record in records if record["variant"] in variants and "curves" in record]
     if not chosen:
         return None
-    from matplotlib.figure import Figure
-
     from transformer.visualization.attention_plot import save_figure_atomically
 
-    figure = Figure(figsize=(10, 4.5))
-    training, validation = figure.subplots(1, 2, sharey=True)
-    for record in sorted(chosen, key=lambda record: (variants.index(record["variant"]), int(record["seed"]))):
-        label = f"{record['variant']} s{record['seed']}"
-        training.plot(*read_curve(experiment_dir, record["curves"], "train", "train_nll"), label=label)
-        validation.plot(*read_curve(experiment_dir, record["curves"], "valid", "valid_loss"), label=label)
-    training.set(title="training NLL", xlabel="step", ylabel="nats per token")
-    validation.set(title="validation loss", xlabel="step")
-    validation.legend(fontsize=7)
-    figure.tight_layout()
-    return save_figure_atomically(figure, path)
+    return save_figure_atomically(draw_curves(chosen, experiment_dir, variants), path)

@@ -223,8 +223,10 @@ def update_document(name: str, experiment_dir: Path, document: Path, check: bool
     Notes
     -----
     The document is rewritten atomically and only when the section differs, so an unchanged report leaves the
-    file (and its modification time) alone. The directory's ``table.md`` is compared too and, when it differs
-    (a plan that gained a row, a renderer that changed), rebuilt with the plots, as a run would.
+    file (and its modification time) alone. The directory's ``table.md`` is compared too (a plan that gained
+    a row, a renderer that changed) and reported when it differs. Unless checking, the table and the plots
+    are rebuilt every time, as a run would: a change to a plot has no text to compare, so a report is what
+    carries it to the committed pictures.
     """
     section = experiment_dir.resolve().name
     if not document.is_file():
@@ -242,7 +244,7 @@ def update_document(name: str, experiment_dir: Path, document: Path, check: bool
     table = tables.render_table(plan, records)
     table_path = experiment_dir / TABLE_FILE
     table_changed = not table_path.is_file() or table_path.read_text(encoding="utf-8") != table
-    if table_changed and not check:
+    if not check:
         rebuild_reports(plan, experiment_dir)
     return ReportOutcome(section, changed, name, experiment_dir, document, check, table_changed)
 

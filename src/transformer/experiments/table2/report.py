@@ -109,7 +109,33 @@ def plot(plan: ExperimentPlan, records: list[dict[str, Any]], output_dir: Path) 
     figure.tight_layout()
     path = output_dir / "table2.png"
     save_figure_atomically(figure, path)
-    # Row D's claim is about overfitting: its runs' curves beside base's (issue #29).
-    dropout = [variant.name for variant in plan.variants if variant.group in ("base", "D")]
-    curves = plot_curves(records, output_dir, dropout, output_dir / "table2-curves-D.png")
+    curves = plot_curves(records, output_dir, dropout_rows(plan), output_dir / "table2-curves-D.png")
     return [path] + ([curves] if curves is not None else [])
+
+
+def dropout_rows(plan: ExperimentPlan) -> list[str]:
+    """Name base and row D's dropout rows, the runs ``table2-curves-D.png`` draws.
+
+    Parameters
+    ----------
+    plan : ExperimentPlan
+        Table 2's plan.
+
+    Returns
+    -------
+    list of str
+        Base and the row-D variants with base's label smoothing (at every scale: base, D1, D2).
+
+    Notes
+    -----
+    Row D's dropout claim is about overfitting (issue #29), which the curves show; the label smoothing rows
+    (D3, D4) ask another question, and fifteen curves at three seeds would hide the nine that answer it.
+    """
+    base_smoothing = next(variant for variant in plan.variants if variant.name == "base").overrides[
+        "train.label_smoothing"
+    ]
+    return [
+        variant.name
+        for variant in plan.variants
+        if variant.group in ("base", "D") and variant.overrides["train.label_smoothing"] == base_smoothing
+    ]

@@ -1,0 +1,68 @@
+"""The curves plot of an experiment's runs: one colour per variant, one dash per seed, NLL on both panels."""
+
+import json
+import math
+from pathlib import Path
+
+from transformer.experiments.common.curves import curve_styles, draw_curves, plot_curves
+from transformer.experiments.table2.report import dropout_rows
+from transformer.experiments.table2.settings import build_plan
+
+
+def test_each_variant_keeps_one_colour_and_each_seed_one_line_style() -> None:
+    variants = ["base", "D1", "D2", "D3", "D4"]
+    records = [{"variant": variant, "seed": seed} for variant in variants for seed in (1, 5, 7)]
+    styles = curve_styles(records, variants)
+    assert len(set(styles.values())) == 15  # no two runs drawn alike (the old colour cycle repeated at 10)
+    assert styles[("base", 1)] == ("C0", "-") and styles[("D4", 7)] == ("C4", ":")
+    for variant in variants:
+        assert len({styles[(variant, seed)][0] for seed in (1, 5, 7)}) == 1
+    for seed in (1, 5, 7):
+        assert len({styles[(variant, seed)][1] for variant in variants}) == 1
+
+
+def write_metrics(path: Path, train_nll: list[float], valid_perplexity: list[float]) -> None:
+    lines = [
+        {"kind": "train", "step": 10 * (index + 1), "train_nll": value}
+        for index, value in enumerate(train_nll)
+    ]
+    lines += [
+        {"kind": "valid", "step": 20 * (index + 1), "valid_loss": 99.0, "valid_perplexity": value}
+        for index, value in enumerate(valid_perplexity)
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+
+
+def test_the_validation_panel_draws_log_perplexity_not_the_smoothed_loss(tmp_path: Path) -> None:
+    (tmp_path / "curves").mkdir()
+    records = []
+    for variant, seed, perplexities in (
+        ("base", 1, [40.0, 20.0]),
+        ("D1", 1, [30.0, 15.0]),
+        ("D1", 2, [32.0, 16.0]),
+    ):
+        relative = f"curves/{variant}-s{seed}.metrics.jsonl"
+        write_metrics(tmp_path / relative, [5.0, 4.0, 3.5, 3.0], perplexities)
+        records.append({"variant": variant, "seed": seed, "curves": relative})
+    figure = draw_curves(records, tmp_path, ["base", "D1"])
+    training, validation = figure.axes
+    lines = {line.get_label(): line for line in validation.get_lines()}
+    assert list(lines) == ["base s1", "D1 s1", "D1 s2"]
+    assert list(lines["D1 s2"].get_xdata()) == [20, 40]
+    assert [round(value, 6) for value in lines["D1 s2"].get_ydata()] == [
+        round(math.log(32.0), 6),
+        round(math.log(16.0), 6),
+    ]
+    assert lines["D1 s1"].get_color() == lines["D1 s2"].get_color() != lines["base s1"].get_color()
+    assert lines["D1 s1"].get_linestyle() != lines["D1 s2"].get_linestyle()
+    assert list(training.get_lines()[0].get_ydata()) == [5.0, 4.0, 3.5, 3.0]
+    assert plot_curves(records, tmp_path, ["base", "D1"], tmp_path / "curves.png") == tmp_path / "curves.png"
+    assert (tmp_path / "curves.png").stat().st_size > 1000
+    assert plot_curves(records, tmp_path, ["D2"], tmp_path / "none.png") is None
+    assert not (tmp_path / "none.png").exists()
+
+
+def test_row_d_curves_draw_base_and_the_dropout_rows_only() -> None:
+    # D3 and D4 change label smoothing, another question; fifteen curves hid the nine that answer this one.
+    assert dropout_rows(build_plan("cpu")) == ["base", "D1", "D2"]
+    assert dropout_rows(build_plan("paper")) == ["base", "D1", "D2"]

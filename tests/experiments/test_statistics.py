@@ -1,10 +1,12 @@
 """Seed statistics and the verdict rule, against values worked out by hand or from published t tables."""
 
 import math
+from pathlib import Path
 
 import pytest
 
 from transformer.evaluation.bleu import PairedScoreTest
+from transformer.experiments.common.comparisons import compare_with_baseline
 from transformer.experiments.common.statistics import (
     decide_verdict,
     student_t_two_sided_probability,
@@ -83,3 +85,14 @@ def test_verdict_without_tests_or_with_a_bad_direction() -> None:
     )
     with pytest.raises(ValueError, match="expected_sign=2"):
         decide_verdict(2, [])
+
+
+def test_a_comparison_says_which_side_has_not_run(tmp_path: Path) -> None:
+    # Without stored translations a pair is untested; without one side's records there is no pair at all.
+    variant = [{"seed": 1, "dev_bleu": 20.0, "commit": "abc"}]
+    baseline = [{"seed": 1, "dev_bleu": 21.5, "commit": "abc"}]
+    assert compare_with_baseline([], baseline, -1, tmp_path) == ("-", "not run")
+    assert compare_with_baseline(variant, [], -1, tmp_path) == ("-", "baseline not run")
+    per_seed, verdict = compare_with_baseline(variant, baseline, -1, tmp_path)
+    assert per_seed == "s1 -1.50 (untested)"
+    assert verdict == "no paired test (no seed pair has stored translations for both runs)"

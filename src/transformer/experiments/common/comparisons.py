@@ -257,8 +257,9 @@ def compare_with_baseline(
     Returns
     -------
     tuple of str
-        ``("s1 +0.93 (p 0.004); s2 ...", verdict)``: ``not run`` without variant records, ``no claim in the
-        paper (...)`` for None, else the rule's verdict; with the count of runs on an uncommitted tree.
+        ``("s1 +0.93 (p 0.004); s2 ...", verdict)``: ``not run`` without variant records, ``baseline not
+        run`` without baseline records, ``no claim in the paper (...)`` for None, else the rule's verdict;
+        with the count of runs on an uncommitted tree.
 
     Notes
     -----
@@ -269,6 +270,8 @@ def compare_with_baseline(
     tested = verdict_for(0 if expected_sign is None else expected_sign, pairs)
     if not variant:
         verdict = "not run"
+    elif not baseline:
+        verdict = "baseline not run"
     elif expected_sign is None:
         verdict = f"no claim in the paper ({tested.reason})"
     else:

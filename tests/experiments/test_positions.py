@@ -82,6 +82,9 @@ def test_tiny_experiment_end_to_end(tmp_path: Path) -> None:
     section = render_verdicts(plan, list(records.values()), tmp_path)
     past = [line for line in section.splitlines() if line.startswith("| learned against sinusoids past")]
     assert len(past) == 3 and all("(p " in line and "provisional, 1 seed" in line for line in past)
+    within = [line for line in section.splitlines() if "(trained lengths)" in line]
+    assert len(within) == 1 and within[0].startswith("| learned against sinusoids (row E) | bucket 1-")
+    assert "| = |" in within[0] and "(p " in within[0]
 
     table = (tmp_path / "table.md").read_text(encoding="utf-8")
     assert "## BLEU per source length" in table and "length-learned, table cut to L" in table

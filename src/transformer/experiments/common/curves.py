@@ -10,9 +10,12 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transformer.atomic_files import write_text_atomically
+
+if TYPE_CHECKING:  # matplotlib is imported when a plot is drawn, not when the runner starts
+    from matplotlib.figure import Figure
 
 #: Folder of an experiment directory holding the runs' curves.
 CURVES_DIR = "curves"
@@ -121,7 +124,7 @@ def curve_styles(
     }
 
 
-def draw_curves(records: Sequence[dict[str, Any]], experiment_dir: Path, variants: Sequence[str]) -> Any:
+def draw_curves(records: Sequence[dict[str, Any]], experiment_dir: Path, variants: Sequence[str]) -> "Figure":
     """Draw training and validation NLL against steps for some variants, every seed, on a new figure.
 
     Parameters

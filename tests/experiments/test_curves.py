@@ -4,7 +4,9 @@ import json
 import math
 from pathlib import Path
 
-from transformer.experiments.common.curves import curve_styles, draw_curves, plot_curves
+import pytest
+
+from transformer.experiments.common.curves import curve_styles, draw_curves, plot_curves, read_curve
 from transformer.experiments.table2.report import dropout_rows
 from transformer.experiments.table2.settings import build_plan
 
@@ -66,3 +68,12 @@ def test_row_d_curves_draw_base_and_the_dropout_rows_only() -> None:
     # D3 and D4 change label smoothing, another question; fifteen curves hid the nine that answer this one.
     assert dropout_rows(build_plan("cpu")) == ["base", "D1", "D2"]
     assert dropout_rows(build_plan("paper")) == ["base", "D1", "D2"]
+
+
+def test_a_damaged_metrics_line_is_named_by_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "curves").mkdir()
+    write_metrics(tmp_path / "curves/base-s1.metrics.jsonl", [5.0], [40.0])
+    with (tmp_path / "curves/base-s1.metrics.jsonl").open("a", encoding="utf-8") as metrics:
+        metrics.write('{"kind": "valid", "step": 9\n')
+    with pytest.raises(ValueError, match=r"base-s1\.metrics\.jsonl line 3: not a metrics record"):
+        read_curve(tmp_path, "curves/base-s1.metrics.jsonl", "valid", "valid_perplexity")

@@ -71,17 +71,29 @@ def read_curve(experiment_dir: Path, relative: str, kind: str, key: str) -> tupl
     tuple of list
         Steps and values, in file order (lines without the key are left out).
 
+    Raises
+    ------
+    ValueError
+        For a line that is not a JSON object with a numeric ``step`` and value, naming the file and line.
+
     Notes
     -----
     A resumed run logs the steps after its checkpoint again; the last value logged for a step is kept.
+    Every report redraws the curves, so a damaged file must stop it with one line, not a traceback.
     """
+    path = experiment_dir / relative
     points: dict[int, float] = {}
-    for line in (experiment_dir / relative).read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
-        entry = json.loads(line)
-        if entry.get("kind") == kind and key in entry:
-            points[int(entry["step"])] = float(entry[key])
+        try:
+            entry = json.loads(line)
+            if entry.get("kind") == kind and key in entry:
+                points[int(entry["step"])] = float(entry[key])
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            raise ValueError(
+                f"{path} line {number}: not a metrics record with a numeric {key!r} ({error})"
+            ) from None
     steps = sorted(points)
     return steps, [points[step] for step in steps]
 

@@ -78,10 +78,20 @@ def test_tiny_experiment_end_to_end(tmp_path: Path) -> None:
             references = load_sentences(tmp_path, record["sentences"][f"length-{bucket['name']}.references"])
             assert len(kept) == len(references) == per_bucket
             assert score_translations(kept, references).bleu == pytest.approx(bucket["bleu"])
+    # The cut table's translations too, on the same references, so it is tested against the sinusoids.
+    for bucket in learned["length_buckets"]:
+        kept = load_sentences(tmp_path, learned["sentences"][f"cut-length-{bucket['name']}.hypotheses"])
+        reference_path = learned["sentences"][f"cut-length-{bucket['name']}.references"]
+        assert reference_path == sinusoidal["sentences"][f"length-{bucket['name']}.references"]
+        references = load_sentences(tmp_path, reference_path)
+        assert score_translations(kept, references).bleu == pytest.approx(bucket["cut_bleu"])
+    assert not any(name.startswith("cut-") for name in sinusoidal["sentences"])
     assert "sentences" not in none
     section = render_verdicts(plan, list(records.values()), tmp_path)
     past = [line for line in section.splitlines() if line.startswith("| learned against sinusoids past")]
     assert len(past) == 3 and all("(p " in line and "provisional, 1 seed" in line for line in past)
+    cut = [line for line in section.splitlines() if line.startswith("| learned cut to L against sinusoids |")]
+    assert len(cut) == 3 and all("(p " in line and "| - | no claim in the paper (" in line for line in cut)
     within = [line for line in section.splitlines() if "(trained lengths)" in line]
     assert len(within) == 1 and within[0].startswith("| learned against sinusoids (row E) | bucket 1-")
     assert "| = |" in within[0] and "(p " in within[0]

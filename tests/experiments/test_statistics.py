@@ -2,11 +2,13 @@
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from transformer.evaluation.bleu import PairedScoreTest
-from transformer.experiments.common.comparisons import compare_with_baseline
+from transformer.evaluation.bleu import PairedScoreTest, score_translations
+from transformer.experiments.common.comparisons import compare_with_baseline, pair_by_seed
+from transformer.experiments.common.results import store_sentences
 from transformer.experiments.common.statistics import (
     decide_verdict,
     student_t_two_sided_probability,
@@ -96,3 +98,46 @@ def test_a_comparison_says_which_side_has_not_run(tmp_path: Path) -> None:
     per_seed, verdict = compare_with_baseline(variant, baseline, -1, tmp_path)
     assert per_seed == "s1 -1.50 (untested)"
     assert verdict == "no paired test (no seed pair has stored translations for both runs)"
+
+
+def test_a_pair_can_compare_two_sets_that_share_references(tmp_path: Path) -> None:
+    # The learned table cut to L rows ("cut-b") against the sinusoids' own translations of bucket b: two set
+    # names, one reference file, so the pair is tested; naming the same set on both sides leaves it untested.
+    references = ["a small dog runs", "the cat sleeps on the mat", "two men play chess"] * 4
+    cut_lines = ["a small dog runs", "the cat sleeps on a mat", "two men play"] * 4
+    sinusoid_lines = ["a dog", "cat sleeps", "men play chess today"] * 4
+    kept_references = store_sentences(tmp_path, references)
+    variant = {
+        "seed": 1,
+        "sentences": {
+            "cut-b.hypotheses": store_sentences(tmp_path, cut_lines),
+            "cut-b.references": kept_references,
+        },
+        "length_buckets": [{"name": "b", "cut_bleu": 70.0}],
+    }
+    baseline = {
+        "seed": 1,
+        "sentences": {
+            "b.hypotheses": store_sentences(tmp_path, sinusoid_lines),
+            "b.references": kept_references,
+        },
+        "length_buckets": [{"name": "b", "bleu": 20.0}],
+    }
+    read_calls: list[str] = []
+
+    def recorded(record: dict[str, Any], test_set: str) -> float:
+        read_calls.append(test_set)
+        key = "cut_bleu" if test_set.startswith("cut-") else "bleu"
+        return float(record["length_buckets"][0][key])
+
+    (pair,) = pair_by_seed([variant], [baseline], tmp_path, "cut-b", recorded, baseline_test_set="b")
+    expected = (
+        score_translations(cut_lines, references).bleu - score_translations(sinusoid_lines, references).bleu
+    )
+    assert pair.test is not None and pair.difference == pytest.approx(expected) and expected > 20
+    assert read_calls == []
+    # One set name for both: the baseline has no "cut-b" translations, so the pair falls back on the records.
+    baseline["length_buckets"] = [{"name": "b", "bleu": 20.0, "cut_bleu": 65.0}]
+    (untested,) = pair_by_seed([variant], [baseline], tmp_path, "cut-b", recorded)
+    assert untested.test is None and untested.difference == pytest.approx(5.0)
+    assert read_calls == ["cut-b", "cut-b"]

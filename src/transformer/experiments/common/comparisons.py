@@ -66,7 +66,8 @@ def pair_by_seed(
     baseline: Sequence[dict[str, Any]],
     experiment_dir: Path,
     test_set: str = "dev",
-    recorded: Callable[[dict[str, Any]], float | None] | None = None,
+    recorded: Callable[[dict[str, Any], str], float | None] | None = None,
+    baseline_test_set: str | None = None,
 ) -> list[SeedPair]:
     """Pair a variant's records with its baseline's by seed and test each pair.
 
@@ -83,8 +84,12 @@ def pair_by_seed(
         set whose sentences the run kept (``record["sentences"]["NAME.hypotheses"]`` and
         ``["NAME.references"]``, e.g. a length bucket's).
     recorded : callable or None
-        Reads a record's BLEU on ``test_set``, for the difference of a pair that cannot be tested (records
-        made before translations were kept); None reads ``dev_bleu``.
+        ``recorded(record, set_name)`` reads a record's BLEU on a set, for the difference of a pair that
+        cannot be tested (records made before translations were kept); None reads ``dev_bleu``.
+    baseline_test_set : str or None
+        The baseline's set when it differs from the variant's (None: ``test_set``), e.g. the same bucket
+        translated by another model (a learned table cut to L rows against the sinusoids). Both sets must
+        share their references for a test.
 
     Returns
     -------
@@ -96,6 +101,7 @@ def pair_by_seed(
     A seed only one of them has is left out: an unpaired run says nothing about the difference. An untested
     pair shows the recorded difference, marked untested, and counts for no verdict.
     """
+    baseline_set = test_set if baseline_test_set is None else baseline_test_set
     baseline_by_seed = {int(record["seed"]): record for record in baseline}
     pairs = []
     for record in sorted(variant, key=lambda record: int(record["seed"])):
@@ -103,12 +109,14 @@ def pair_by_seed(
         if seed not in baseline_by_seed:
             continue
         base = baseline_by_seed[seed]
-        test = _paired_test(sentence_paths(record, test_set), sentence_paths(base, test_set), experiment_dir)
+        test = _paired_test(
+            sentence_paths(record, test_set), sentence_paths(base, baseline_set), experiment_dir
+        )
         if test is not None:
             pairs.append(SeedPair(seed, test.difference, test))
             continue
-        read = recorded or (lambda found: found.get("dev_bleu"))
-        ours, theirs = read(record), read(base)
+        read = recorded or (lambda found, _: found.get("dev_bleu"))
+        ours, theirs = read(record, test_set), read(base, baseline_set)
         if ours is not None and theirs is not None:
             pairs.append(SeedPair(seed, float(ours) - float(theirs), None))
     return pairs
@@ -235,7 +243,8 @@ def compare_with_baseline(
     expected_sign: int | None,
     experiment_dir: Path,
     test_set: str = "dev",
-    recorded: Callable[[dict[str, Any]], float | None] | None = None,
+    recorded: Callable[[dict[str, Any], str], float | None] | None = None,
+    baseline_test_set: str | None = None,
 ) -> tuple[str, str]:
     """Give the two cells of a comparison: the per-seed differences and the verdict.
 
@@ -252,7 +261,10 @@ def compare_with_baseline(
     test_set : str
         The set compared (:func:`pair_by_seed`).
     recorded : callable or None
-        Reads a record's BLEU on that set, for untested pairs (:func:`pair_by_seed`).
+        ``recorded(record, set_name)`` reads a record's BLEU on a set, for untested pairs
+        (:func:`pair_by_seed`).
+    baseline_test_set : str or None
+        The baseline's set when it is not ``test_set`` (:func:`pair_by_seed`).
 
     Returns
     -------
@@ -265,7 +277,7 @@ def compare_with_baseline(
     -----
     One definition for every generated table, so every experiment's verdicts read and are decided alike.
     """
-    pairs = pair_by_seed(variant, baseline, experiment_dir, test_set, recorded)
+    pairs = pair_by_seed(variant, baseline, experiment_dir, test_set, recorded, baseline_test_set)
     per_seed = "; ".join(pair.describe() for pair in pairs) or "-"
     tested = verdict_for(0 if expected_sign is None else expected_sign, pairs)
     if not variant:

@@ -66,11 +66,13 @@ def _score_buckets(
     decode: DecodeConfig,
     device: str,
     keep_in: Path | None = None,
+    set_prefix: str = "length",
 ) -> list[dict[str, Any]]:
     """Score each bucket: BLEU and the share of truncated inputs, or the error the translation raised.
 
     With ``keep_in``, each bucket's translations and references are also written there as
-    ``length-NAME.hypotheses.txt`` and ``length-NAME.references.txt``, which the runner keeps for the paired
+    ``PREFIX-NAME.hypotheses.txt`` and ``PREFIX-NAME.references.txt`` (``set_prefix``: ``length`` for the
+    model as trained, ``cut-length`` for its table cut to L rows), which the runner keeps for the paired
     tests between encodings (:func:`~transformer.experiments.common.results.keep_run_sentences`).
     """
     scores: list[dict[str, Any]] = []
@@ -90,7 +92,7 @@ def _score_buckets(
             keep_in.mkdir(parents=True, exist_ok=True)
             for kind, lines in (("hypotheses", hypotheses), ("references", references)):
                 text = "".join(f"{line}\n" for line in lines)
-                write_text_atomically(keep_in / f"length-{bucket.name}.{kind}.txt", text)
+                write_text_atomically(keep_in / f"{set_prefix}-{bucket.name}.{kind}.txt", text)
         scores.append(
             {"bleu": bleu, "truncated_share": translator.truncated_count / len(bucket.pairs), "error": None}
         )
@@ -134,6 +136,8 @@ def measure(
         and for learned positions ``cut_bleu``, ``cut_truncated_share`` (table cut to L rows, outputs capped
         at L tokens) and ``cut_uncapped_error`` (what the run's own decode settings raised with the cut
         table, None if nothing), plus ``learned_position_error``: the model's message for a too-long input.
+        Each bucket's translations are written to the run's sentences directory: ``length-NAME``, and for
+        learned positions ``cut-length-NAME`` (the capped cut table's).
 
     Notes
     -----
@@ -159,16 +163,17 @@ def measure(
         size.per_bucket,
         exclude=_training_sources(run_dir),
     )
+    keep_in = run_dir / RUN_SENTENCES_DIR
     rows = [
         {"name": bucket.name, "low": bucket.low, "high": bucket.high, "sentences": len(bucket.pairs), **score}
         for bucket, score in zip(
-            buckets,
-            _score_buckets(model, tokenizer, buckets, config.decode, device, run_dir / RUN_SENTENCES_DIR),
-            strict=True,
+            buckets, _score_buckets(model, tokenizer, buckets, config.decode, device, keep_in), strict=True
         )
     ]
     if model.config.positional_encoding == "learned":
-        metrics["learned_position_error"] = _score_cut_table(model, tokenizer, buckets, rows, config, limit)
+        metrics["learned_position_error"] = _score_cut_table(
+            model, tokenizer, buckets, rows, config, limit, keep_in
+        )
     metrics["length_limit"] = limit
     metrics["length_buckets"] = rows
     return metrics
@@ -181,12 +186,18 @@ def _score_cut_table(
     rows: list[dict[str, Any]],
     config: ExperimentConfig,
     limit: int,
+    keep_in: Path,
 ) -> str | None:
-    """Score the learned model with its table cut to L rows into ``rows``; return its too-long-input error."""
+    """Score the learned model with its table cut to L rows into ``rows``; return its too-long-input error.
+
+    The capped translations are kept in ``keep_in`` as the ``cut-length-NAME`` sets, so the cut table can be
+    tested against the sinusoids bucket by bucket.
+    """
     device = config.train.device
     cut = cut_learned_table(model, limit)
     capped = dataclasses.replace(config.decode, max_length=min(config.decode.max_length or limit, limit))
-    for row, score in zip(rows, _score_buckets(cut, tokenizer, buckets, capped, device), strict=True):
+    cut_scores = _score_buckets(cut, tokenizer, buckets, capped, device, keep_in, set_prefix="cut-length")
+    for row, score in zip(rows, cut_scores, strict=True):
         row["cut_bleu"], row["cut_truncated_share"] = score["bleu"], score["truncated_share"]
     for row, score in zip(rows, _score_buckets(cut, tokenizer, buckets, config.decode, device), strict=True):
         row["cut_uncapped_error"] = score["error"]

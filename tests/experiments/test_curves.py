@@ -75,5 +75,5 @@ def test_a_damaged_metrics_line_is_named_by_file_and_line(tmp_path: Path) -> Non
     write_metrics(tmp_path / "curves/base-s1.metrics.jsonl", [5.0], [40.0])
     with (tmp_path / "curves/base-s1.metrics.jsonl").open("a", encoding="utf-8") as metrics:
         metrics.write('{"kind": "valid", "step": 9\n')
-    with pytest.raises(ValueError, match=r"base-s1\.metrics\.jsonl line 3: not a metrics record"):
+    with pytest.raises(ValueError, match=r"base-s1\.metrics\.jsonl, line 3: not valid JSON"):
         read_curve(tmp_path, "curves/base-s1.metrics.jsonl", "valid", "valid_perplexity")

@@ -1,6 +1,11 @@
-"""Training metrics as JSON lines (and optionally TensorBoard)."""
+"""Training metrics as JSON lines (and optionally TensorBoard): written by the trainer, read back as series.
+
+One writer (:class:`MetricsLog`) and one reader (:func:`read_metrics_series`) of ``metrics.jsonl``, so the
+``plot`` command and the experiments' committed curves read a log alike and name a damaged line alike.
+"""
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +119,88 @@ class MetricsLog:
         """
         if self._writer is not None:
             self._writer.close()
+
+
+#: A series of a metrics log: ``(kind, key)``, e.g. ``("train", "train_nll")`` or ``("valid", "valid_loss")``.
+SeriesName = tuple[str, str]
+
+
+def read_metrics_series(
+    metrics_path: Path, wanted: Sequence[SeriesName]
+) -> dict[SeriesName, list[tuple[int, float]]]:
+    """Read some series of a ``metrics.jsonl`` as (step, value) points.
+
+    Parameters
+    ----------
+    metrics_path : Path
+        The JSON-lines log; blank lines are skipped.
+    wanted : sequence of (str, str)
+        The series, each ``(kind, key)``: the records' kind (``train`` or ``valid``) and the value read.
+
+    Returns
+    -------
+    dict of (str, str) to list of (int, float)
+        Each wanted series (empty when never logged), sorted by step, one point per step: the last logged.
+
+    Raises
+    ------
+    ValueError
+        ``metrics file PATH does not exist``; or naming the file and line (``PATH, line N: ...``) for a line
+        that is not JSON or not an object, a train or valid record without ``step``, or a wanted value (or the
+        step) that is not a number.
+
+    Notes
+    -----
+    A record's kind is its ``kind`` field; logs written before the field existed are read by their keys (a
+    ``train_loss`` makes a train record, a ``valid_loss`` a valid one). A resumed run's log may repeat the
+    steps after its checkpoint when it was copied before the trainer dropped them; the last value is the
+    redone step's. A damaged line is an error, not skipped: a report or plot would otherwise draw partial
+    curves without a word. Booleans are refused as numbers (``true`` as a loss is a writer's bug).
+    """
+    try:
+        lines = Path(metrics_path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise ValueError(f"metrics file {metrics_path} does not exist") from None
+    points: dict[SeriesName, dict[int, float]] = {name: {} for name in wanted}
+    for line_number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{metrics_path}, line {line_number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
+        kind = _record_kind(record)
+        if kind is None:
+            continue
+        if "step" not in record:
+            raise ValueError(f"{where}: {kind} record has no 'step'")
+        step = int(_number(record, "step", where))
+        for name in wanted:
+            if name[0] == kind and name[1] in record:
+                points[name][step] = _number(record, name[1], where)
+    return {name: sorted(series.items()) for name, series in points.items()}
+
+
+def _record_kind(record: dict[str, Any]) -> str | None:
+    """``"train"``, ``"valid"`` or None (a record to read past), from ``kind`` or else from the keys present."""
+    kind = record.get("kind")
+    if kind is not None:
+        return kind if kind in ("train", "valid") else None
+    if "train_loss" in record:
+        return "train"
+    if "valid_loss" in record:
+        return "valid"
+    return None
+
+
+def _number(record: dict[str, Any], key: str, where: str) -> float:
+    value = record[key]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{where}: {key!r} must be a number, got {value!r}")
+    return float(value)
 
 
 def _record_step(line: str) -> int | None:

@@ -1,21 +1,24 @@
 """Training and validation loss and the learning rate against the step, read from a JSON-lines metrics log."""
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from transformer.training.metrics import SeriesName, read_metrics_series
 from transformer.visualization.attention_plot import save_figure_atomically
+
+TRAIN_LOSS: SeriesName = ("train", "train_loss")
+LEARNING_RATE: SeriesName = ("train", "learning_rate")
+VALID_LOSS: SeriesName = ("valid", "valid_loss")
 
 
 @dataclass
 class TrainingCurves:
-    """Series read from a metrics log, each a list of (step, value) pairs in file order.
+    """Series read from a metrics log, each a list of (step, value) pairs sorted by step.
 
     Parameters
     ----------
@@ -34,68 +37,6 @@ class TrainingCurves:
     train_loss: list[tuple[int, float]] = field(default_factory=list)
     learning_rate: list[tuple[int, float]] = field(default_factory=list)
     valid_loss: list[tuple[int, float]] = field(default_factory=list)
-
-
-def _number(record: dict[str, Any], key: str, where: str) -> float:
-    value = record[key]
-    # bool is an int subclass; a loss of `true` is a bug in the writer, not a number.
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{where}: {key!r} must be a number, got {value!r}")
-    return float(value)
-
-
-def _record_kind(record: dict[str, Any]) -> str | None:
-    """``"train"``, ``"valid"`` or None (a record to ignore), from ``kind`` or else from the keys present."""
-    kind = record.get("kind")
-    if kind is not None:
-        return kind if kind in ("train", "valid") else None
-    if "train_loss" in record:
-        return "train"
-    if "valid_loss" in record:
-        return "valid"
-    return None
-
-
-def add_metrics_record(curves: TrainingCurves, record: dict[str, Any], where: str) -> None:
-    """Append the plotted values of one metrics record to the curves.
-
-    Parameters
-    ----------
-    curves : TrainingCurves
-        Series to extend in place.
-    record : dict
-        One parsed line, e.g. ``{"step": 100, "train_loss": 5.2, "learning_rate": 1.2e-4}``.
-    where : str
-        ``"FILE, line N"`` for error messages.
-
-    Returns
-    -------
-    None
-
-    Raises
-    ------
-    ValueError
-        When a training or validation record lacks ``step`` or holds a non-number.
-
-    Notes
-    -----
-    Training records are those with ``"kind": "train"`` or, without a kind, with ``train_loss``; validation
-    records likewise with ``valid`` / ``valid_loss``. Other records and other keys are ignored.
-    """
-    kind = _record_kind(record)
-    if kind is None:
-        return
-    if "step" not in record:
-        raise ValueError(f"{where}: {kind} record has no 'step'")
-    step = int(_number(record, "step", where))
-    series = (
-        [("train_loss", curves.train_loss), ("learning_rate", curves.learning_rate)]
-        if kind == "train"
-        else [("valid_loss", curves.valid_loss)]
-    )
-    for key, points in series:
-        if key in record:
-            points.append((step, _number(record, key, where)))
 
 
 def read_training_curves(metrics_path: Path) -> TrainingCurves:
@@ -119,26 +60,12 @@ def read_training_curves(metrics_path: Path) -> TrainingCurves:
 
     Notes
     -----
-    Records that are neither training nor validation are read past; a line that is not JSON is an error rather
-    than skipped, since a damaged log would otherwise plot partial curves without a word.
+    Read by :func:`transformer.training.metrics.read_metrics_series`, the one reader of the trainer's log:
+    records that are neither training nor validation are read past; a line that is not JSON is an error
+    rather than skipped, since a damaged log would otherwise plot partial curves without a word.
     """
-    metrics_path = Path(metrics_path)
-    try:
-        lines = metrics_path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise ValueError(f"metrics file {metrics_path} does not exist") from None
-    curves = TrainingCurves()
-    for line_number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{metrics_path}, line {line_number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
-        if not isinstance(record, dict):
-            raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
-        add_metrics_record(curves, record, where)
+    series = read_metrics_series(metrics_path, [TRAIN_LOSS, LEARNING_RATE, VALID_LOSS])
+    curves = TrainingCurves(series[TRAIN_LOSS], series[LEARNING_RATE], series[VALID_LOSS])
     if not (curves.train_loss or curves.valid_loss or curves.learning_rate):
         raise ValueError(f"metrics file {metrics_path} holds no training or validation records")
     return curves

@@ -6,13 +6,13 @@ which is committed with the results, so a claim about training (row D's "dropout
 overfitting") can be checked against the curves of the very runs the table reports.
 """
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from transformer.atomic_files import write_text_atomically
+from transformer.training.metrics import read_metrics_series
 
 if TYPE_CHECKING:  # matplotlib is imported when a plot is drawn, not when the runner starts
     from matplotlib.figure import Figure
@@ -69,33 +69,20 @@ def read_curve(experiment_dir: Path, relative: str, kind: str, key: str) -> tupl
     Returns
     -------
     tuple of list
-        Steps and values, in file order (lines without the key are left out).
+        Steps and values, sorted by step (lines without the key are left out).
 
     Raises
     ------
     ValueError
-        For a line that is not a JSON object with a numeric ``step`` and value, naming the file and line.
+        Naming the file and line for a damaged line (:func:`~transformer.training.metrics.read_metrics_series`).
 
     Notes
     -----
     A resumed run logs the steps after its checkpoint again; the last value logged for a step is kept.
     Every report redraws the curves, so a damaged file must stop it with one line, not a traceback.
     """
-    path = experiment_dir / relative
-    points: dict[int, float] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-            if entry.get("kind") == kind and key in entry:
-                points[int(entry["step"])] = float(entry[key])
-        except (ValueError, TypeError, KeyError, AttributeError) as error:
-            raise ValueError(
-                f"{path} line {number}: not a metrics record with a numeric {key!r} ({error})"
-            ) from None
-    steps = sorted(points)
-    return steps, [points[step] for step in steps]
+    points = read_metrics_series(experiment_dir / relative, [(kind, key)])[(kind, key)]
+    return [step for step, _ in points], [value for _, value in points]
 
 
 #: Line styles told apart in print; seeds beyond four reuse them.

@@ -107,22 +107,14 @@ def test_a_pair_can_compare_two_sets_that_share_references(tmp_path: Path) -> No
     cut_lines = ["a small dog runs", "the cat sleeps on a mat", "two men play"] * 4
     sinusoid_lines = ["a dog", "cat sleeps", "men play chess today"] * 4
     kept_references = store_sentences(tmp_path, references)
-    variant = {
-        "seed": 1,
-        "sentences": {
-            "cut-b.hypotheses": store_sentences(tmp_path, cut_lines),
-            "cut-b.references": kept_references,
-        },
-        "length_buckets": [{"name": "b", "cut_bleu": 70.0}],
-    }
-    baseline = {
-        "seed": 1,
-        "sentences": {
-            "b.hypotheses": store_sentences(tmp_path, sinusoid_lines),
-            "b.references": kept_references,
-        },
-        "length_buckets": [{"name": "b", "bleu": 20.0}],
-    }
+
+    def kept_run(set_name: str, hypotheses: list[str], bucket: dict[str, Any]) -> dict[str, Any]:
+        hypotheses_path = store_sentences(tmp_path, hypotheses)
+        sentences = {f"{set_name}.hypotheses": hypotheses_path, f"{set_name}.references": kept_references}
+        return {"seed": 1, "sentences": sentences, "length_buckets": [{"name": "b", **bucket}]}
+
+    variant = kept_run("cut-b", cut_lines, {"cut_bleu": 70.0})
+    baseline = kept_run("b", sinusoid_lines, {"bleu": 20.0})
     read_calls: list[str] = []
 
     def recorded(record: dict[str, Any], test_set: str) -> float:

@@ -48,3 +48,13 @@ def test_a_wanted_value_must_be_a_number_and_others_are_not_checked(tmp_path: Pa
     path.write_text('{"kind": "valid", "step": "5", "valid_loss": 2.0}\n')
     with pytest.raises(ValueError, match=r"line 1: 'step' must be a number, got '5'"):
         read_metrics_series(path, [("valid", "valid_loss")])
+
+
+def test_a_file_that_is_not_a_log_is_named(tmp_path: Path) -> None:
+    (tmp_path / "binary.jsonl").write_bytes(b'{"step": 1}\n\xff\xfe')
+    with pytest.raises(ValueError, match=r"metrics file .*binary\.jsonl is not UTF-8 text \(byte 12\)"):
+        read_metrics_series(tmp_path / "binary.jsonl", [("train", "train_loss")])
+    with pytest.raises(ValueError, match=r"metrics file .* is a directory"):
+        read_metrics_series(tmp_path, [("train", "train_loss")])
+    with pytest.raises(ValueError, match=r"metrics file .*absent\.jsonl does not exist"):
+        read_metrics_series(tmp_path / "absent.jsonl", [("train", "train_loss")])

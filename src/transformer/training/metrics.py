@@ -145,7 +145,7 @@ def read_metrics_series(
     Raises
     ------
     ValueError
-        ``metrics file PATH does not exist``; or naming the file and line (``PATH, line N: ...``) for a line
+        ``metrics file PATH does not exist`` (or is a directory, or not UTF-8 text); or naming the file and line (``PATH, line N: ...``) for a line
         that is not JSON or not an object, a train or valid record without ``step``, or a wanted value (or the
         step) that is not a number.
 
@@ -161,6 +161,10 @@ def read_metrics_series(
         lines = Path(metrics_path).read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         raise ValueError(f"metrics file {metrics_path} does not exist") from None
+    except IsADirectoryError:
+        raise ValueError(f"metrics file {metrics_path} is a directory") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"metrics file {metrics_path} is not UTF-8 text (byte {error.start})") from None
     points: dict[SeriesName, dict[int, float]] = {name: {} for name in wanted}
     for line_number, line in enumerate(lines, start=1):
         if not line.strip():

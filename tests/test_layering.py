@@ -17,6 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "transformer"
 #: Part -> the parts it may import. Keep in step with docs/architecture.md ("Layers").
 ALLOWED: dict[str, set[str]] = {
     "atomic_files": set(),
+    "metrics_log": {"atomic_files"},
     "safetensors_files": set(),
     "allocator": set(),
     "launcher": {"allocator", "cli"},
@@ -50,7 +51,7 @@ ALLOWED: dict[str, set[str]] = {
         "evaluation",
     },
     "evaluation": {"model", "architectures", "data", "loss"},
-    "visualization": {"model", "architectures", "data", "decoding", "atomic_files"},
+    "visualization": {"model", "architectures", "data", "decoding", "atomic_files", "metrics_log"},
     "autotune": {"model", "baselines", "device", "atomic_files"},
     "interop": {"model", "config", "data", "checkpoint", "decoding", "atomic_files", "command_checks"},
     "training": {
@@ -66,6 +67,7 @@ ALLOWED: dict[str, set[str]] = {
         "atomic_files",
         "safetensors_files",
         "allocator",
+        "metrics_log",
     },
     "experiments": {
         "architectures",
@@ -83,6 +85,7 @@ ALLOWED: dict[str, set[str]] = {
         "visualization",
         "autotune",
         "training",
+        "metrics_log",
     },
     "serving": {
         "model",

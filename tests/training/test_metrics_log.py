@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer.training.metrics import MetricsLog, read_metrics_series
+from transformer.metrics_log import MetricsLog, read_metrics_series
 
 
 def test_a_log_reads_back_sorted_one_point_per_step_the_last_logged(tmp_path: Path) -> None:

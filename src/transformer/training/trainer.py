@@ -22,6 +22,7 @@ from transformer.data.pipeline.batch import Batch
 from transformer.data.pipeline.token_batch_sampler import BATCH_ORDER_VERSION
 from transformer.data.prepare import TOKENIZER_FILE, TrainingData
 from transformer.evaluation.perplexity import sum_batch_losses
+from transformer.metrics_log import MetricsLog
 from transformer.model.transformer import Transformer
 from transformer.training.checkpoint import (
     CheckpointManager,
@@ -40,7 +41,6 @@ from transformer.training.distributed import (
 from transformer.training.gradient_step import GradientStep
 from transformer.training.interval_stats import IntervalStats
 from transformer.training.measured_defaults import reconcile_tuning, tune_training_defaults, tuning_record
-from transformer.training.metrics import MetricsLog
 from transformer.training.optimizer import build_optimizer_and_schedule
 from transformer.training.precision import autocast, check_precision
 from transformer.training.reporting import Reporter, SilentReporter

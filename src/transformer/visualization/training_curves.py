@@ -8,7 +8,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from transformer.training.metrics import SeriesName, read_metrics_series
+from transformer.metrics_log import SeriesName, read_metrics_series
 from transformer.visualization.attention_plot import save_figure_atomically
 
 TRAIN_LOSS: SeriesName = ("train", "train_loss")
@@ -60,7 +60,7 @@ def read_training_curves(metrics_path: Path) -> TrainingCurves:
 
     Notes
     -----
-    Read by :func:`transformer.training.metrics.read_metrics_series`, the one reader of the trainer's log:
+    Read by :func:`transformer.metrics_log.read_metrics_series`, the one reader of the trainer's log:
     records that are neither training nor validation are read past; a line that is not JSON is an error
     rather than skipped, since a damaged log would otherwise plot partial curves without a word.
     """

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from transformer.atomic_files import write_text_atomically
-from transformer.training.metrics import read_metrics_series
+from transformer.metrics_log import read_metrics_series
 
 if TYPE_CHECKING:  # matplotlib is imported when a plot is drawn, not when the runner starts
     from matplotlib.figure import Figure
@@ -74,7 +74,7 @@ def read_curve(experiment_dir: Path, relative: str, kind: str, key: str) -> tupl
     Raises
     ------
     ValueError
-        Naming the file and line for a damaged line (:func:`~transformer.training.metrics.read_metrics_series`).
+        Naming the file and line for a damaged line (:func:`~transformer.metrics_log.read_metrics_series`).
 
     Notes
     -----

@@ -1,7 +1,9 @@
 """Training metrics as JSON lines (and optionally TensorBoard): written by the trainer, read back as series.
 
 One writer (:class:`MetricsLog`) and one reader (:func:`read_metrics_series`) of ``metrics.jsonl``, so the
-``plot`` command and the experiments' committed curves read a log alike and name a damaged line alike.
+``plot`` command and the experiments' committed curves read a log alike and name a damaged line alike. A part of
+its own below training, visualization and the experiments, since all three use it and visualization may not
+import training.
 """
 
 import json

@@ -11,8 +11,11 @@ from matplotlib.figure import Figure
 from transformer.metrics_log import SeriesName, read_metrics_series
 from transformer.visualization.attention_plot import save_figure_atomically
 
+#: The metrics-log series this plot draws (:func:`~transformer.metrics_log.read_metrics_series` names).
 TRAIN_LOSS: SeriesName = ("train", "train_loss")
+#: The learning rate logged with each training record.
 LEARNING_RATE: SeriesName = ("train", "learning_rate")
+#: The validation loss, label smoothing included (the trainer's ``valid_loss``).
 VALID_LOSS: SeriesName = ("valid", "valid_loss")
 
 

@@ -114,12 +114,16 @@ def render_verdicts(plan: ExperimentPlan, records: list[dict[str, Any]], experim
     Returns
     -------
     str
-        Markdown: one line on the rule and the seeds, then a table with a line per row.
+        Markdown: one line on the rule and the seeds, a table with a line per row that has records (and
+        base), and a line naming the rows without records.
 
     Notes
     -----
     A pure function of the records and their files (no dates, no timings), so the CI test that compares the
     committed section with a regenerated one fails only when a record or the code that reads it changed.
+    Rows without records are named in one line rather than given a table line of dashes: a directory made
+    with ``--only`` (the 4,000-step row D holds three of Table 2's 27 rows) would otherwise show mostly
+    empty lines.
     """
     by_variant = records_by_variant(records)
     base = plan.variant("base")
@@ -138,13 +142,19 @@ def render_verdicts(plan: ExperimentPlan, records: list[dict[str, Any]], experim
         "| row | changes | dev BLEU | dev PPL | vs base, per seed | paper BLEU (direction) | verdict |",
         "|---|---|---|---|---|---|---|",
     ]
+    not_run = []
     for variant in plan.variants:
         found = by_variant.get(variant.name, [])
+        if not found and variant.name != "base":
+            not_run.append(variant.name)
+            continue
         lines.append(
             "| "
             + " | ".join(_row_cells(variant, base, found, by_variant.get("base", []), experiment_dir))
             + " |"
         )
+    if not_run:
+        lines += ["", f"Not run in this directory: {', '.join(not_run)}."]
     return "\n".join(lines) + "\n"
 
 

@@ -6,9 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from transformer.experiments.common.curves import curve_styles, draw_curves, plot_curves, read_curve
+from transformer.experiments.common.curves import (
+    curve_styles,
+    draw_curves,
+    plot_curves,
+    read_curve,
+    summarize_curves,
+)
 from transformer.experiments.table2.report import dropout_rows
 from transformer.experiments.table2.settings import build_plan
+from transformer.experiments.table2.verdicts import render_verdicts
 
 
 def test_each_variant_keeps_one_colour_and_each_seed_one_line_style() -> None:
@@ -77,3 +84,40 @@ def test_a_damaged_metrics_line_is_named_by_file_and_line(tmp_path: Path) -> Non
         metrics.write('{"kind": "valid", "step": 9\n')
     with pytest.raises(ValueError, match=r"base-s1\.metrics\.jsonl, line 3: not valid JSON"):
         read_curve(tmp_path, "curves/base-s1.metrics.jsonl", "valid", "valid_perplexity")
+
+
+def test_the_curve_summary_finds_the_lowest_validation_nll_and_the_last_gap(tmp_path: Path) -> None:
+    (tmp_path / "curves").mkdir()
+    # Validation at steps 20, 40, 60: falls, then rises (overfits); training logged every 10 steps.
+    write_metrics(tmp_path / "curves/D1-s1.metrics.jsonl", [5.0, 4.0, 3.0, 2.5, 2.2, 2.0], [30.0, 20.0, 25.0])
+    write_metrics(tmp_path / "curves/base-s1.metrics.jsonl", [5.0, 4.5, 4.0, 3.8], [40.0, 30.0])
+    records = [
+        {"variant": "D1", "seed": 1, "curves": "curves/D1-s1.metrics.jsonl"},
+        {"variant": "base", "seed": 1, "curves": "curves/base-s1.metrics.jsonl"},
+        {"variant": "D3", "seed": 1, "curves": "curves/D1-s1.metrics.jsonl"},  # not asked for
+    ]
+    lines = summarize_curves(records, tmp_path, ["base", "D1"]).splitlines()
+    assert len(lines) == 4 and lines[2].startswith("| base s1 |") and lines[3].startswith("| D1 s1 |")
+    lowest, last = math.log(20.0), math.log(25.0)
+    assert lines[3] == (
+        f"| D1 s1 | {lowest:.3f} (40) | {last:.3f} (60) | +{last - lowest:.3f} | 2.000 | +{last - 2.0:.3f} |"
+    )
+    # base: still falling at its last validation (step 40), where the training NLL logged is 3.8.
+    assert lines[
+        2
+    ] == f"| base s1 | {math.log(30.0):.3f} (40) | {math.log(30.0):.3f} (40) | +0.000 | 3.800 | " + (
+        f"-{3.8 - math.log(30.0):.3f} |"
+    )
+    assert summarize_curves(records, tmp_path, ["D2"]) == ""
+
+
+def test_the_table2_section_summarizes_row_d_curves_once_a_dropout_row_has_them(tmp_path: Path) -> None:
+    (tmp_path / "curves").mkdir()
+    write_metrics(tmp_path / "curves/base-s1.metrics.jsonl", [5.0, 4.0], [40.0])
+    plan = build_plan("tiny")
+    base = {"variant": "base", "seed": 1, "dev_bleu": 20.0, "dev_perplexity": 40.0, "dirty": False}
+    base_only = render_verdicts(plan, [{**base, "curves": "curves/base-s1.metrics.jsonl"}], tmp_path)
+    assert "Row D's curves" not in base_only  # base alone answers nothing about dropout
+    dropout = {**base, "variant": "D1", "curves": "curves/base-s1.metrics.jsonl"}
+    section = render_verdicts(plan, [{**base, "curves": "curves/base-s1.metrics.jsonl"}, dropout], tmp_path)
+    assert "Row D's curves" in section and "| base s1 |" in section and "| D1 s1 |" in section

@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from transformer.experiments.common.comparisons import compare_with_baseline, describe_over_seeds, dirty_note
+from transformer.experiments.common.curves import summarize_curves
 from transformer.experiments.common.plan import ExperimentPlan, Variant
 from transformer.experiments.common.results import records_by_variant
 from transformer.experiments.common.statistics import ALPHA, MIN_SEEDS
+from transformer.experiments.table2.report import dropout_rows
 
 #: The smallest difference of the paper's dev BLEU from its base that counts as a direction (BLEU points).
 PAPER_DIFFERENCE = 0.5
@@ -115,7 +117,8 @@ def render_verdicts(plan: ExperimentPlan, records: list[dict[str, Any]], experim
     -------
     str
         Markdown: one line on the rule and the seeds, a table with a line per row that has records (and
-        base), and a line naming the rows without records.
+        base), a line naming the rows without records and, once a row-D dropout run kept its curves, a
+        table of the dropout runs' curves (:func:`~transformer.experiments.common.curves.summarize_curves`).
 
     Notes
     -----
@@ -155,7 +158,22 @@ def render_verdicts(plan: ExperimentPlan, records: list[dict[str, Any]], experim
         )
     if not_run:
         lines += ["", f"Not run in this directory: {', '.join(not_run)}."]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + _dropout_curves(plan, records, experiment_dir)
+
+
+def _dropout_curves(plan: ExperimentPlan, records: list[dict[str, Any]], experiment_dir: Path) -> str:
+    """Give the section's summary of row D's curves, or nothing when no dropout row has curves."""
+    rows = dropout_rows(plan)
+    if not any(record["variant"] in rows[1:] and "curves" in record for record in records):
+        return ""
+    return (
+        f"\nRow D's curves (`curves/`, drawn in `table2-curves-D.png`; {', '.join(rows)}): NLL in nats per "
+        "target token without label smoothing, the validation NLL the log of the logged perplexity, the "
+        "training NLL the mean over the logged interval ending at the last validation, with dropout on (so "
+        "for P_drop > 0 it lies above what the weights score without dropout). A last validation NLL above "
+        "the lowest marks a run that has begun to overfit.\n\n"
+        + summarize_curves(records, experiment_dir, rows)
+    )
 
 
 def _row_cells(

@@ -95,6 +95,16 @@ def test_tiny_experiment_end_to_end(tmp_path: Path) -> None:
     within = [line for line in section.splitlines() if "(trained lengths)" in line]
     assert len(within) == 1 and within[0].startswith("| learned against sinusoids (row E) | bucket 1-")
     assert "| = |" in within[0] and "(p " in within[0]
+    # The probe on both corpora: the Multi30k share from multi30k-none, the grammar shares from length-*.
+    sinusoidal_row = next(line for line in section.splitlines() if line.startswith("| sinusoidal |"))
+    probe_cells = sinusoidal_row.rstrip(" |").split(" | ")[-3:]
+    assert probe_cells == [
+        "-",
+        f"{sinusoidal['probe_translation_changed']:.3f} (1)",
+        f"{sinusoidal['probe_exact_swapped']:.3f} (1)",
+    ]
+    none_row = next(line for line in section.splitlines() if line.startswith("| none |"))
+    assert none_row.rstrip(" |").split(" | ")[-3:][0] == f"{none['probe_translation_changed']:.3f} (1)"
 
     table = (tmp_path / "table.md").read_text(encoding="utf-8")
     assert "## BLEU per source length" in table and "length-learned, table cut to L" in table

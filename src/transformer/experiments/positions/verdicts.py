@@ -67,7 +67,7 @@ def _recorded_set_bleu(record: dict[str, Any], test_set: str) -> float | None:
 
 
 def encodings_table(by_variant: dict[str, list[dict[str, Any]]], buckets: list[str]) -> list[str]:
-    """Build the table of BLEU per encoding: both dev sets, every length bucket and the probe.
+    """Build the table of BLEU per encoding: both dev sets, every length bucket and the probe on both corpora.
 
     Parameters
     ----------
@@ -83,7 +83,10 @@ def encodings_table(by_variant: dict[str, list[dict[str, Any]]], buckets: list[s
 
     Notes
     -----
-    Dev BLEU comes with its t interval over seeds; bucket BLEU and the probe with their seed count.
+    Dev BLEU comes with its t interval over seeds; bucket BLEU and the probe with their seed count. The
+    probe swaps subject and object ("The X verbs the Y." against "The Y verbs the X."): without positions
+    the translation cannot change, and on the grammar corpus, whose sentences have this form, a model with
+    positions should also translate the swapped sentence exactly.
     """
     headings = [
         "encoding",
@@ -91,6 +94,8 @@ def encodings_table(by_variant: dict[str, list[dict[str, Any]]], buckets: list[s
         "grammar dev BLEU",
         *(f"bucket {name}" for name in buckets),
         "translation changed by swapping subject and object (Multi30k)",
+        "translation changed by swapping subject and object (grammar)",
+        "swapped sentence translated exactly (grammar)",
     ]
     rows = []
     for encoding in ENCODINGS:
@@ -98,17 +103,24 @@ def encodings_table(by_variant: dict[str, list[dict[str, Any]]], buckets: list[s
             by_variant.get(f"multi30k-{encoding}", []),
             by_variant.get(f"length-{encoding}", []),
         )
-        changed, _, count = summarise(record.get("probe_translation_changed") for record in multi30k)
         rows.append(
             [
                 encoding,
                 describe_over_seeds(multi30k, "dev_bleu", 1),
                 describe_over_seeds(length, "dev_bleu", 1),
                 *[_bucket_bleu(length, name) for name in buckets],
-                "-" if changed is None else f"{changed:.3f} ({count})",
+                _probe_share(multi30k, "probe_translation_changed"),
+                _probe_share(length, "probe_translation_changed"),
+                _probe_share(length, "probe_exact_swapped"),
             ]
         )
     return markdown_table(headings, rows)
+
+
+def _probe_share(records: list[dict[str, Any]], key: str) -> str:
+    """Format a probe's share of the 200 sentence pairs as its mean over seeds and the seed count."""
+    mean, _, count = summarise(record.get(key) for record in records)
+    return "-" if mean is None else f"{mean:.3f} ({count})"
 
 
 def claims_table(

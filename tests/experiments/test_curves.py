@@ -103,11 +103,11 @@ def test_the_curve_summary_finds_the_lowest_validation_nll_and_the_last_gap(tmp_
         f"| D1 s1 | {lowest:.3f} (40) | {last:.3f} (60) | +{last - lowest:.3f} | 2.000 | +{last - 2.0:.3f} |"
     )
     # base: still falling at its last validation (step 40), where the training NLL logged is 3.8.
-    assert lines[
-        2
-    ] == f"| base s1 | {math.log(30.0):.3f} (40) | {math.log(30.0):.3f} (40) | +0.000 | 3.800 | " + (
-        f"-{3.8 - math.log(30.0):.3f} |"
+    base_last = math.log(30.0)
+    expected = (
+        f"| base s1 | {base_last:.3f} (40) | {base_last:.3f} (40) | +0.000 | 3.800 | -{3.8 - base_last:.3f} |"
     )
+    assert lines[2] == expected
     assert summarize_curves(records, tmp_path, ["D2"]) == ""
 
 

@@ -25,6 +25,7 @@ from transformer.experiments.common.plan import (
 from transformer.experiments.common.provenance import SourceState
 from transformer.experiments.common.results import (
     append_result,
+    format_mean_and_count,
     format_metric,
     load_sentences,
     read_results,
@@ -268,6 +269,9 @@ def test_metrics_print_mean_and_spread_over_seeds() -> None:
     assert format_metric([24.0, 26.0], 1) == "25.0 ± 1.4"
     assert format_metric([5.0], 2) == "5.00"
     assert format_metric([None, float("nan")], 2) == "-"
+    # Figures shown without their spread carry the number of seeds their mean rests on; missing ones drop out.
+    assert format_mean_and_count([44.0, 45.0, None, float("nan")], 1) == "44.5 (2)"
+    assert format_mean_and_count([], 3) == "-"
 
 
 def test_a_dirty_source_tree_is_refused_before_anything_is_created(

@@ -14,7 +14,7 @@ from typing import Any
 from transformer.experiments.attention_scoring.settings import SCORING_LABELS
 from transformer.experiments.common.comparisons import compare_with_baseline, describe_over_seeds
 from transformer.experiments.common.plan import ExperimentPlan
-from transformer.experiments.common.results import records_by_variant, summarise
+from transformer.experiments.common.results import format_mean_and_count, records_by_variant
 
 
 def additive_direction(d_k: int) -> int | None:
@@ -77,8 +77,7 @@ def _widths(plan: ExperimentPlan) -> list[int]:
 
 def _mean(records: list[dict[str, Any]], key: str, digits: int) -> str:
     """Format a statistic's mean over seeds with the seed count, e.g. ``0.121 (1)``."""
-    mean, _, count = summarise(record.get(key) for record in records)
-    return "-" if mean is None else f"{mean:.{digits}f} ({count})"
+    return format_mean_and_count((record.get(key) for record in records), digits)
 
 
 def render_verdicts(plan: ExperimentPlan, records: list[dict[str, Any]], experiment_dir: Path) -> str:

@@ -156,6 +156,30 @@ def format_metric(values: Sequence[float | None], digits: int) -> str:
     return f"{mean:.{digits}f}" + (f" ± {spread:.{digits}f}" if spread is not None else "")
 
 
+def format_mean_and_count(values: Iterable[float | None], digits: int) -> str:
+    """Format a figure over seeds as its mean and the number of seeds it has, e.g. ``44.7 (3)``.
+
+    Parameters
+    ----------
+    values : iterable of float or None
+        One value per seed; None and NaN (a figure a run did not record) are left out.
+    digits : int
+        Decimals of the mean.
+
+    Returns
+    -------
+    str
+        ``"MEAN (COUNT)"``, or ``"-"`` without values.
+
+    Notes
+    -----
+    For figures whose spread the tables do not show (bucket BLEU, probe shares, attention statistics): the
+    count says how many seeds the mean rests on, which a bare mean would hide.
+    """
+    mean, _, count = summarise(values)
+    return "-" if mean is None else f"{mean:.{digits}f} ({count})"
+
+
 def seed_summary_cells(found: Sequence[dict[str, Any]], reported: Mapping[str, Any]) -> list[Any]:
     """Build the cells a table shows for a variant's seeds beside the paper's figures.
 

@@ -12,7 +12,7 @@ from typing import Any
 from transformer.experiments.common.comparisons import compare_with_baseline, describe_over_seeds
 from transformer.experiments.common.markdown import markdown_table
 from transformer.experiments.common.plan import ExperimentPlan
-from transformer.experiments.common.results import records_by_variant, summarise
+from transformer.experiments.common.results import format_mean_and_count, records_by_variant
 from transformer.experiments.positions.settings import ENCODINGS
 
 
@@ -48,8 +48,7 @@ def _bucket_bleu(records: list[dict[str, Any]], name: str) -> str:
         for bucket in record.get("length_buckets", [])
         if bucket["name"] == name
     ]
-    mean, _, count = summarise(values)
-    return "-" if mean is None else f"{mean:.1f} ({count})"
+    return format_mean_and_count(values, 1)
 
 
 def _recorded_set_bleu(record: dict[str, Any], test_set: str) -> float | None:
@@ -119,8 +118,7 @@ def encodings_table(by_variant: dict[str, list[dict[str, Any]]], buckets: list[s
 
 def _probe_share(records: list[dict[str, Any]], key: str) -> str:
     """Format a probe's share of the 200 sentence pairs as its mean over seeds and the seed count."""
-    mean, _, count = summarise(record.get(key) for record in records)
-    return "-" if mean is None else f"{mean:.3f} ({count})"
+    return format_mean_and_count((record.get(key) for record in records), 3)
 
 
 def claims_table(

@@ -121,3 +121,16 @@ def test_the_table2_section_summarizes_row_d_curves_once_a_dropout_row_has_them(
     dropout = {**base, "variant": "D1", "curves": "curves/base-s1.metrics.jsonl"}
     section = render_verdicts(plan, [{**base, "curves": "curves/base-s1.metrics.jsonl"}, dropout], tmp_path)
     assert "Row D's curves" in section and "| base s1 |" in section and "| D1 s1 |" in section
+
+
+def test_a_perplexity_that_is_not_positive_is_named_by_file_and_step(tmp_path: Path) -> None:
+    # Its log is undefined: the report used to stop with a bare "math domain error".
+    (tmp_path / "curves").mkdir()
+    write_metrics(tmp_path / "curves/D1-s1.metrics.jsonl", [5.0, 4.0], [30.0, 0.0])
+    records = [{"variant": "D1", "seed": 1, "curves": "curves/D1-s1.metrics.jsonl"}]
+    with pytest.raises(
+        ValueError, match=r"D1-s1\.metrics\.jsonl: valid_perplexity at step 40 is 0\.0, not a"
+    ):
+        summarize_curves(records, tmp_path, ["D1"])
+    with pytest.raises(ValueError, match=r"valid_perplexity at step 40"):
+        draw_curves(records, tmp_path, ["D1"])

@@ -85,6 +85,48 @@ def read_curve(experiment_dir: Path, relative: str, kind: str, key: str) -> tupl
     return [step for step, _ in points], [value for _, value in points]
 
 
+def read_nll_curves(
+    experiment_dir: Path, relative: str
+) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    """Read a kept ``metrics.jsonl``'s training NLL and validation NLL, both in one pass over the file.
+
+    Parameters
+    ----------
+    experiment_dir : Path
+        The experiment directory.
+    relative : str
+        The record's ``curves`` path.
+
+    Returns
+    -------
+    training : list of (int, float)
+        ``(step, train_nll)`` points, sorted by step.
+    validation : list of (int, float)
+        ``(step, log(valid_perplexity))`` points, sorted by step.
+
+    Raises
+    ------
+    ValueError
+        Naming the file and line for a damaged line, and the file and step for a validation perplexity that
+        is not positive (its log is undefined).
+
+    Notes
+    -----
+    Both NLLs are without label smoothing: the logged ``valid_loss`` includes the run's own smoothing, so the
+    validation NLL is taken as the log of the logged perplexity, which the trainer computes from the NLL.
+    """
+    path = experiment_dir / relative
+    series = read_metrics_series(path, [("train", "train_nll"), ("valid", "valid_perplexity")])
+    validation = []
+    for step, perplexity in series[("valid", "valid_perplexity")]:
+        if not perplexity > 0:
+            raise ValueError(
+                f"{path}: valid_perplexity at step {step} is {perplexity}, not a positive number"
+            )
+        validation.append((step, math.log(perplexity)))
+    return series[("train", "train_nll")], validation
+
+
 #: Line styles told apart in print; seeds beyond four reuse them.
 SEED_LINE_STYLES = ("-", "--", ":", "-.")
 
@@ -159,20 +201,16 @@ def draw_curves(records: Sequence[dict[str, Any]], experiment_dir: Path, variant
     ):
         label = f"{record['variant']} s{record['seed']}"
         colour, line_style = styles[(record["variant"], int(record["seed"]))]
-        training.plot(
-            *read_curve(experiment_dir, record["curves"], "train", "train_nll"),
-            color=colour,
-            linestyle=line_style,
-            label=label,
-        )
-        steps, perplexities = read_curve(experiment_dir, record["curves"], "valid", "valid_perplexity")
-        validation.plot(
-            steps,
-            [math.log(value) for value in perplexities],
-            color=colour,
-            linestyle=line_style,
-            label=label,
-        )
+        for axes, points in zip(
+            (training, validation), read_nll_curves(experiment_dir, record["curves"]), strict=True
+        ):
+            axes.plot(
+                [step for step, _ in points],
+                [value for _, value in points],
+                color=colour,
+                linestyle=line_style,
+                label=label,
+            )
     training.set(title="training NLL (no label smoothing)", xlabel="step", ylabel="nats per token")
     validation.set(title="validation NLL (log perplexity)", xlabel="step")
     validation.legend(fontsize=7)
@@ -254,19 +292,17 @@ def summarize_curves(records: Sequence[dict[str, Any]], experiment_dir: Path, va
         "|---|---|---|---|---|---|",
     ]
     for record in chosen:
-        steps, perplexities = read_curve(experiment_dir, record["curves"], "valid", "valid_perplexity")
-        train_steps, train_nlls = read_curve(experiment_dir, record["curves"], "train", "train_nll")
-        if not steps or not train_steps:
-            lines.append(f"| {record['variant']} s{record['seed']} | - | - | - | - | - |")
+        training, validation = read_nll_curves(experiment_dir, record["curves"])
+        run = f"{record['variant']} s{record['seed']}"
+        if not training or not validation:
+            lines.append(f"| {run} | - | - | - | - | - |")
             continue
-        nlls = [math.log(value) for value in perplexities]
-        lowest = min(range(len(nlls)), key=nlls.__getitem__)
+        lowest_step, lowest = min(validation, key=lambda point: point[1])
+        last_step, last = validation[-1]
         # The training interval that ends at (or last before) the final validation.
-        earlier = [index for index, step in enumerate(train_steps) if step <= steps[-1]]
-        train_nll = train_nlls[earlier[-1]] if earlier else math.nan
+        train_nll = next((nll for step, nll in reversed(training) if step <= last_step), math.nan)
         lines.append(
-            f"| {record['variant']} s{record['seed']} | {nlls[lowest]:.3f} ({steps[lowest]}) | "
-            f"{nlls[-1]:.3f} ({steps[-1]}) | {nlls[-1] - nlls[lowest]:+.3f} | {train_nll:.3f} | "
-            f"{nlls[-1] - train_nll:+.3f} |"
+            f"| {run} | {lowest:.3f} ({lowest_step}) | {last:.3f} ({last_step}) | {last - lowest:+.3f} | "
+            f"{train_nll:.3f} | {last - train_nll:+.3f} |"
         )
     return "\n".join(lines) + "\n"

@@ -19,6 +19,7 @@ from transformer.experiments.rnn_baseline.quality_curve import checkpoint_curve
 from transformer.experiments.rnn_baseline.report import render_table
 from transformer.experiments.rnn_baseline.run import curve_metrics
 from transformer.experiments.rnn_baseline.settings import BLEU_LEVELS, build_plan, multi30k_plan_parts
+from transformer.experiments.rnn_baseline.verdicts import cost_lines
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -120,6 +121,39 @@ def test_table_summarises_seeds_and_marks_a_run_over_its_budget(tiny_run: Path) 
     times = next(line for line in table.splitlines() if line.startswith("| transformer | 1.5 (step 6)"))
     assert times.startswith("| transformer | 1.5 (step 6), 1 of 2 seeds | not reached |")
     assert next(line for line in table.splitlines() if line.startswith("| rnn |")).count(" - ") >= 4
+
+
+def _cost_record(seed: int, flops: float, minutes: tuple[float | None, ...]) -> dict[str, Any]:
+    """A record with only what the cost lines read: seed, training FLOPs and the time to each BLEU level."""
+    times = {
+        f"{level:g}": None if value is None else {"seconds": 60 * value, "step": 100, "train_flops": 1.0}
+        for level, value in zip(BLEU_LEVELS, minutes, strict=True)
+    }
+    return {"seed": seed, "train_flops": flops, "time_to_bleu": times}
+
+
+def test_cost_lines_give_the_flop_ratio_per_seed_and_the_minutes_to_each_level() -> None:
+    by_variant = {
+        "transformer": [
+            _cost_record(1, 6e14, (4.0, 8.0, 12.0, 16.0)),
+            _cost_record(2, 5e14, (6.0, 8.0, 14.0, None)),
+        ],
+        "rnn": [_cost_record(2, 4e14, (3.0, 5.0, None, None)), _cost_record(3, 1e14, (1.0, 1.0, 1.0, 1.0))],
+    }
+    lines = cost_lines(by_variant, ["transformer", "rnn"])
+    # Only seed 2 has both runs; the ratio is of that seed's two runs, not of the means.
+    assert lines[1] == "Training FLOPs of the Transformer over the LSTM's, per seed (same minutes): s2 1.25x."
+    rows = {line.split(" | ")[0]: line.split(" | ")[1:] for line in lines if line.startswith("| ")}
+    assert rows["| transformer"][0] == "5.0 [-7.7, 17.7] (2 seeds)"
+    assert rows["| transformer"][1] == "8.0 [8.0, 8.0] (2 seeds)"
+    assert rows["| transformer"][3] == "16.0 (1 seed); not reached at 1 |"
+    assert rows["| rnn"][2] == "1.0 (1 seed); not reached at 1"
+    alone = cost_lines(
+        {"transformer": [_cost_record(1, 1.0, (None,) * len(BLEU_LEVELS))]}, ["transformer", "rnn"]
+    )
+    assert alone[1].endswith("per seed (same minutes): no seed has both runs.")
+    assert alone[-2] == "| transformer | " + " | ".join(["not reached (1 seed)"] * len(BLEU_LEVELS)) + " |"
+    assert alone[-1] == "| rnn | - | - | - | - |"
 
 
 def test_curve_metrics_read_the_time_to_each_level() -> None:

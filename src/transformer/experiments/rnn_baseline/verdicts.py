@@ -2,7 +2,8 @@
 
 What ``transformer experiment report rnn-baseline`` writes into EXPERIMENTS.md: each model's figures over
 seeds and the quality claim (the Transformer translates better) as a paired comparison, seed by seed. The
-cost claims (FLOPs, time to quality) are measurements of each run, shown as figures, not tested.
+cost claims (FLOPs, time to quality) are measurements of each run, shown as figures (the FLOP ratio per seed,
+the minutes to each BLEU level over seeds), not tested.
 """
 
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 from transformer.experiments.common.comparisons import compare_with_baseline, describe_over_seeds
 from transformer.experiments.common.plan import ExperimentPlan
 from transformer.experiments.common.results import records_by_variant
+from transformer.experiments.rnn_baseline.settings import BLEU_LEVELS
 
 #: Figures shown per model: (record key, label, decimals, scale).
 FIGURES = (
@@ -18,6 +20,7 @@ FIGURES = (
     ("dev_perplexity", "dev perplexity", 2, 1.0),
     ("train_flops", "training FLOPs (x10^14)", 2, 1e-14),
     ("decode_greedy_sentences_per_second", "greedy sentences/s", 0, 1.0),
+    ("decode_beam_sentences_per_second", "beam 4 sentences/s", 0, 1.0),
 )
 
 
@@ -36,7 +39,8 @@ def render_verdicts(plan: ExperimentPlan, records: list[dict[str, Any]], experim
     Returns
     -------
     str
-        Markdown: the models' figures over seeds, and the quality claim with the verdict rule.
+        Markdown: the models' figures over seeds, the quality claim with the verdict rule, and the cost
+        claims' measurements (:func:`cost_lines`).
 
     Notes
     -----
@@ -68,4 +72,64 @@ def render_verdicts(plan: ExperimentPlan, records: list[dict[str, Any]], experim
         "|---|---|---|---|",
         f"| better quality than the recurrent model | {per_seed} | higher | {verdict} |",
     ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + cost_lines(by_variant, names)) + "\n"
+
+
+def _minutes_to_level(found: list[dict[str, Any]], level: float) -> str:
+    """Format one model's training minutes to a greedy BLEU level over the seeds that reached it."""
+    reached = [record["time_to_bleu"][f"{level:g}"] for record in found]
+    minutes = [{"minutes": item["seconds"] / 60} for item in reached if item is not None]
+    if not found:
+        return "-"
+    if not minutes:
+        return f"not reached ({len(found)} seeds)" if len(found) > 1 else "not reached (1 seed)"
+    cell = describe_over_seeds(minutes, "minutes", 1)
+    return cell if len(minutes) == len(found) else f"{cell}; not reached at {len(found) - len(minutes)}"
+
+
+def cost_lines(by_variant: dict[str, list[dict[str, Any]]], names: list[str]) -> list[str]:
+    """Lines of the cost half of the claim: the FLOP ratio per seed and the minutes to each BLEU level.
+
+    Parameters
+    ----------
+    by_variant : dict of str to list of dict
+        The records per model (``transformer``, ``rnn``).
+    names : list of str
+        The models, in the plan's order.
+
+    Returns
+    -------
+    list of str
+        Markdown lines, starting with a blank one: a sentence with the training FLOPs of the Transformer
+        over the LSTM's per seed (both trained for the same minutes), then a table of the training minutes
+        until greedy dev BLEU first reaches each level, per model, mean and interval over the seeds that
+        reached it.
+
+    Notes
+    -----
+    The paper claims its quality "at a fraction of the training cost" (section 6.1): a ratio of FLOPs, so
+    the ratio is formed per seed (the two runs of a seed share the vocabulary, the batches and the machine)
+    before it is listed. Time to quality is read from greedy scores of checkpoints 100 steps apart, so each
+    time is an upper bound at that resolution.
+    """
+    transformer = {record["seed"]: record for record in by_variant.get("transformer", [])}
+    rnn = {record["seed"]: record for record in by_variant.get("rnn", [])}
+    ratios = [
+        f"s{seed} {transformer[seed]['train_flops'] / rnn[seed]['train_flops']:.2f}x"
+        for seed in sorted(set(transformer) & set(rnn))
+    ]
+    lines = [
+        "",
+        "Training FLOPs of the Transformer over the LSTM's, per seed (same minutes): "
+        + ("; ".join(ratios) or "no seed has both runs")
+        + ".",
+        "",
+        "| model | " + " | ".join(f"minutes to greedy BLEU {level:g}" for level in BLEU_LEVELS) + " |",
+        "|---|" + "---|" * len(BLEU_LEVELS),
+    ]
+    for name in names:
+        found = by_variant.get(name, [])
+        lines.append(
+            f"| {name} | " + " | ".join(_minutes_to_level(found, level) for level in BLEU_LEVELS) + " |"
+        )
+    return lines

@@ -12,7 +12,8 @@ Variants ``transformer`` and ``rnn`` carry the two configs' values (a test compa
 only ``train.checkpoint_every`` (100 steps; the configs save every 250) and ``train.keep_checkpoints`` (all of
 them) change, so that the run leaves a time-to-quality curve on disk. Per run, besides the worker's dev BLEU
 (beam 4, the average of the last :data:`AVERAGE_LAST` checkpoints, as the configs' runs are scored; 100 steps
-apart here, 250 there), the measure hook records:
+apart here, 250 there, or, where the 28-minute budget binds, one a minute: the trainer then follows the clock),
+the measure hook records:
 
 * **the curve**: greedy dev BLEU of every kept checkpoint against the training seconds, step and target
   tokens its ``trainer_state.json`` records (:mod:`.quality_curve`); greedy, not beam 4, to keep scoring 30

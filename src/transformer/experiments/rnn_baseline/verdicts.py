@@ -109,8 +109,9 @@ def cost_lines(by_variant: dict[str, list[dict[str, Any]]], names: list[str]) ->
     -----
     The paper claims its quality "at a fraction of the training cost" (section 6.1): a ratio of FLOPs, so
     the ratio is formed per seed (the two runs of a seed share the vocabulary, the batches and the machine)
-    before it is listed. Time to quality is read from greedy scores of checkpoints 100 steps apart, so each
-    time is an upper bound at that resolution.
+    before it is listed. Time to quality is read from greedy scores of the kept checkpoints (100 steps apart,
+    or a minute apart where the budget binds and checkpoints follow the clock), so each time is an upper
+    bound at that resolution.
     """
     transformer = {record["seed"]: record for record in by_variant.get("transformer", [])}
     rnn = {record["seed"]: record for record in by_variant.get("rnn", [])}

@@ -10,7 +10,7 @@ from transformer.experiments.common.curves import (
     curve_styles,
     draw_curves,
     plot_curves,
-    read_curve,
+    read_nll_curves,
     summarize_curves,
 )
 from transformer.experiments.table2.report import dropout_rows
@@ -83,7 +83,7 @@ def test_a_damaged_metrics_line_is_named_by_file_and_line(tmp_path: Path) -> Non
     with (tmp_path / "curves/base-s1.metrics.jsonl").open("a", encoding="utf-8") as metrics:
         metrics.write('{"kind": "valid", "step": 9\n')
     with pytest.raises(ValueError, match=r"base-s1\.metrics\.jsonl, line 3: not valid JSON"):
-        read_curve(tmp_path, "curves/base-s1.metrics.jsonl", "valid", "valid_perplexity")
+        read_nll_curves(tmp_path, "curves/base-s1.metrics.jsonl")
 
 
 def test_the_curve_summary_finds_the_lowest_validation_nll_and_the_last_gap(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from transformer.checkpoint.layout import read_index
 from transformer.evaluation.bleu import score_translations
-from transformer.experiments.common.curves import plot_curves, read_curve
+from transformer.experiments.common.curves import plot_curves, read_nll_curves
 from transformer.experiments.common.plan import (
     Variant,
     config_differences,
@@ -76,7 +76,8 @@ def test_tiny_table_runs_end_to_end_and_a_rerun_skips_it(tmp_path: Path) -> None
         )
     assert records["base"]["dev_references"] == records["C4"]["dev_references"]
     # ... and its training and validation curves (#29: row D's claim is about overfitting).
-    steps, losses = read_curve(tmp_path, records["base"]["curves"], "valid", "valid_loss")
+    _, validation = read_nll_curves(tmp_path, records["base"]["curves"])
+    steps, losses = [step for step, _ in validation], [nll for _, nll in validation]
     assert records["base"]["curves"] == "curves/base-s1.metrics.jsonl" and steps[-1] == 4 and len(losses) >= 2
     assert plot_curves(list(records.values()), tmp_path, ["base", "D1"], tmp_path / "curves.png") is not None
     assert plot_curves(list(records.values()), tmp_path, ["D1"], tmp_path / "none.png") is None

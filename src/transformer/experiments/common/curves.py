@@ -52,39 +52,6 @@ def keep_run_curves(run_dir: Path, experiment_dir: Path, run_name: str) -> dict[
     return {"curves": relative}
 
 
-def read_curve(experiment_dir: Path, relative: str, kind: str, key: str) -> tuple[list[int], list[float]]:
-    """Read one curve from a kept ``metrics.jsonl``.
-
-    Parameters
-    ----------
-    experiment_dir : Path
-        The experiment directory.
-    relative : str
-        The record's ``curves`` path.
-    kind : str
-        ``train`` or ``valid`` (the lines' ``kind``).
-    key : str
-        The value plotted, e.g. ``valid_loss`` or ``train_nll``.
-
-    Returns
-    -------
-    tuple of list
-        Steps and values, sorted by step (lines without the key are left out).
-
-    Raises
-    ------
-    ValueError
-        Naming the file and line for a damaged line (:func:`~transformer.metrics_log.read_metrics_series`).
-
-    Notes
-    -----
-    A resumed run logs the steps after its checkpoint again; the last value logged for a step is kept.
-    Every report redraws the curves, so a damaged file must stop it with one line, not a traceback.
-    """
-    points = read_metrics_series(experiment_dir / relative, [(kind, key)])[(kind, key)]
-    return [step for step, _ in points], [value for _, value in points]
-
-
 def read_nll_curves(
     experiment_dir: Path, relative: str
 ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:

@@ -139,6 +139,25 @@ def test_generated_verdicts_follow_the_rule_with_three_seeds(tmp_path: Path) -> 
     assert check_document(document, tmp_path) == []
 
 
+def test_a_record_without_a_key_the_report_reads_is_named_not_a_traceback(tmp_path: Path) -> None:
+    experiment_dir = tmp_path / "table2-tiny"
+    experiment_dir.mkdir()
+    references = _words(20, 0)
+    _record(experiment_dir, "base", 1, references, references)
+    results = experiment_dir / RESULTS_FILE
+    damaged = json.loads(results.read_text(encoding="utf-8"))
+    del damaged["dev_bleu"]
+    results.write_text(json.dumps(damaged) + "\n", encoding="utf-8")
+    document = tmp_path / "DOC.md"
+    begin, end = section_markers("table2-tiny")
+    document.write_text(f"{begin}\n{end}\n", encoding="utf-8")
+    with pytest.raises(
+        ValueError, match=r"table2-tiny/results\.jsonl: a record lacks 'dev_bleu', which the table2"
+    ):
+        update_document("table2", experiment_dir, document, check=False)
+    assert document.read_text(encoding="utf-8") == f"{begin}\n{end}\n"
+
+
 def test_the_report_command_checks_writes_and_refuses_training_options(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

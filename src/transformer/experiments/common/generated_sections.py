@@ -59,7 +59,7 @@ def render_section(name: str, experiment_dir: Path) -> str:
     ------
     ValueError
         When the experiment has no generated report yet, when the directory holds no records, records of
-        another experiment, or records of several scales.
+        another experiment, records of several scales, or a record without a key the report reads.
 
     Notes
     -----
@@ -77,8 +77,19 @@ def render_section(name: str, experiment_dir: Path) -> str:
     scales = sorted({str(record["scale"]) for record in records})
     if len(scales) != 1:
         raise ValueError(f"{experiment_dir / RESULTS_FILE}: records of several scales ({', '.join(scales)})")
-    text: str = render(build_plan(name, scales[0]), records, experiment_dir)
+    try:
+        text: str = render(build_plan(name, scales[0]), records, experiment_dir)
+    except KeyError as missing:
+        raise _missing_key(experiment_dir / RESULTS_FILE, name, missing) from None
     return text
+
+
+def _missing_key(results: Path, name: str, missing: KeyError) -> ValueError:
+    """Name the results file and the key a report needed that one of its records lacks."""
+    return ValueError(
+        f"{results}: a record lacks {missing.args[0]!r}, which the {name} report reads "
+        "(a damaged line, or a record from an older version of the experiment)"
+    )
 
 
 def replace_section(document: str, section: str, body: str, source: str) -> str:
@@ -233,15 +244,18 @@ def update_document(name: str, experiment_dir: Path, document: Path, check: bool
         raise ValueError(f"--document {document}: no such file")
     current = document.read_text(encoding="utf-8")
     updated = replace_section(current, section, render_section(name, experiment_dir), str(document))
-    changed = updated != current
-    if changed and not check:
-        write_text_atomically(document, updated)
     records = read_results(experiment_dir / RESULTS_FILE)  # one experiment, one scale: render_section checked
     plan = build_plan(name, str(records[0]["scale"]))
     tables = experiment_part(name, "report")
     if tables is None:
         raise ValueError(f"{name} has no report module to render its table")
-    table = tables.render_table(plan, records)
+    try:  # before anything is written: records the table cannot read leave the document as it was
+        table = tables.render_table(plan, records)
+    except KeyError as missing:
+        raise _missing_key(experiment_dir / RESULTS_FILE, name, missing) from None
+    changed = updated != current
+    if changed and not check:
+        write_text_atomically(document, updated)
     table_path = experiment_dir / TABLE_FILE
     table_changed = not table_path.is_file() or table_path.read_text(encoding="utf-8") != table
     if not check:

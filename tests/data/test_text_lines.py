@@ -1,9 +1,13 @@
+import gzip
 import io
+import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from transformer.data.pipeline.text_files import CorpusError
+from transformer.data.pipeline.text_files import MAX_LINE_BYTES, CorpusError
 from transformer.data.text_lines import decode_input_line, read_input_lines, write_output_lines
 
 
@@ -28,3 +32,72 @@ def test_output_lines_go_to_a_file_or_standard_output(tmp_path: Path, capsys) ->
     with pytest.raises(ValueError) as error:
         write_output_lines(["x"], str(tmp_path))
     assert str(error.value) == f"--output {tmp_path}: is a directory; expected a file"
+
+
+# --- #48 item 1: pipes, FIFOs and devices are read once, whole ---
+
+SENTENCES = [
+    f"Sentence {number} of the piped test set, long enough to fill buffers." for number in range(500)
+]
+
+
+def feed_fifo(path: Path, chunks: list[bytes]) -> threading.Thread:
+    """Make a FIFO at ``path`` and write ``chunks`` into it from a thread once a reader opens it."""
+    os.mkfifo(path)
+
+    def write() -> None:
+        with path.open("wb", buffering=0) as fifo:
+            for chunk in chunks:
+                fifo.write(chunk)
+                time.sleep(0.01)  # each chunk its own read: the gzip check sees one byte first
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    return writer
+
+
+def piped(data: bytes) -> int:
+    """A pipe already written and closed at its write end, as ``cat file |`` leaves it; returns the read end."""
+    read_end, write_end = os.pipe()
+    os.write(write_end, data)  # under the 64 KiB a pipe holds
+    os.close(write_end)
+    return read_end
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gzip"])
+def test_a_pipe_of_more_than_8_kib_is_read_whole(compress: bool) -> None:
+    """``cat test.en | transformer translate --input /dev/stdin``: the path is a pipe's, /dev/fd/N."""
+    data = "".join(f"{sentence}\n" for sentence in SENTENCES).encode("utf-8")
+    assert len(data) > 8192
+    read_end = piped(gzip.compress(data, mtime=0) if compress else data)
+    try:
+        assert read_input_lines(f"/dev/fd/{read_end}") == SENTENCES  # was the lines after the first 8 KiB
+    finally:
+        os.close(read_end)
+
+
+def test_a_pipe_of_one_line_gives_it() -> None:
+    """``--input <(echo 'The dog sleeps.')``: the gzip check read the whole pipe, then opened it again."""
+    read_end = piped(b"The dog sleeps.\n")
+    try:
+        assert read_input_lines(f"/dev/fd/{read_end}") == ["The dog sleeps."]  # was []
+    finally:
+        os.close(read_end)
+
+
+def test_a_fifo_written_a_byte_at_a_time_is_read_whole_and_unzipped(tmp_path: Path) -> None:
+    data = gzip.compress("".join(f"{sentence}\n" for sentence in SENTENCES).encode("utf-8"), mtime=0)
+    writer = feed_fifo(tmp_path / "input.en.gz", [data[:1], data[1:2], data[2:]])
+    assert read_input_lines(str(tmp_path / "input.en.gz")) == SENTENCES
+    writer.join(timeout=10)
+    assert not writer.is_alive()
+
+
+def test_devices_as_input_are_read_or_named() -> None:
+    assert read_input_lines("/dev/null") == []
+    with pytest.raises(CorpusError) as error:
+        read_input_lines("/dev/zero")  # no line end ever: was read into memory until it ran out
+    assert str(error.value) == (
+        f"/dev/zero line 1: longer than {MAX_LINE_BYTES:,} bytes without a line end (is this a binary file "
+        "or a device such as /dev/zero?)"
+    )

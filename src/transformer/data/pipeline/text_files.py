@@ -9,9 +9,17 @@ import gzip
 import io
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:  # the type of a buffer ``readinto`` fills; typeshed's, not importable at run time
+    from _typeshed import WriteableBuffer
 
 GZIP_MAGIC = b"\x1f\x8b"
+#: Longest line read, in bytes: a sentence is far shorter, and a file without line ends (``/dev/zero``, a
+#: binary file) would otherwise be read into memory whole before any check could name it.
+MAX_LINE_BYTES = 1 << 20
 
 
 class CorpusError(ValueError):
@@ -24,29 +32,131 @@ class CorpusError(ValueError):
     """
 
 
-def _open_corpus_file(path: Path) -> io.BufferedIOBase:
-    """Open a plain or gzipped file for reading bytes.
+class _ReplayedStream(io.RawIOBase):
+    """A byte stream whose first bytes were already read: gives them again, then reads on from the file.
+
+    Parameters
+    ----------
+    head : bytes
+        The bytes already read from ``rest``.
+    rest : IO[bytes]
+        The open file, positioned just after ``head``; closed with this stream.
+
+    Notes
+    -----
+    A pipe or FIFO can be read only once, so the gzip check cannot read its first bytes and then open the
+    file again (that lost the 8 KiB the check had buffered, or all of a short input); replaying them works
+    for every kind of file alike.
+    """
+
+    def __init__(self, head: bytes, rest: IO[bytes]) -> None:
+        super().__init__()
+        self._head = head
+        self._rest = rest
+
+    def readable(self) -> bool:
+        """Say the stream can be read (``io.BufferedReader`` asks).
+
+        Returns
+        -------
+        bool
+            Always True.
+
+        Notes
+        -----
+        Required by ``io.RawIOBase``, whose default says False.
+        """
+        return True
+
+    def readinto(self, buffer: "WriteableBuffer") -> int:
+        """Fill ``buffer`` with the replayed bytes first, then with bytes read from the file.
+
+        Parameters
+        ----------
+        buffer : writable bytes-like object
+            Where the bytes go.
+
+        Returns
+        -------
+        int
+            How many bytes were written to ``buffer``; 0 at the end of the file.
+
+        Notes
+        -----
+        One call gives either replayed bytes or file bytes, never both: a short read is allowed by the
+        ``RawIOBase`` contract, and the buffered reader above asks again.
+        """
+        view = memoryview(buffer).cast("B")
+        if self._head:
+            count = min(len(view), len(self._head))
+            view[:count] = self._head[:count]
+            self._head = self._head[count:]
+            return count
+        data = self._rest.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        """Close the file below, then this stream.
+
+        Returns
+        -------
+        None
+
+        Notes
+        -----
+        ``io.BufferedReader`` closes its raw stream, so closing the outermost reader closes the file.
+        """
+        self._rest.close()
+        super().close()
+
+
+@contextmanager
+def _opened_corpus_file(path: Path) -> Iterator[IO[bytes]]:
+    """Open a plain or gzipped file once, for reading bytes (decompressed when gzipped).
 
     Parameters
     ----------
     path : pathlib.Path
-        The file; gzip is detected from its first two bytes, whatever its name.
+        The file, a pipe (``/dev/stdin``, ``<(...)``), a FIFO or a device; gzip is detected from its first two
+        bytes, whatever its name.
 
     Returns
     -------
-    io.BufferedIOBase
-        The (decompressed) byte stream; the caller closes it.
+    Iterator[IO[bytes]]
+        A context manager yielding the byte stream; leaving it closes the file.
 
     Notes
     -----
-    Raises CorpusError naming the file if it is missing or unreadable.
+    Raises CorpusError naming the file if it is missing or unreadable. The file is opened exactly once and
+    its first bytes replayed (:class:`_ReplayedStream`), so a pipe loses nothing.
     """
     try:
-        with Path(path).open("rb") as probe:
-            is_gzip = probe.read(2) == GZIP_MAGIC
-        return gzip.open(path, "rb") if is_gzip else Path(path).open("rb")
+        file = Path(path).open("rb", buffering=0)  # noqa: SIM115 (closed through the replaying stream)
     except OSError as error:
         raise CorpusError(f"cannot read {path}: {error.strerror or error}") from None
+    head = _read_head(file, path)
+    with io.BufferedReader(_ReplayedStream(head, file)) as byte_stream:
+        if head == GZIP_MAGIC:
+            with gzip.GzipFile(fileobj=byte_stream, mode="rb") as decompressed:
+                yield decompressed
+        else:
+            yield byte_stream
+
+
+def _read_head(file: IO[bytes], path: Path) -> bytes:
+    """Read the first bytes of an open file, enough to tell gzip, however few a pipe gives per read."""
+    head = b""
+    try:
+        while len(head) < len(GZIP_MAGIC):
+            chunk = file.read(len(GZIP_MAGIC) - len(head))
+            if not chunk:
+                break
+            head += chunk
+    except OSError as error:
+        file.close()
+        raise CorpusError(f"cannot read {path}: {error.strerror or error}") from None
+    return head
 
 
 def iter_lines(path: Path) -> Iterator[str]:
@@ -55,7 +165,7 @@ def iter_lines(path: Path) -> Iterator[str]:
     Parameters
     ----------
     path : pathlib.Path
-        The file.
+        The file; a pipe (``/dev/stdin``, ``<(...)``), a FIFO or a device is read as it comes, once.
 
     Yields
     ------
@@ -65,18 +175,25 @@ def iter_lines(path: Path) -> Iterator[str]:
     Raises
     ------
     CorpusError
-        Naming the file and line for bytes that are not UTF-8 and for corrupt or truncated (gzip) data.
+        Naming the file and line for bytes that are not UTF-8, for a line longer than
+        :data:`MAX_LINE_BYTES` and for corrupt or truncated (gzip) data.
 
     Notes
     -----
     Lines are split on "\n" only (a "\r" before it is stripped), never on the other Unicode line separators
     that ``str.splitlines`` honours and that would shift the alignment with the other language. A UTF-8
-    byte-order mark at the start is dropped. Holds one line in memory at a time, whatever the file's size.
+    byte-order mark at the start is dropped. Holds one line in memory at a time, whatever the file's size, and
+    never more than :data:`MAX_LINE_BYTES` of it.
     """
-    with _open_corpus_file(path) as byte_stream:
+    with _opened_corpus_file(path) as byte_stream:
         lines_read = 0
         try:
-            for raw_line in byte_stream:
+            while raw_line := byte_stream.readline(MAX_LINE_BYTES + 1):
+                if len(raw_line) > MAX_LINE_BYTES and not raw_line.endswith(b"\n"):
+                    raise CorpusError(
+                        f"{path} line {lines_read + 1}: longer than {MAX_LINE_BYTES:,} bytes without a line "
+                        "end (is this a binary file or a device such as /dev/zero?)"
+                    )
                 try:
                     line = raw_line.decode("utf-8").strip()
                 except UnicodeDecodeError as error:

@@ -3,6 +3,7 @@
 import errno
 import os
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -90,10 +91,14 @@ def test_an_unwritable_destination_is_named_not_its_temporary_file(tmp_path: Pat
     # An unwritable folder (chmod does not stop root, so the temporary file is made to fail directly).
     unwritable = tmp_path / "missing-folder" / ".out.tmp-0123456789ab.txt"
     monkeypatch.setattr(atomic_files, "temporary_sibling", lambda path, kind="tmp": unwritable)
-    for write in (lambda: write_text_atomically(target, "new"), lambda: staged_directory(target).__enter__()):
+    folder = tmp_path / "out-folder"
+    for destination, write in (
+        (target, lambda: write_text_atomically(target, "new")),
+        (folder, lambda: staged_directory(folder).__enter__()),
+    ):
         with pytest.raises(FileNotFoundError) as refused:
             write()
-        assert str(refused.value) == f"cannot write {target}: No such file or directory"
+        assert str(refused.value) == f"cannot write {destination}: No such file or directory"
         assert refused.value.errno == errno.ENOENT
     assert target.read_text() == "kept" and os.listdir(tmp_path) == ["out.txt"]
 
@@ -120,3 +125,94 @@ def test_a_read_only_folder_is_named_with_the_file_asked_for(tmp_path: Path) -> 
     finally:
         folder.chmod(0o755)
     assert str(refused.value) == f"cannot write {folder / 'out.txt'}: Permission denied"
+
+
+# --- #48 item 2: what is not a regular file is written straight or through, never replaced ---
+
+
+def test_a_symbolic_link_is_followed_and_stays_a_link(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "out.de").write_text("old\n")
+    link = tmp_path / "out.de"
+    link.symlink_to("real/out.de")
+    write_text_atomically(link, "new\n")
+    assert link.is_symlink() and os.readlink(link) == "real/out.de"  # was replaced by a regular file
+    assert (tmp_path / "real" / "out.de").read_text() == "new\n"
+    assert sorted(os.listdir(tmp_path / "real")) == ["out.de"] and sorted(os.listdir(tmp_path)) == [
+        "out.de",
+        "real",
+    ]
+    dangling = tmp_path / "new.de"
+    dangling.symlink_to("real/made.de")
+    write_text_atomically(dangling, "made\n")
+    assert dangling.is_symlink() and (tmp_path / "real" / "made.de").read_text() == "made\n"
+
+
+def test_a_device_node_is_written_straight_and_stays_a_device(tmp_path: Path) -> None:
+    null = tmp_path / "null"
+    try:
+        os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # /dev/null's numbers, in a folder of our own
+    except PermissionError:
+        pytest.skip("making a device node needs root")
+    write_text_atomically(null, "discarded\n")
+    assert stat.S_ISCHR(null.lstat().st_mode)  # as root, --output /dev/null became a regular file
+    assert os.listdir(tmp_path) == ["null"]
+
+
+def test_a_fifo_is_written_straight_to_its_reader(tmp_path: Path) -> None:
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    write_text_atomically(fifo, "ein Hund\n")
+    reader.join(timeout=10)
+    assert received == [b"ein Hund\n"] and stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert os.listdir(tmp_path) == ["out.fifo"]
+
+
+def test_a_process_file_through_proc_is_appended_to_not_replaced(tmp_path: Path) -> None:
+    """``--output /dev/stdout`` with standard output appended to a log (``>> log``): the log keeps its text."""
+    log = tmp_path / "log.txt"
+    log.write_text("earlier\n")
+    with log.open("a") as appended:
+        write_text_atomically(Path(f"/proc/self/fd/{appended.fileno()}"), "translation\n")
+        write_text_atomically(Path(f"/dev/fd/{appended.fileno()}"), "another\n")
+    assert log.read_text() == "earlier\ntranslation\nanother\n"
+    assert os.listdir(tmp_path) == ["log.txt"]
+    read_end, write_end = os.pipe()  # ``| tee``: /dev/stdout is a pipe
+    try:
+        assert atomic_files.write_destination(Path(f"/dev/fd/{write_end}")) == (
+            Path(f"/dev/fd/{write_end}"),
+            True,
+        )
+        write_bytes_atomically(Path(f"/dev/fd/{write_end}"), b"piped\n")
+        assert os.read(read_end, 100) == b"piped\n"
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_a_loop_of_links_is_named_and_left_alone(tmp_path: Path) -> None:
+    loop = tmp_path / "loop.de"
+    loop.symlink_to("loop.de")
+    with pytest.raises(OSError) as refused:
+        write_text_atomically(loop, "new")
+    assert str(refused.value) == f"cannot write {loop}: Too many levels of symbolic links"
+    assert refused.value.errno == errno.ELOOP
+    assert loop.is_symlink() and os.listdir(tmp_path) == ["loop.de"]  # was renamed over: a regular file
+
+
+def test_a_staged_directory_follows_a_link_and_refuses_what_is_no_folder(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "old.txt").write_text("old")
+    (tmp_path / "model").symlink_to("real")
+    with staged_directory(tmp_path / "model") as staging:
+        (staging / "new.txt").write_text("new")
+    assert (tmp_path / "model").is_symlink() and os.listdir(tmp_path / "real") == ["new.txt"]
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(NotADirectoryError) as refused, staged_directory(tmp_path / "fifo"):
+        pass
+    assert str(refused.value) == f"cannot write {tmp_path / 'fifo'}: Not a directory"
+    assert stat.S_ISFIFO((tmp_path / "fifo").lstat().st_mode)  # was renamed aside to a hidden .old-* name
+    assert sorted(os.listdir(tmp_path)) == ["fifo", "model", "real"]

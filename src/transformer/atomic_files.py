@@ -2,11 +2,15 @@
 
 Every writer in the package goes through this module: checkpoints, vocabularies, corpora, translations,
 figures, caches. A crash (even SIGKILL) at any instant leaves either the old version or the complete new one.
+What is not a regular file is never replaced: a symbolic link is followed and its target written, and a device,
+a FIFO or a process's open file (``/dev/null``, ``/dev/stdout``) is written straight (:func:`write_destination`).
 """
 
+import errno
 import json
 import os
 import shutil
+import stat
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +19,8 @@ from typing import IO, Any
 
 #: Permission bits of a new file before the umask, as ``open`` uses.
 _DEFAULT_FILE_MODE = 0o666
+#: Most symbolic links followed from one path, as Linux's own limit (``ELOOP`` beyond).
+_MAX_SYMLINKS = 40
 
 
 def _current_umask() -> int:
@@ -49,6 +55,62 @@ def temporary_sibling(path: Path, kind: str = "tmp") -> Path:
     return path.with_name(f".{path.stem}.{kind}-{uuid.uuid4().hex[:12]}{path.suffix}")
 
 
+def write_destination(path: Path) -> tuple[Path, bool]:
+    """Say where writing ``path`` goes, and whether straight to it rather than by a sibling and a rename.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file a command was asked to write.
+
+    Returns
+    -------
+    tuple of (pathlib.Path, bool)
+        ``(path, True)`` for what must be written in place: a device, a FIFO, a socket, or a process's open
+        file reached through ``/proc`` (``/dev/stdout``, ``/dev/fd/1``, ``/proc/self/fd/1``); otherwise the
+        path after following every symbolic link (itself when it is none, the target when the link dangles)
+        and False.
+
+    Raises
+    ------
+    OSError
+        With ``ELOOP``, naming ``path``, for links that lead back to themselves or more than 40 deep.
+
+    Notes
+    -----
+    Renaming a new file over ``path`` replaces whatever the name was: a symbolic link became a regular file
+    (the target kept its old text), and as root ``/dev/null`` or ``/dev/stdout`` became one for every
+    process. A device or a pipe cannot be replaced by a rename and has no half-written state to protect, and a
+    ``/proc`` link names the open file itself: renaming beside it is impossible, and replacing the file it
+    points to would drop what the shell appended to it before.
+    """
+    path = Path(path)
+    try:
+        kind = os.stat(path).st_mode  # follows links
+    except OSError:
+        kind = None  # missing, dangling or a loop: nothing to write in place
+    chain = _symlink_chain(path)
+    through_proc = any(_is_process_file_link(link) for link in chain[:-1])
+    if kind is not None and (through_proc or not (stat.S_ISREG(kind) or stat.S_ISDIR(kind))):
+        return path, True
+    return chain[-1], False
+
+
+def _symlink_chain(path: Path) -> list[Path]:
+    """List ``path``, each symbolic link on from it, and last the first name that is no link."""
+    chain = [path]
+    while chain[-1].is_symlink():
+        if len(chain) > _MAX_SYMLINKS:
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path))
+        chain.append(chain[-1].parent / os.readlink(chain[-1]))  # an absolute target replaces the parent
+    return chain
+
+
+def _is_process_file_link(link: Path) -> bool:
+    """Whether a symbolic link lives under ``/proc`` (``/proc/PID/fd/N``): it names an open file, not a path."""
+    return Path(os.path.realpath(link.parent)).is_relative_to("/proc")
+
+
 @contextmanager
 def atomic_write(path: Path, mode: str = "wb", encoding: str | None = None) -> Iterator[IO[Any]]:
     """Open a temporary sibling of ``path`` for writing; rename it over ``path`` when the block succeeds.
@@ -74,17 +136,27 @@ def atomic_write(path: Path, mode: str = "wb", encoding: str | None = None) -> I
     checkpoint from other users), then renamed over ``path``. If the block raises (a failed checksum, a full
     disk, Ctrl-C), the temporary file is removed and ``path`` is left exactly as it was. An OSError of the
     writing itself (an unwritable folder, a full disk) names ``path``, the file asked for, not the hidden
-    temporary one, which the user never named and which no longer exists (:func:`name_destination`).
+    temporary one, which the user never named and which no longer exists (:func:`name_destination`). A
+    symbolic link is followed and its target replaced; a device, FIFO or process's open file is opened for
+    appending and written straight (:func:`write_destination`), the link or node itself left as it was.
     """
     if mode not in ("wb", "w"):
         raise ValueError(f"atomic_write: mode must be 'wb' or 'w', got {mode!r}")
-    path = Path(path)
+    text_encoding = (encoding or "utf-8") if mode == "w" else None
+    newline = "" if mode == "w" else None
+    requested = Path(path)
+    with name_destination(requested):
+        path, in_place = write_destination(requested)
+    if in_place:  # a device, a FIFO, a process's open file: appended to, never replaced nor synced
+        with name_destination(requested):
+            stream = open(path, mode.replace("w", "a"), encoding=text_encoding, newline=newline)  # noqa: SIM115 (closed by the with below; only the opening names the destination)
+        with stream:
+            yield stream
+        return
     with name_destination(path):
         path.parent.mkdir(parents=True, exist_ok=True)
     temporary = temporary_sibling(path)
     try:
-        text_encoding = (encoding or "utf-8") if mode == "w" else None
-        newline = "" if mode == "w" else None
         handle: IO[Any]
         with name_destination(path, temporary):
             handle = open(temporary, mode.replace("w", "x"), encoding=text_encoding, newline=newline)  # noqa: SIM115 (closed by the with below; only the opening names the destination)
@@ -280,9 +352,15 @@ def staged_directory(destination: Path) -> Iterator[Path]:
     On success every file is fsynced and given a plain file's mode (0666 less the umask), then
     :func:`replace_directory` publishes the directory; readers see either the old directory or the complete
     new one (checkpoints, converted models). On an exception the temporary directory is removed and
-    ``destination`` is left as it was.
+    ``destination`` is left as it was. A symbolic link is followed, so its target is replaced and the link
+    kept; anything there that is not a directory (a file, a FIFO, a device) is refused with an OSError naming
+    ``destination``, where renaming it aside used to hide it under a ``.old-*`` name.
     """
-    destination = Path(destination)
+    requested = Path(destination)
+    with name_destination(requested):
+        destination = _symlink_chain(requested)[-1]
+        if destination.exists() and not destination.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(destination))
     temporary = temporary_sibling(destination)
     with name_destination(destination, temporary):
         destination.parent.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,7 @@ text holds no control characters, and no output is one of the command's own inpu
 """
 
 import argparse
+import errno
 import math
 import os
 import unicodedata
@@ -231,7 +232,7 @@ def check_output_directory(path: Path, option: str) -> None:
 
 
 def check_output_file(path: Path, option: str) -> None:
-    """Refuse an output file that is an existing directory, naming the option.
+    """Refuse an output file that is an existing directory or a loop of symbolic links, naming the option.
 
     Parameters
     ----------
@@ -247,12 +248,24 @@ def check_output_file(path: Path, option: str) -> None:
     Raises
     ------
     ValueError
-        Such as "--output out: is a directory; expected a file".
+        Such as "--output out: is a directory; expected a file", or "--output loop.de: a symbolic link that
+        leads back to itself".
 
     Notes
     -----
-    Without this check the final rename fails with "[Errno 21] Is a directory" and names the temporary file.
+    Without this check the final rename fails with "[Errno 21] Is a directory" and names the temporary file,
+    and a link loop was renamed over, becoming a regular file. Other links, devices and FIFOs are fine: the
+    writer follows a link to its target and writes a device or FIFO straight
+    (:func:`transformer.atomic_files.write_destination`).
     """
+    try:
+        os.stat(path)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise ValueError(
+                f"{option} {path}: a symbolic link that leads back to itself ({error.strerror}); point it at a "
+                "file or remove it"
+            ) from None
     if path.is_dir():
         raise ValueError(f"{option} {path}: is a directory; expected a file")
 
@@ -300,7 +313,7 @@ def refuse_outputs_among_inputs(
     ------
     ValueError
         Naming both options, e.g. "--output ref.de: is --reference ref.de; writing it would destroy it (choose
-        another --output)".
+        another --output)"; and for an output file that cannot be one (:func:`check_output_file`).
 
     Notes
     -----
@@ -311,6 +324,7 @@ def refuse_outputs_among_inputs(
     anything is read or written.
     """
     for output_option, output in output_files:
+        check_output_file(output, output_option)
         for input_option, input_path in inputs:
             for input_file in _files_of(input_path):
                 if _same_file(output, input_file):

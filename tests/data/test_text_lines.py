@@ -101,3 +101,33 @@ def test_devices_as_input_are_read_or_named() -> None:
         f"/dev/zero line 1: longer than {MAX_LINE_BYTES:,} bytes without a line end (is this a binary file "
         "or a device such as /dev/zero?)"
     )
+
+
+# --- #48 item 2: an --output that is a link or a FIFO ---
+
+
+def test_output_through_a_link_writes_its_target_and_a_loop_is_named(tmp_path: Path) -> None:
+    (tmp_path / "kept.de").write_text("old\n", encoding="utf-8")
+    (tmp_path / "out.de").symlink_to("kept.de")
+    write_output_lines(["ein Hund"], str(tmp_path / "out.de"))
+    assert (tmp_path / "out.de").is_symlink()  # was replaced by a regular file, kept.de left as it was
+    assert (tmp_path / "kept.de").read_text(encoding="utf-8") == "ein Hund\n"
+    (tmp_path / "loop.de").symlink_to("loop.de")
+    with pytest.raises(ValueError) as error:
+        write_output_lines(["x"], str(tmp_path / "loop.de"))
+    assert str(error.value) == (
+        f"--output {tmp_path / 'loop.de'}: a symbolic link that leads back to itself (Too many levels of "
+        "symbolic links); point it at a file or remove it"
+    )
+    assert (tmp_path / "loop.de").is_symlink()
+
+
+def test_output_to_a_fifo_reaches_its_reader(tmp_path: Path) -> None:
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    write_output_lines(["ein Hund", "eine Katze"], str(fifo))
+    reader.join(timeout=10)
+    assert received == [b"ein Hund\neine Katze\n"] and not fifo.is_file()

@@ -1,9 +1,12 @@
 """The text a command reads and writes: one sentence per line, from a file or standard input, to either.
 
-Input files may be plain or gzipped (:func:`~transformer.data.dataset.read_lines`); standard input is decoded
-here, so bytes that are not UTF-8 stop with a line naming the line instead of a tokenizer traceback. Input text
-holding control characters is refused (:func:`~transformer.command_checks.refuse_control_characters`). Output
-files are written atomically, so an interrupted command leaves no partial output.
+Input files may be plain or gzipped, and pipes, FIFOs and devices (``/dev/stdin``, ``<(...)``) are read once,
+whole (:func:`~transformer.data.pipeline.text_files.read_lines`); standard input is decoded here, so bytes that
+are not UTF-8 stop with a line naming the line instead of a tokenizer traceback. Input text holding control
+characters is refused (:func:`~transformer.command_checks.refuse_control_characters`). Output files are written
+atomically, so an interrupted command leaves no partial output; a symbolic link is followed to its target and a
+device or FIFO (``/dev/null``, ``/dev/stdout``) written straight, never replaced
+(:func:`~transformer.atomic_files.write_destination`).
 """
 
 import sys
@@ -21,7 +24,7 @@ def read_input_lines(path: str | None) -> list[str]:
     Parameters
     ----------
     path : str or None
-        File path; None or "-" reads standard input.
+        File path (a pipe, FIFO or device too: read once); None or "-" reads standard input.
 
     Returns
     -------
@@ -130,11 +133,14 @@ def write_output_lines(lines: Sequence[str], path: str | None) -> None:
     Raises
     ------
     ValueError
-        When the destination is a directory, naming ``--output``.
+        When the destination is a directory or a loop of symbolic links, naming ``--output``.
 
     Notes
     -----
-    A file is written to a temporary sibling and renamed, so an interrupted run leaves no partial output.
+    A file is written to a temporary sibling and renamed, so an interrupted run leaves no partial output. A
+    symbolic link is followed and its target replaced (the link stays a link); a device, a FIFO or a
+    process's open file (``/dev/null``, ``/dev/stdout``, ``/proc/self/fd/1``) is written straight, never
+    replaced by a regular file.
     """
     text = "".join(line + "\n" for line in lines)
     if path is None or path == "-":

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from transformer.cli_arguments.parser import Subcommands
 from transformer.cli_arguments.search_options import MAX_BEAM, add_decode_arguments
-from transformer.command_checks import integer_in_range
+from transformer.command_checks import integer_in_range, number_in_range
 from transformer.decoding.translator import TRANSLATION_PRECISIONS
 
 if TYPE_CHECKING:
@@ -177,6 +177,19 @@ def add_serve_parser(commands: Subcommands) -> argparse.ArgumentParser:
         help="characters per request; beyond it 413 (LibreTranslate endpoint: 400) (default 5000)",
     )
     serve.add_argument("--api-keys", help="file of API keys, one per line; clients must send one")
+    serve.add_argument(
+        "--keep-alive-timeout",
+        type=number_in_range(0.001, 3600),
+        default=5.0,
+        help="seconds an idle connection stays open after a response (default 5)",
+    )
+    serve.add_argument(
+        "--read-timeout",
+        type=number_in_range(0.001, 3600),
+        default=10.0,
+        help="seconds a client has to send a request's line and headers, and again its body; slower: 408 and "
+        "the connection closed (default 10)",
+    )
     return serve
 
 
@@ -220,6 +233,8 @@ def serve_config_from_args(args: argparse.Namespace) -> "ServeConfig":
         admit_every=args.admit_every,
         max_chars=args.max_chars,
         api_keys=read_api_keys(Path(args.api_keys)) if args.api_keys else frozenset(),
+        keep_alive_timeout=args.keep_alive_timeout,
+        read_timeout=args.read_timeout,
     )
 
 

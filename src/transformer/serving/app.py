@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from transformer.serving import api_v1, libretranslate
 from transformer.serving.api_v1 import server_of
+from transformer.serving.connection_limits import BodyLimitMiddleware
 from transformer.serving.metrics import ServingMetrics
 from transformer.serving.model_worker import QueueFullError, WorkerStoppedError
 from transformer.serving.page import render_index_page
@@ -73,6 +74,9 @@ def create_app(server: ServerState) -> FastAPI:
     app.add_exception_handler(QueueFullError, _queue_full)  # type: ignore[arg-type]
     app.add_exception_handler(WorkerStoppedError, _stopping)  # type: ignore[arg-type]
     app.add_exception_handler(TranslationError, _translation_failed)  # type: ignore[arg-type]
+    app.add_middleware(
+        BodyLimitMiddleware, max_chars=server.config.max_chars, read_timeout_s=server.config.read_timeout
+    )
     app.add_middleware(RequestMetricsMiddleware, metrics=server.metrics)
     app.add_api_route("/", _index, methods=["GET"], response_class=HTMLResponse, include_in_schema=False)
     app.add_api_route("/health", _health, methods=["GET"], tags=["operations"])

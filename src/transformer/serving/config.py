@@ -52,6 +52,11 @@ class ServeConfig:
         Keys a client must send; empty: no key needed.
     warmup_text : str
         Sentence each model translates before ``/ready`` says yes.
+    keep_alive_timeout : float
+        Seconds an idle kept-alive connection stays open after a response (uvicorn's ``timeout_keep_alive``).
+    read_timeout : float
+        Seconds a client has to send a request's line and headers, and again its body; a slower one gets
+        408 and its connection is closed (a byte-a-second sender holds no connection for long).
 
     Notes
     -----
@@ -72,6 +77,8 @@ class ServeConfig:
     max_chars: int = 5000
     api_keys: frozenset[str] = field(default_factory=frozenset)
     warmup_text: str = "Hello."
+    keep_alive_timeout: float = 5.0
+    read_timeout: float = 10.0
 
     def __post_init__(self) -> None:
         if not self.checkpoints:
@@ -100,6 +107,10 @@ class ServeConfig:
             value = getattr(self, name)
             if not (isinstance(value, int) and 0 < value < math.inf):
                 raise ValueError(f"ServeConfig.{name}={value} must be a positive integer")
+        for name in ("keep_alive_timeout", "read_timeout"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and 0 < value < math.inf):
+                raise ValueError(f"ServeConfig.{name}={value} must be a positive number of seconds")
 
 
 def parse_checkpoint_options(values: list[str]) -> dict[str, tuple[Path, ...]]:

@@ -6,9 +6,12 @@ import threading
 from types import FrameType
 
 import uvicorn
+from fastapi import FastAPI
 
+from transformer.serving.access_log import logging_config
 from transformer.serving.app import create_app
 from transformer.serving.config import ServeConfig
+from transformer.serving.connection_limits import head_timeout_protocol
 from transformer.serving.metrics import ServingMetrics
 from transformer.serving.model_worker import ModelWorker
 from transformer.serving.served_model import ServedModel, load_served_model
@@ -119,9 +122,7 @@ def serve(config: ServeConfig) -> int:
     except BaseException:
         listening.close()
         raise
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(state), host=config.host, port=config.port, log_level="info")
-    )
+    server = uvicorn.Server(uvicorn_config(create_app(state), config))
     # uvicorn re-raises the signal it shut down on, once its own handler is removed; with the default
     # SIGTERM handler that would end the process with status -15 after a clean shutdown. A handler that
     # ignores it makes SIGTERM end the command with status 0 (SIGINT keeps its handler: an interrupt).
@@ -132,6 +133,41 @@ def serve(config: ServeConfig) -> int:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def uvicorn_config(app: FastAPI, config: ServeConfig, log_level: str = "info") -> uvicorn.Config:
+    """Configure uvicorn for the app: the connection timeouts and an access log without keys.
+
+    Parameters
+    ----------
+    app : FastAPI
+        What :func:`~transformer.serving.app.create_app` built.
+    config : ServeConfig
+        Host, port, ``keep_alive_timeout`` and ``read_timeout``.
+    log_level : str
+        uvicorn's log level ("info" writes the access log).
+
+    Returns
+    -------
+    uvicorn.Config
+        Ready for ``uvicorn.Server``.
+
+    Notes
+    -----
+    The h11 protocol is pinned, with the request-head timeout
+    (:class:`~transformer.serving.connection_limits.HeadTimeoutH11Protocol`); the access log's handler
+    redacts key-like query fields (:mod:`transformer.serving.access_log`). Tests start servers through here
+    too, so what they check is what ``transformer serve`` runs.
+    """
+    return uvicorn.Config(
+        app,
+        host=config.host,
+        port=config.port,
+        log_level=log_level,
+        log_config=logging_config(),
+        http=head_timeout_protocol(config.read_timeout),
+        timeout_keep_alive=config.keep_alive_timeout,  # type: ignore[arg-type]  # uvicorn takes any seconds
+    )
 
 
 def _note_sigterm(signal_number: int, frame: FrameType | None) -> None:

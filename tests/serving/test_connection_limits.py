@@ -1,0 +1,243 @@
+"""What one connection may cost the server: body bytes, time to send a request, keys in the access log.
+
+A real server on 127.0.0.1 (uvicorn in a thread, started as ``transformer serve`` configures it) with small
+timeouts, so that each slow client is cut off within seconds; raw sockets send exactly the bytes each test
+needs. Every wait is bounded by a socket timeout.
+"""
+
+import contextlib
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.serving.conftest import READY_TIMEOUT_S, free_port
+from transformer.serving.access_log import redact_query
+from transformer.serving.config import ServeConfig
+from transformer.serving.connection_limits import max_body_bytes
+
+#: The server's --read-timeout and --keep-alive-timeout in these tests.
+READ_TIMEOUT_S = 1.0
+KEEP_ALIVE_TIMEOUT_S = 0.5
+MAX_CHARS = 1000
+#: Longest any socket read waits: well past the timeouts, far below a hung test.
+SOCKET_TIMEOUT_S = 8.0
+
+
+@pytest.fixture(scope="module")
+def server_address(served_run: Path) -> Iterator[tuple[str, int]]:
+    """A server with 1 s to send a request, 0.5 s of keep-alive and 1,000 characters per request."""
+    import uvicorn
+
+    from transformer.serving.app import create_app
+    from transformer.serving.server import build_server_state, uvicorn_config
+
+    config = ServeConfig(
+        checkpoints={"default": served_run},
+        port=free_port(),
+        max_chars=MAX_CHARS,
+        read_timeout=READ_TIMEOUT_S,
+        keep_alive_timeout=KEEP_ALIVE_TIMEOUT_S,
+    )
+    server = uvicorn.Server(uvicorn_config(create_app(build_server_state(config)), config, "warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not _ready(f"http://127.0.0.1:{config.port}"):
+            assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+            time.sleep(0.05)
+        yield "127.0.0.1", config.port
+    finally:
+        server.should_exit = True
+        thread.join(READY_TIMEOUT_S)
+
+
+def _ready(base_url: str) -> bool:
+    try:
+        return httpx.get(f"{base_url}/ready", timeout=2.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@contextlib.contextmanager
+def connection(address: tuple[str, int]) -> Iterator[socket.socket]:
+    """A raw TCP connection to the server, every read bounded by SOCKET_TIMEOUT_S."""
+    client = socket.create_connection(address, timeout=SOCKET_TIMEOUT_S)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def read_until_closed(client: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (a socket timeout fails the test).
+
+    A reset after the answer (the server closed with our unread bytes in its buffer) ends it too.
+    """
+    received = b""
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := client.recv(65536):
+            received += chunk
+    return received
+
+
+def test_a_declared_body_over_the_limit_gets_413_before_any_of_it_is_sent(server_address) -> None:
+    with connection(server_address) as client:
+        client.sendall(
+            b"POST /v1/translate HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\n"
+            b"content-length: 52428800\r\n\r\n"
+        )
+        reply = read_until_closed(client)  # before the fix: waited for 50 MB that never came
+    assert reply.startswith(b"HTTP/1.1 413 "), reply
+    limit = max_body_bytes(MAX_CHARS)
+    assert (
+        b'{"detail": "request body too large: 52,428,800 bytes declared; this server takes at most '
+        + f'{limit:,} bytes (--max-chars {MAX_CHARS})"}}'.encode()
+    ) in reply
+
+
+def test_a_chunked_body_is_cut_off_as_soon_as_it_passes_the_limit(server_address) -> None:
+    """No Content-Length: the bytes are counted as they arrive, and the answer comes before the end."""
+    limit, chunk = max_body_bytes(MAX_CHARS), b"x" * 8192
+    sent = 0
+    with connection(server_address) as client:
+        client.sendall(
+            b"POST /v1/translate HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\n"
+            b"transfer-encoding: chunked\r\n\r\n"
+        )
+        deadline = time.monotonic() + SOCKET_TIMEOUT_S
+        while not select.select([client], [], [], 0.01)[0]:
+            assert time.monotonic() < deadline and sent < 50 * limit, "no answer while the body kept coming"
+            client.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            sent += len(chunk)
+        reply = read_until_closed(client)
+    assert reply.startswith(b"HTTP/1.1 413 "), reply
+    assert b"more than" in reply and f"(--max-chars {MAX_CHARS})".encode() in reply
+    assert limit < sent < limit + 20 * len(chunk)  # answered within a few chunks of passing the limit
+
+
+def test_the_libretranslate_endpoint_answers_in_its_error_shape(server_address) -> None:
+    with connection(server_address) as client:
+        client.sendall(b"POST /translate HTTP/1.1\r\nhost: test\r\ncontent-length: 99999999\r\n\r\n")
+        reply = read_until_closed(client)
+    assert reply.startswith(b"HTTP/1.1 413 ") and b'{"error": "request body too large: ' in reply
+
+
+def test_a_body_within_the_limit_is_translated(server_address) -> None:
+    host, port = server_address
+    reply = httpx.post(f"http://{host}:{port}/v1/translate", json={"text": "a dog sleeps ."}, timeout=30.0)
+    assert reply.status_code == 200 and reply.json()["translation"]
+
+
+def test_headers_sent_a_byte_at_a_time_are_cut_off_after_the_read_timeout(server_address) -> None:
+    """Slowloris: every byte used to reset uvicorn's keep-alive timer, so the connection never closed."""
+    head = b"POST /v1/translate HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\n"
+    with connection(server_address) as client:
+        start = time.monotonic()
+        closed_after = None
+        for byte in head:
+            try:
+                client.sendall(bytes([byte]))
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            if select.select([client], [], [], 0.1)[0]:  # the server has answered (and closed)
+                closed_after = time.monotonic() - start
+                break
+        assert closed_after is not None, "the server waited for the whole head, a byte every 0.1 s"
+        reply = read_until_closed(client)
+    assert READ_TIMEOUT_S - 0.05 < closed_after < READ_TIMEOUT_S + 1.5
+    assert reply.startswith(b"HTTP/1.1 408 ")
+    assert b"request line and headers not received within 1 s (--read-timeout)" in reply
+
+
+def test_a_connection_that_sends_nothing_is_closed(server_address) -> None:
+    with connection(server_address) as client:
+        start = time.monotonic()
+        reply = read_until_closed(client)  # before the fix: open until SOCKET_TIMEOUT_S, then failed
+        waited = time.monotonic() - start
+    assert reply.startswith(b"HTTP/1.1 408 ")
+    assert READ_TIMEOUT_S - 0.05 < waited < READ_TIMEOUT_S + 1.5
+
+
+def test_a_body_that_stops_coming_gets_408(server_address) -> None:
+    with connection(server_address) as client:
+        client.sendall(
+            b'POST /v1/translate HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\ncontent-length: 40\r\n\r\n{"text": '
+        )
+        start = time.monotonic()
+        reply = read_until_closed(client)
+        waited = time.monotonic() - start
+    assert (
+        reply.startswith(b"HTTP/1.1 408 ")
+        and b"request body not received within 1 s (--read-timeout)" in reply
+    )
+    assert waited < READ_TIMEOUT_S + 1.5
+
+
+def test_an_idle_kept_alive_connection_is_closed_after_the_keep_alive_timeout(server_address) -> None:
+    with connection(server_address) as client:
+        client.sendall(b"GET /health HTTP/1.1\r\nhost: test\r\n\r\n")
+        reply = b""
+        while not reply.endswith(b'{"status":"alive"}'):  # the whole answer, however it is split
+            chunk = client.recv(65536)
+            assert chunk, reply
+            reply += chunk
+        start = time.monotonic()
+        rest = read_until_closed(client)
+        waited = time.monotonic() - start
+    assert reply.startswith(b"HTTP/1.1 200 ") and rest == b""
+    assert waited < KEEP_ALIVE_TIMEOUT_S + 1.0
+
+
+def test_keys_in_query_strings_are_redacted() -> None:
+    assert redact_query("/v1/attention?source=a&api_key=s3cret&translation=b") == (
+        "/v1/attention?source=a&api_key=[redacted]&translation=b"
+    )
+    assert redact_query("/x?api%5Fkey=s3cret&Access-Token=t&key=k&monkey=m&flag") == (
+        "/x?api%5Fkey=[redacted]&Access-Token=[redacted]&key=[redacted]&monkey=[redacted]&flag"
+    )
+    assert redact_query("/v1/translate") == "/v1/translate"
+    assert redact_query("/v1/models?model=a") == "/v1/models?model=a"
+
+
+def test_the_access_log_of_transformer_serve_never_holds_a_key(served_run: Path, tmp_path: Path) -> None:
+    """``/v1/attention`` takes its key only as ``?api_key=``: uvicorn logged it in clear."""
+    keys = tmp_path / "keys.txt"
+    keys.write_text("s3cret-key-123\n", encoding="utf-8")
+    port = free_port()
+    command = [
+        sys.executable, "-m", "transformer.cli", "serve", "--checkpoint", str(served_run), "--port", str(port),
+        "--device", "cpu", "--api-keys", str(keys), "--read-timeout", "5", "--keep-alive-timeout", "2",
+    ]  # fmt: skip
+    log_path = tmp_path / "server.log"
+    with log_path.open("w") as log:
+        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        base_url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + READY_TIMEOUT_S
+            while not _ready(base_url):
+                assert server.poll() is None and time.monotonic() < deadline, log_path.read_text()
+                time.sleep(0.05)
+            query = {"source": "a dog .", "translation": "ein hund .", "api_key": "s3cret-key-123"}
+            assert httpx.get(f"{base_url}/v1/attention", params=query, timeout=30.0).status_code == 200
+            query["api_key"] = "wrong-key-456"
+            assert httpx.get(f"{base_url}/v1/attention", params=query, timeout=30.0).status_code == 403
+            server.send_signal(signal.SIGTERM)
+            assert server.wait(READY_TIMEOUT_S) == 0
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait()
+    text = log_path.read_text()
+    assert "s3cret-key-123" not in text and "wrong-key-456" not in text
+    assert text.count("api_key=[redacted]") == 2, text
+    assert '"GET /v1/attention?source=a+dog+.&translation=ein+hund+.&api_key=[redacted] HTTP/1.1" 200' in text

@@ -17,6 +17,7 @@ from transformer.architectures import (
     model_config_from_dict,
 )
 from transformer.atomic_files import staged_directory
+from transformer.checkpoint.integrity import check_model_config, check_tokenizer_files, integrity_metadata
 from transformer.checkpoint.layout import (
     CHECKSUM_METADATA_KEY,
     DECODE_METADATA_KEY,
@@ -36,6 +37,7 @@ from transformer.checkpoint.weights import (
     weights_sha256,
 )
 from transformer.config.decode import DecodeConfig
+from transformer.data.pipeline.marian_tokenizer import VOCAB_FILE, MarianTokenizer
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.data.pipeline.tokenizer import Tokenizer
 from transformer.safetensors_files import save_safetensors_file
@@ -146,13 +148,16 @@ def write_model_files(
     -----
     Not atomic by itself: callers write into :func:`transformer.atomic_files.staged_directory`, as
     :func:`save_checkpoint` and :func:`transformer.training.checkpoint.save_training_checkpoint` do. The
-    metadata records the weights' SHA-256 (:func:`weights_sha256`), which :func:`load_checkpoint` verifies;
-    every writer of a checkpoint (training, averaging, conversion) comes through here, so all carry it.
+    metadata records the weights' SHA-256 (:func:`weights_sha256`), and those of the model config and of
+    each tokenizer file (:func:`transformer.checkpoint.integrity.integrity_metadata`), which
+    :func:`load_checkpoint` verifies; every writer of a checkpoint (training, averaging, conversion) comes
+    through here, so all carry them.
     """
     metadata = {
         "format": FORMAT,
         "model_config": json.dumps(model_config.to_dict()),
         CHECKSUM_METADATA_KEY: weights_sha256(weights),
+        **integrity_metadata(model_config.to_dict(), tokenizer_files),
     }
     if decode_config is not None:
         metadata[DECODE_METADATA_KEY] = json.dumps(dataclasses.asdict(decode_config))
@@ -218,7 +223,9 @@ def load_checkpoint(path: Path) -> Checkpoint:
     settings come from a training checkpoint's ``trainer_state.json`` (its run's ``decode`` section) or from
     the weights file's metadata (averages); every checkpoint written since the format's first version loads.
     The weights are verified against their recorded SHA-256 (checkpoints written before it was recorded
-    have none) and must be finite (:func:`check_weights`).
+    have none) and must be finite (:func:`check_weights`); the model config and the tokenizer files against
+    theirs (:mod:`transformer.checkpoint.integrity`), so a hand-edited config or a swapped tokenizer is
+    refused by every command, and averaging or converting cannot pass one on under fresh checksums.
     """
     path = resolve_checkpoint(path)
     model_file = path / MODEL_FILE
@@ -229,6 +236,10 @@ def load_checkpoint(path: Path) -> Checkpoint:
     except (OSError, SafetensorError, KeyError, ValueError) as error:
         raise CheckpointError(f"{model_file}: not a readable checkpoint ({error})") from None
     check_weights(weights, metadata, model_file)
+    if not isinstance(config_values, dict):
+        raise CheckpointError(f"{model_file}: unreadable model config (not a JSON object)")
+    check_model_config(config_values, metadata, model_file)
+    check_tokenizer_files(path, metadata)
     try:
         model_config = model_config_from_dict(config_values)
     except (TypeError, ValueError) as error:
@@ -267,19 +278,22 @@ def load_checkpoint_tokenizer(directory: Path) -> TextTokenizer:
     ------
     ValueError
         Naming the directory when neither is present.
+    CheckpointError
+        Naming the file and the checkpoint, when a tokenizer file is not the one the checkpoint was saved with
+        (:func:`transformer.checkpoint.integrity.check_tokenizer_files`).
 
     Notes
     -----
-    The Marian adapter (:mod:`transformer.data.pipeline.marian_tokenizer`) needs nothing beyond sentencepiece, so
-    translating an imported model does not need ``transformers``; it is imported only when a checkpoint holds
-    ``vocab.json``.
+    The tokenizer is checked here as well as in :func:`load_checkpoint`: a caller may load the two at
+    different times, and a tokenizer of the same size swapped in between translates garbage. The Marian
+    adapter (:mod:`transformer.data.pipeline.marian_tokenizer`) needs nothing beyond sentencepiece, so
+    translating an imported model does not need ``transformers``.
     """
     directory = Path(directory)
+    check_tokenizer_files(directory)
     if (directory / TOKENIZER_FILE).exists():
         return Tokenizer.load(directory / TOKENIZER_FILE)
-    if (directory / "vocab.json").exists():
-        from transformer.data.pipeline.marian_tokenizer import MarianTokenizer
-
+    if (directory / VOCAB_FILE).exists():
         return MarianTokenizer.load(directory)
     raise ValueError(
         f"{directory}: no tokenizer (expected {TOKENIZER_FILE}, or vocab.json with source/target.spm)"

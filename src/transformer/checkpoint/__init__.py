@@ -3,8 +3,9 @@
 A checkpoint is a directory::
 
     step-00001000/
-      model.safetensors      weights; the model config, the weights' SHA-256 (and, for weights-only
-                             checkpoints, the search settings) in the file's metadata
+      model.safetensors      weights; the model config, the SHA-256 of the weights, of the config and of
+                             each tokenizer file (and, for weights-only checkpoints, the search settings)
+                             in the file's metadata
       tokenizer.model        the SentencePiece model, so the directory alone can translate
                              (or source.spm, target.spm and vocab.json for an imported Marian model)
       optimizer.safetensors  training checkpoints only: Adam moments and random-number-generator states
@@ -20,6 +21,8 @@ in a hidden sibling and renamed into place (:func:`transformer.atomic_files.stag
 
 - :mod:`transformer.checkpoint.layout`: the names of the files, and which checkpoint a run directory means
 - :mod:`transformer.checkpoint.weights`: a model's tensors, their checksum and their checks
+- :mod:`transformer.checkpoint.integrity`: the checksums of the model config and the tokenizer files, checked
+  at every load
 - :mod:`transformer.checkpoint.model_checkpoint`: ``Checkpoint``, ``save_checkpoint``, ``load_checkpoint`` and
   the tokenizer stored beside the weights
 """

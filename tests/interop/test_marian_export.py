@@ -14,6 +14,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremo
 
 EXPECTED_FILES = [
     "config.json",
+    "converted_from.json",
     "generation_config.json",
     "model.safetensors",
     "source.spm",

@@ -13,7 +13,8 @@
 * :mod:`transformer.interop.export_checks`: what both exports check first (a Transformer checkpoint, attention
   as the paper computes it), each refusal naming the target.
 * :mod:`transformer.interop.output_directory`: converted models are written to a temporary directory and
-  renamed into place.
+  renamed into place, replacing only an earlier conversion of the same kind (an export's
+  ``converted_from.json`` lists what it wrote).
 
 Nothing here needs ``transformers``; ``ctranslate2`` is needed only by the CTranslate2 module's functions
 (``pip install 'transformer[interop]'``).

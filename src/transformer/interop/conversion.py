@@ -12,6 +12,7 @@ from transformer.checkpoint.layout import resolve_checkpoint
 from transformer.command_checks import refuse_outputs_among_inputs
 from transformer.interop.ctranslate2 import export_ctranslate2
 from transformer.interop.marian import export_marian, import_marian
+from transformer.interop.output_directory import check_replaceable
 
 
 def convert_model(from_format: str, to: str, paths: Sequence[str], quantization: str | None = None) -> Path:
@@ -43,8 +44,11 @@ def convert_model(from_format: str, to: str, paths: Sequence[str], quantization:
 
     Notes
     -----
-    An output directory is replaced only if it holds an earlier conversion of the same kind, so a mistyped
-    path never deletes a user's files.
+    An output directory is replaced only if it holds an earlier conversion of the same kind and nothing else
+    (:func:`~transformer.interop.output_directory.check_replaceable`): an export's own record, or an import's
+    exact set of files. A folder that merely holds a file of the same name (a training checkpoint's
+    ``model.safetensors``, a user's ``config.json`` or ``model.bin``) is refused, so a mistyped path never
+    deletes a user's files.
     """
     if from_format == "hf-marian":
         if len(paths) != 1:
@@ -57,6 +61,7 @@ def convert_model(from_format: str, to: str, paths: Sequence[str], quantization:
         raise ValueError("export with: convert --to hf-marian|ctranslate2 CHECKPOINT OUTPUT_DIR")
     source, destination = resolve_checkpoint(Path(paths[0])), Path(paths[1])
     refuse_outputs_among_inputs([("CHECKPOINT", source)], replaced_directories=[("OUTPUT_DIR", destination)])
+    check_replaceable(destination, to, "OUTPUT_DIR")  # before anything is read
     if to == "hf-marian":
         return export_marian(source, destination)
     return export_ctranslate2(source, destination, quantization)

@@ -57,7 +57,8 @@ def export_ctranslate2(checkpoint_dir: Path, output_dir: Path, quantization: str
     checkpoint_dir : Path
         A checkpoint (or run) directory; its model may be ours or an imported Marian one.
     output_dir : Path
-        Directory to write; replaced if it holds an earlier CTranslate2 model.
+        Directory to write; replaced only if it holds an earlier CTranslate2 export and nothing else (its
+        ``converted_from.json`` lists the files).
     quantization : str or None
         Weight type CTranslate2 stores (one of :data:`QUANTIZATIONS`); None keeps float32.
 
@@ -65,7 +66,8 @@ def export_ctranslate2(checkpoint_dir: Path, output_dir: Path, quantization: str
     -------
     Path
         ``output_dir``: CTranslate2's ``model.bin``, ``config.json`` and vocabularies, plus the checkpoint's
-        tokenizer files and ``transformer_config.json`` (our model config) for :class:`CTranslate2Translator`.
+        tokenizer files and ``transformer_config.json`` (our model config) for :class:`CTranslate2Translator`,
+        and last ``converted_from.json``, the record of what the export wrote.
 
     Raises
     ------
@@ -95,7 +97,7 @@ def export_ctranslate2(checkpoint_dir: Path, output_dir: Path, quantization: str
     register_vocabularies(spec, tokenizer, config)
     spec.validate()
     spec.optimize(quantization=quantization)
-    with staged_directory(Path(output_dir), CT2_MODEL_FILE) as staging:
+    with staged_directory(Path(output_dir), "ctranslate2", checkpoint.path) as staging:
         spec.save(str(staging))
         for name, contents in checkpoint.tokenizer_files().items():
             if name in TOKENIZER_FILES:  # never let a stray file replace one CTranslate2 wrote

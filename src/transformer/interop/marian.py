@@ -144,7 +144,8 @@ def import_marian(marian_dir: Path, output_dir: Path) -> Path:
         Holds ``config.json``, the weights, ``source.spm``, ``target.spm``, ``vocab.json`` (and, for separate
         vocabularies, ``target_vocab.json``).
     output_dir : Path
-        The checkpoint directory to write (weights only); replaced if it holds an earlier checkpoint.
+        The checkpoint directory to write (weights only); replaced only if it holds an earlier import
+        (:func:`~transformer.interop.output_directory.holds_earlier_import`), never a training checkpoint.
 
     Returns
     -------
@@ -163,7 +164,7 @@ def import_marian(marian_dir: Path, output_dir: Path) -> Path:
     """
     marian_dir = Path(marian_dir)
     source = str(marian_dir / CONFIG_FILE)
-    check_replaceable(Path(output_dir), MODEL_FILE)
+    check_replaceable(Path(output_dir), "checkpoint", "--to")
     values = _read_json(marian_dir / CONFIG_FILE)
     tokenizer = MarianTokenizer.load(marian_dir)
     tensors = read_marian_weights(marian_dir)
@@ -300,13 +301,15 @@ def export_marian(checkpoint_dir: Path, output_dir: Path) -> Path:
     checkpoint_dir : Path
         A checkpoint (or run) directory.
     output_dir : Path
-        Directory to write; replaced if it holds an earlier export.
+        Directory to write; replaced only if it holds an earlier HuggingFace Marian export and nothing else
+        (its ``converted_from.json`` lists the files).
 
     Returns
     -------
     Path
         ``output_dir``, holding ``config.json``, ``generation_config.json``, ``model.safetensors``,
-        ``source.spm``, ``target.spm``, ``vocab.json`` and ``tokenizer_config.json``.
+        ``source.spm``, ``target.spm``, ``vocab.json``, ``tokenizer_config.json`` and ``converted_from.json``
+        (the record of what the export wrote).
 
     Raises
     ------
@@ -328,7 +331,7 @@ def export_marian(checkpoint_dir: Path, output_dir: Path) -> Path:
     check_exportable(config, source)
     tokenizer_files = marian_tokenizer_files(checkpoint.tokenizer_files(), config, source)
     tensors = our_to_marian_tensors(concatenated_weights(checkpoint.weights, config), config)
-    with staged_directory(Path(output_dir), CONFIG_FILE) as staging:
+    with staged_directory(Path(output_dir), "hf-marian", checkpoint.path) as staging:
         (staging / CONFIG_FILE).write_text(json.dumps(config_to_marian(config), indent=2), encoding="utf-8")
         generation = json.dumps(generation_settings(config), indent=2)
         (staging / GENERATION_CONFIG_FILE).write_text(generation, encoding="utf-8")

@@ -100,7 +100,7 @@ def test_convert_refuses_folders_that_merely_hold_its_file_names(
     for arguments, message in refusals:
         assert main(arguments) == 2
         assert capsys.readouterr().err == f"transformer convert: error: {message}\n"
-    assert {folder: listing(folder) for folder in before} == before  # each was replaced, its other files deleted
+    assert {folder: listing(folder) for folder in before} == before  # each was replaced before
 
 
 def test_an_earlier_export_is_replaced_only_while_it_holds_only_its_files(

@@ -43,11 +43,18 @@ def test_ctranslate2_engine_matches_pytorch_greedy(trained_run: Path, tmp_path: 
     pytorch = capsys.readouterr().out
     assert main(["translate", "--engine", "ctranslate2", "--checkpoint", str(ct2_dir), *common]) == 0
     assert capsys.readouterr().out == pytorch
-    assert (
-        main(["translate", "--engine", "ctranslate2", "--checkpoint", str(ct2_dir), "--input", str(source)])
-        == 2
+    # #48 item 12: the form follows the engine (it was refused unless --length-penalty-form power was given).
+    default_form = [arg for arg in common if arg not in ("--length-penalty-form", "power")]
+    assert main(["translate", "--engine", "ctranslate2", "--checkpoint", str(ct2_dir), *default_form]) == 0
+    assert capsys.readouterr().out == pytorch
+    engine = ["translate", "--engine", "ctranslate2", "--checkpoint", str(ct2_dir), "--input", str(source)]
+    assert main([*engine, "--beam", "3"]) == 0  # alpha 0.6, the power form
+    assert capsys.readouterr().out.count("\n") == len(source.read_text(encoding="utf-8").splitlines())
+    assert main([*engine, "--length-penalty-form", "gnmt"]) == 2
+    assert capsys.readouterr().err == (
+        "transformer translate: error: --engine ctranslate2 supports only --length-penalty-form power, its default "
+        "(or --alpha 0); CTranslate2 divides scores by |Y|^alpha\n"
     )
-    assert "power" in capsys.readouterr().err
 
 
 def test_convert_usage_errors(trained_run: Path, tmp_path: Path, capsys) -> None:

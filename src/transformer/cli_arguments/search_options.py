@@ -11,35 +11,28 @@ import dataclasses
 
 from transformer.command_checks import integer_in_range, number_in_range
 from transformer.config.decode import MAX_LENGTH_OFFSET, MBR_CANDIDATE_SOURCES, MBR_UTILITIES, DecodeConfig
+from transformer.config.search_limits import (
+    MAX_ALPHA,
+    MAX_BEAM,
+    MAX_EPSILON,
+    MAX_MBR,
+    MAX_NGRAM,
+    MAX_SEED,
+    MAX_TEMPERATURE,
+    MAX_TOP_K,
+    MIN_TEMPERATURE,
+    MIN_TOP_P,
+)
 from transformer.decoding.alignment import check_alignment_layer
 from transformer.decoding.ensemble import ENSEMBLE_MODES
 from transformer.decoding.translator import TRANSLATION_PRECISIONS, Translator
 from transformer.device import resolve_device
 
-#: Largest ``--beam``: each beam multiplies the rows decoded together (memory and time), and translation
-#: quality peaks at small beams (4 to 10) and falls beyond (Koehn and Knowles, 2017), so more is a typo.
-MAX_BEAM = 64
 # Largest ``--max-length-offset``: MAX_LENGTH_OFFSET (transformer.config). Inputs are cut at 1,024 BPE tokens,
 # an output more than 1,024 tokens longer than its input is a runaway rather than a translation, and the
 # searches size their tables by the limit before the first step (an offset of 10^8 ran for minutes without a
 # word).
-#: Largest ``--alpha``: an exponent of the output length; at 10 the penalty already outweighs any
-#: log-probability, and beyond about 12 |Y|^alpha overflows float32 for the longest outputs allowed.
-MAX_ALPHA = 10.0
-#: Largest ``--temperature``: at 100 the distribution is already flat to within 1% for any sane model.
-MAX_TEMPERATURE = 100.0
-#: Smallest ``--temperature`` and ``--top-p``: below, sampling is greedy search under another name.
-MIN_TEMPERATURE = MIN_TOP_P = 0.01
-#: Largest ``--epsilon``: a token of probability above 0.5 is the only one above it, so more is greedy.
-MAX_EPSILON = 0.5
-#: Largest ``--top-k``: beyond any vocabulary this project trains.
-MAX_TOP_K = 1_000_000
-#: Largest ``--mbr``: the utilities cost N(N - 1) comparisons per sentence; 256 is already 65,280.
-MAX_MBR = 256
-#: Largest ``--no-repeat-ngram``: longer n-grams hardly ever repeat inside one sentence.
-MAX_NGRAM = 32
-#: Largest ``--seed``: a signed 64-bit integer.
-MAX_SEED = 2**63 - 1
+# The other flags' ranges: transformer.config.search_limits, shared with the server's request fields.
 
 
 def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,7 +68,8 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
         "--length-penalty-form",
         choices=["gnmt", "power"],
         default=None,
-        help="gnmt: ((5+|Y|)/6)^alpha; power: |Y|^alpha (default: the run's, else gnmt)",
+        help="gnmt: ((5+|Y|)/6)^alpha; power: |Y|^alpha (default: the run's, else gnmt; power for translate "
+        "--engine ctranslate2, the only form CTranslate2 has)",
     )
     parser.add_argument(
         "--max-length-offset",

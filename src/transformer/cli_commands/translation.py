@@ -35,6 +35,7 @@ from transformer.device import resolve_device
 from transformer.evaluation.bleu import score_files
 from transformer.interop.conversion import convert_model
 from transformer.interop.ctranslate2_translation import (
+    CTRANSLATE2_DEFAULT_SEARCH,
     ctranslate2_model_directory,
     translate_file_with_ctranslate2,
 )
@@ -73,7 +74,8 @@ def run_translate(args: argparse.Namespace) -> int:
     if ctranslate2:
         resolve_device(args.device, option="--device")
         model_dir = ctranslate2_model_directory(args.checkpoint)  # refused first: a run passed for its export
-        settings = decode_config_from_args(args)  # an export keeps no run config: the paper's, then the flags
+        # An export keeps no run config: the paper's search with CTranslate2's power penalty, then the flags.
+        settings = decode_config_from_args(args, CTRANSLATE2_DEFAULT_SEARCH)
         translate_file_with_ctranslate2(
             model_dir, settings, args.input, args.output, args.device, args.compute_type, args.precision,
             args.prefix_file, args.alignments, args.scores,

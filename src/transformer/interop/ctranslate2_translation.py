@@ -13,6 +13,10 @@ from transformer.config.decode import DecodeConfig
 from transformer.data.text_lines import read_input_lines, write_output_lines
 from transformer.interop.ctranslate2 import CTranslate2Translator
 
+#: The search of ``--engine ctranslate2`` before any flag: the paper's (an export keeps no run config), with the
+#: one length penalty CTranslate2 has, ``power``, so that the command works without ``--length-penalty-form``.
+CTRANSLATE2_DEFAULT_SEARCH = DecodeConfig(length_penalty_form="power")
+
 
 def is_pytorch_checkpoint(path: Path) -> bool:
     """Whether a path is one of this project's checkpoints (or a run holding one).
@@ -129,12 +133,13 @@ def check_ctranslate2_search(settings: DecodeConfig, precision: str, output_opti
 
     Notes
     -----
-    ``--length-penalty-form gnmt`` is refused rather than changed to ``power``: the two rank candidates
-    differently, so a silent change would give other translations than asked for.
+    The form defaults to ``power`` (:data:`CTRANSLATE2_DEFAULT_SEARCH`); a ``--length-penalty-form gnmt``
+    given is refused rather than changed to ``power``: the two rank candidates differently, so a silent change
+    would give other translations than asked for.
     """
     if settings.length_penalty_form != "power" and settings.length_penalty != 0:
         raise ValueError(
-            "--engine ctranslate2 supports only --length-penalty-form power (or --alpha 0); "
+            "--engine ctranslate2 supports only --length-penalty-form power, its default (or --alpha 0); "
             "CTranslate2 divides scores by |Y|^alpha"
         )
     if settings.nbest > 1 or not settings.use_cache or precision != "fp32":

@@ -17,6 +17,11 @@ from transformer.visualization.attention_html import write_attention_html
 from transformer.visualization.attention_inputs import sentence_attention
 from transformer.visualization.attention_plot import plot_attention_maps
 
+#: Most words ``--text`` or ``--target`` may hold. The page stores every layer's and head's maps, which grow with
+#: the square of the length (2,100 words made a 362 MB page on the quick-start model, so 100 words make about
+#: 1 MB there), and a map of more rows than a screen holds cannot be read anyway.
+MAX_ATTENTION_WORDS = 100
+
 
 @dataclass(frozen=True)
 class DrawnAttention:
@@ -70,6 +75,39 @@ def check_layer_index(model: Transformer, layer: int) -> None:
         )
 
 
+def check_attention_text(text: str, option: str) -> None:
+    """Refuse a sentence too long to draw, naming the option and the limit.
+
+    Parameters
+    ----------
+    text : str
+        The ``--text`` or ``--target`` given.
+    option : str
+        Its flag, for the message.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        Such as "--text: 2,100 words; attention maps are drawn for at most 100 words (the page grows with the
+        square of the length)".
+
+    Notes
+    -----
+    Words (split on whitespace) rather than tokens, so the check runs before the model and its tokenizer are
+    loaded and the limit is one a user can count; see :data:`MAX_ATTENTION_WORDS` for why it is there.
+    """
+    words = len(text.split())
+    if words > MAX_ATTENTION_WORDS:
+        raise ValueError(
+            f"{option}: {words:,} words; attention maps are drawn for at most {MAX_ATTENTION_WORDS} words "
+            "(the page grows with the square of the length)"
+        )
+
+
 def draw_checkpoint_attention(
     checkpoint: str | Path,
     text: str,
@@ -103,8 +141,9 @@ def draw_checkpoint_attention(
     Raises
     ------
     ValueError
-        For a checkpoint of another architecture than the Transformer (naming ``model.architecture``), or a
-        layer the model lacks (:func:`check_layer_index`).
+        For a text or target over :data:`MAX_ATTENTION_WORDS` words (:func:`check_attention_text`, before
+        anything is loaded), a checkpoint of another architecture than the Transformer (naming
+        ``model.architecture``), or a layer the model lacks (:func:`check_layer_index`).
 
     Notes
     -----
@@ -113,6 +152,9 @@ def draw_checkpoint_attention(
     checkpoint of the recurrent baseline is refused: its single alignment per target token is
     ``RNNEncoderDecoder.forward_with_attention``'s, not per layer and head.
     """
+    check_attention_text(text, "--text")
+    if target is not None:
+        check_attention_text(target, "--target")
     translator = Translator.from_checkpoint(checkpoint, device="cpu")  # the run's search settings
     if not isinstance(translator.model, Transformer):
         raise ValueError(

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from transformer.cli_arguments.parser import Subcommands
-from transformer.cli_arguments.search_options import MAX_BEAM, add_decode_arguments
+from transformer.cli_arguments.search_options import add_decode_arguments
 from transformer.command_checks import integer_in_range, number_in_range
+from transformer.config.search_limits import MAX_BEAM
 from transformer.decoding.translator import TRANSLATION_PRECISIONS
 
 if TYPE_CHECKING:

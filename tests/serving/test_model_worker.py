@@ -1,11 +1,18 @@
-"""The model worker's admission rule: waiting sentences join a running batch in groups, a lone one at once."""
+"""The model worker: its admission rule (groups, a lone sentence at once) and whole searches time-sliced with the batch."""
+
+import dataclasses
+import threading
+import time
+from pathlib import Path
 
 import pytest
+import torch
 
 from transformer.config.decode import DecodeConfig
+from transformer.serving.continuous_batching import DecodedSentence
 from transformer.serving.metrics import ServingMetrics
 from transformer.serving.model_worker import ADMISSION_GROUP, ModelWorker
-from transformer.serving.sentence_jobs import RequestHandle, SentenceJob
+from transformer.serving.sentence_jobs import RequestHandle, SentenceJob, SentenceTiming
 
 
 def worker_with(running: int, admit_every: int) -> ModelWorker:
@@ -61,3 +68,103 @@ def test_admit_every_one_admits_at_every_step_and_zero_is_refused() -> None:
     assert worker._take_admissible() == jobs
     with pytest.raises(ValueError, match="admit_every=0 must be at least 1"):
         worker_with(running=0, admit_every=0)
+
+
+class Deliveries:
+    """Collects what the worker delivers, in order, from its thread."""
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+        self.results: dict[str, DecodedSentence] = {}
+        self.done = threading.Event()
+
+    def to(self, name: str, last: bool = False):
+        """The ``deliver`` callback of the job called ``name``."""
+
+        def deliver(result: DecodedSentence, timing: SentenceTiming) -> None:
+            self.order.append(name)
+            self.results[name] = result
+            if last:
+                self.done.set()
+
+        return deliver
+
+
+@pytest.fixture(scope="module")
+def served(served_run: Path):
+    from transformer.serving.served_model import load_served_model
+
+    return load_served_model("m", [served_run], "pytorch", "cpu", "fp32")
+
+
+def long_prefix_job(served, deliver, handle: RequestHandle | None = None) -> SentenceJob:
+    """A whole search of over 300 forced steps (a long prefix), greedy."""
+    config = dataclasses.replace(served.decode_config, beam_size=1, nbest=1)
+    prefix = served.encode_prefix(" ".join(["ein hund schläft ."] * 60))
+    assert len(prefix) > 300
+    return SentenceJob(
+        "m", served.encode("a dog sleeps ."), config, handle or RequestHandle(), deliver, prefix
+    )
+
+
+def test_a_short_sentence_is_not_held_up_by_a_long_whole_search(served) -> None:
+    """The long prefix's search is time-sliced with the running batch: the short sentence ends first.
+
+    Before: the prefix's search ran whole between two decoder steps, and the sentence behind it waited for all
+    of its 300 steps.
+    """
+    worker = ModelWorker({"m": served}, "continuous", 4096, 100, ServingMetrics())
+    deliveries = Deliveries()
+    whole = long_prefix_job(served, deliveries.to("whole", last=True))
+    config = dataclasses.replace(served.decode_config, beam_size=2, nbest=1)
+    short = SentenceJob("m", served.encode("a cat ."), config, RequestHandle(), deliveries.to("short"))
+    worker.start()
+    try:
+        worker.submit([whole])
+        worker.submit([short])
+        assert deliveries.done.wait(120)
+    finally:
+        worker.stop(120)
+    assert deliveries.order == ["short", "whole"]
+    # Each is what it is alone: the offline search of that sentence.
+    translator = served.translator
+    for name, job in (("whole", whole), ("short", short)):
+        src = torch.tensor([job.src_ids])
+        alone = translator.search_tokens(src, [job.prefix_ids] if job.prefix_ids else None, job.decode_config)
+        assert deliveries.results[name].hypotheses == alone[0]
+    assert deliveries.results["whole"].hypotheses[0].tokens[: len(whole.prefix_ids)] == whole.prefix_ids
+
+
+def test_a_whole_search_whose_client_has_gone_stops_at_its_next_step(served) -> None:
+    metrics = ServingMetrics()
+    worker = ModelWorker({"m": served}, "continuous", 4096, 100, metrics)
+    deliveries = Deliveries()
+    handle = RequestHandle()
+    steps: list[int] = []
+    real_between = worker._between_whole_steps
+
+    def counting_between(jobs: list[SentenceJob]) -> None:
+        steps.append(1)
+        if len(steps) == 20:
+            handle.cancel()  # the client disconnects 20 steps into its 300-step search
+        real_between(jobs)
+
+    worker._between_whole_steps = counting_between  # type: ignore[method-assign]
+    worker.start()
+    try:
+        worker.submit([long_prefix_job(served, deliveries.to("whole"), handle)])
+        config = dataclasses.replace(served.decode_config, beam_size=1, nbest=1)
+        after = SentenceJob(
+            "m", served.encode("a cat ."), config, RequestHandle(), deliveries.to("after", True)
+        )
+        deadline = time.monotonic() + 60
+        while len(steps) < 20:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        worker.submit([after])
+        assert deliveries.done.wait(60)
+    finally:
+        worker.stop(120)
+    assert deliveries.order == ["after"]  # the abandoned search delivered nothing
+    assert len(steps) == 20  # and took no step after the one where its client was found gone
+    assert metrics.sentences_cancelled._value.get() == 1

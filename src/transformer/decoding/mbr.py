@@ -82,6 +82,7 @@ def mbr_search(
     config: DecodeConfig,
     detokenize: Callable[[list[int]], str],
     prefixes: Sequence[Sequence[int]] | None = None,
+    between_sentences: Callable[[], None] | None = None,
 ) -> list[list[Hypothesis]]:
     """Translate a batch by minimum Bayes risk decoding.
 
@@ -98,6 +99,9 @@ def mbr_search(
         Turns output token ids into text (the utility compares detokenised text, as BLEU does).
     prefixes : sequence of sequence of int, optional
         A forced target prefix per sentence.
+    between_sentences : callable or None
+        Called before each sentence's utilities are computed (the server steps its other clients there: N = 64
+        candidates are 4,032 utilities); None calls nothing.
 
     Returns
     -------
@@ -120,7 +124,10 @@ def mbr_search(
         raise ValueError(f"mbr_search needs DecodeConfig.mbr >= 2 candidates, got {config.mbr}")
     candidates = search(model_or_step_model, src_tokens, candidate_config(config), prefixes)
     utility = SentenceUtility(config.mbr_utility)
-    return [
-        rank_by_expected_utility(sentence, [detokenize(h.tokens) for h in sentence], utility)[: config.nbest]
-        for sentence in candidates
-    ]
+    ranked = []
+    for sentence in candidates:
+        if between_sentences is not None:
+            between_sentences()
+        texts = [detokenize(hypothesis.tokens) for hypothesis in sentence]
+        ranked.append(rank_by_expected_utility(sentence, texts, utility)[: config.nbest])
+    return ranked

@@ -28,7 +28,7 @@ from transformer.decoding.ensemble import (
 )
 from transformer.decoding.mbr import mbr_search
 from transformer.decoding.search import Hypothesis, NonFiniteScoresError
-from transformer.decoding.step_model import StepModel, as_step_model
+from transformer.decoding.step_model import PausingStepModel, StepModel, as_step_model
 from transformer.device import bf16_unsupported_reason, resolve_device
 from transformer.model.config import TransformerConfig
 from transformer.model.quantization import quantize_for_inference
@@ -407,6 +407,7 @@ class Translator:
         src_tokens: torch.Tensor,
         prefixes: Sequence[Sequence[int]] | None = None,
         config: DecodeConfig | None = None,
+        between_steps: Callable[[], None] | None = None,
     ) -> list[list[Hypothesis]]:
         """Search one batch of encoded sentences: MBR when ``config.mbr``, else sampling, greedy or beam.
 
@@ -418,6 +419,10 @@ class Translator:
             A forced target prefix per sentence (token ids; empty for none).
         config : DecodeConfig, optional
             The search; None uses ``decode_config``.
+        between_steps : callable or None
+            Called before the encoder, before every decoder step and before each MBR sentence's utilities
+            (:class:`~transformer.decoding.step_model.PausingStepModel`); it may raise to abandon the search.
+            None calls nothing.
 
         Returns
         -------
@@ -433,14 +438,17 @@ class Translator:
         -----
         What :meth:`translate_nbest` runs per batch, for callers that batch and encode themselves: the
         server runs the searches its step-level batching does not (sampling, MBR, prefixes, n-gram blocking,
-        ensembles) through here, so each gives the translation ``transformer translate`` gives.
+        ensembles) through here, so each gives the translation ``transformer translate`` gives, and its
+        ``between_steps`` runs the other clients' decoder steps, so such a search does not stall them.
         """
         config = config if config is not None else self.decode_config
+        step_model = self.step_model(config.use_cache)
+        if between_steps is not None:
+            step_model = PausingStepModel(step_model, between_steps)
         try:
             if config.mbr:
-                step_model = self.step_model(config.use_cache)
-                return mbr_search(step_model, src_tokens, config, self._detokenize, prefixes)
-            return search(self.step_model(config.use_cache), src_tokens, config, prefixes)
+                return mbr_search(step_model, src_tokens, config, self._detokenize, prefixes, between_steps)
+            return search(step_model, src_tokens, config, prefixes)
         except NonFiniteScoresError as error:
             raise ValueError(f"{self.weights_file or 'the model'}: {error}") from None
 

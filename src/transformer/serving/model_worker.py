@@ -12,13 +12,19 @@ the moment that sentence's search ends. The thread loops:
 
 The searches that step-level batching does not run (sampling, MBR, target prefixes, n-gram blocking, and
 every search of an ensemble) take the request-batching path in either mode: admitted like the others, then
-searched to the end between two decoder steps of the running batches, with ``Translator.search_tokens``, so
-each gives what ``transformer translate`` gives.
+searched to the end with ``Translator.search_tokens``, so each gives what ``transformer translate`` gives.
+Under continuous batching such a *whole search* is time-sliced with the running batches: before each of its
+own steps (and its encoder pass, and each MBR sentence's utilities) it hands the thread back, and the
+running batches step, and admit the sentences they can, for as long as its own last step took (at least one
+step). The running batches thus get at least half of the thread's time beside any whole search, however
+long: one 45 s prefix used to stall every other client for its 45 s. A whole search whose clients have all
+gone is abandoned at its next step.
 
 The thread sleeps on a condition variable when there is nothing to do, and :meth:`ModelWorker.stop`
 drains what was accepted before it returns.
 """
 
+import functools
 import threading
 import time
 from collections import deque
@@ -52,6 +58,16 @@ class QueueFullError(RuntimeError):
     Notes
     -----
     Raised before any of the request's sentences is queued, so a refused request leaves nothing behind.
+    """
+
+
+class SearchAbandonedError(RuntimeError):
+    """Every client of a whole search has gone: raised between its steps to stop it.
+
+    Notes
+    -----
+    Raised by the worker's pause inside :class:`~transformer.decoding.step_model.PausingStepModel` and caught
+    by the worker, which delivers nothing: the requests are already answered (or closed).
     """
 
 
@@ -130,6 +146,8 @@ class ModelWorker:
             raise ValueError(f"admit_every={admit_every} must be at least 1")
         self.admit_every = admit_every
         self._steps_since_admission = 0
+        self._whole_search_tokens = 0  # the token budget held by admitted whole searches not yet done
+        self._slice_ended = 0.0  # when the running whole search last got the thread back
         self._waiting: deque[SentenceJob] = deque()
         self._calls: list[tuple[Callable[[], Any], Future[Any]]] = []
         self._batches: dict[tuple[str, int], ContinuousBatch] = {}
@@ -245,9 +263,9 @@ class ModelWorker:
                     _run_call(function, future)
                 if self.batching == "continuous":
                     to_the_end = [job for job in admitted if self._searches_to_the_end(job)]
-                    if to_the_end:
-                        self._run_request_batch(to_the_end)
                     self._step_continuous([job for job in admitted if job not in to_the_end])
+                    if to_the_end:
+                        self._run_request_batch(to_the_end, interleaved=True)
                 else:
                     self._run_request_batch(admitted)
 
@@ -267,20 +285,25 @@ class ModelWorker:
             self._waiting = deque(job for job in self._waiting if not job.handle.cancelled)
             self.metrics.sentences_cancelled.inc(len(cancelled))
 
-    def _take_admissible(self) -> list[SentenceJob]:
+    def _take_admissible(self, step_batched_only: bool = False) -> list[SentenceJob]:
         """Pop waiting sentences, oldest first, while they fit the token budget (called with the lock held).
 
         The oldest waiting sentence always goes first: a younger one never overtakes it, so a long sentence
         waits at most until enough running ones end. With nothing running, one sentence goes in whatever
-        its size.
+        its size. ``step_batched_only`` (while a whole search runs) leaves whole searches waiting, in their
+        places, and takes the step-batched sentences behind them.
         """
         if self.batching == "continuous" and not self._admission_due():
             return []
-        used = sum(batch.source_tokens for batch in self._batches.values())
+        used = self._whole_search_tokens + sum(batch.source_tokens for batch in self._batches.values())
         taken: list[SentenceJob] = []
+        passed_over: list[SentenceJob] = []
         widest = 0
         while self._waiting:
             job = self._waiting[0]
+            if step_batched_only and self._searches_to_the_end(job):
+                passed_over.append(self._waiting.popleft())
+                continue
             rows = decoder_rows(job.decode_config)
             if self.batching == "continuous":
                 cost = used + rows * len(job.src_ids)
@@ -292,6 +315,7 @@ class ModelWorker:
             if self.batching == "continuous":
                 used = cost
             taken.append(self._waiting.popleft())
+        self._waiting.extendleft(reversed(passed_over))
         now = time.perf_counter()
         for job in taken:
             job.admitted_at = now
@@ -342,25 +366,73 @@ class ModelWorker:
             running += batch.num_sentences
         self.metrics.running_sentences.set(running)
 
-    def _run_request_batch(self, admitted: list[SentenceJob]) -> None:
-        """Decode the admitted sentences to the end with the offline search (the baseline)."""
+    def _run_request_batch(self, admitted: list[SentenceJob], interleaved: bool = False) -> None:
+        """Decode the admitted sentences to the end with the offline search, grouped by model and search.
+
+        ``interleaved`` (continuous batching) time-slices each group with the running batches
+        (:meth:`_between_whole_steps`); the groups hold their share of the token budget until they end.
+        """
         groups: dict[tuple[str, DecodeConfig], list[SentenceJob]] = {}
         for job in admitted:
             groups.setdefault((job.model, job.decode_config), []).append(job)
+        if interleaved:
+            self._whole_search_tokens = sum(
+                decoder_rows(job.decode_config) * len(job.src_ids) for job in admitted
+            )
         for (name, config), jobs in groups.items():
             self.metrics.batch_rows.observe(len(jobs) * decoder_rows(config))
             self.metrics.running_sentences.set(len(jobs) + self._running())
+            between_steps = None
+            if interleaved:
+                self._slice_ended = time.perf_counter()
+                between_steps = functools.partial(self._between_whole_steps, jobs)
             try:
                 hypotheses = _search_to_the_end(
-                    self.models[name], [job.src_ids for job in jobs], [job.prefix_ids for job in jobs], config
+                    self.models[name],
+                    [job.src_ids for job in jobs],
+                    [job.prefix_ids for job in jobs],
+                    config,
+                    between_steps,
                 )
+            except SearchAbandonedError:
+                self.metrics.sentences_cancelled.inc(len(jobs))
+                continue
             except Exception as error:
                 self._fail(jobs, error)
                 continue
+            finally:
+                if interleaved:
+                    self._whole_search_tokens -= sum(decoder_rows(config) * len(job.src_ids) for job in jobs)
             for job, sentence_hypotheses in zip(jobs, hypotheses, strict=True):
                 steps = max((len(item.tokens) for item in sentence_hypotheses), default=0)
                 self._deliver(DecodedSentence(job, sentence_hypotheses, steps))
         self.metrics.running_sentences.set(self._running())
+
+    def _between_whole_steps(self, jobs: list[SentenceJob]) -> None:
+        """Between two steps of a whole search: step the running batches for as long as its last step took.
+
+        At least one step of the running batches when they have sentences; none (an immediate return) when
+        they have none and none can join. Queued calls run here too, and step-batched sentences are admitted
+        as between ordinary steps. Raises :class:`SearchAbandonedError` once every client of ``jobs`` is gone.
+        """
+        if all(job.handle.cancelled for job in jobs):
+            raise SearchAbandonedError("every client of this search has gone")
+        start = time.perf_counter()
+        own_slice = start - self._slice_ended
+        while True:
+            with self._condition:
+                calls, self._calls = self._calls, []
+                self._forget_cancelled()
+                admitted = self._take_admissible(step_batched_only=True)
+                self.metrics.queue_depth.set(len(self._waiting))
+            for function, future in calls:
+                _run_call(function, future)
+            if not (admitted or self._running()):
+                break
+            self._step_continuous(admitted)
+            if time.perf_counter() - start >= own_slice:
+                break
+        self._slice_ended = time.perf_counter()
 
     def _deliver(self, result: DecodedSentence) -> None:
         job = result.key
@@ -401,16 +473,23 @@ def decoder_rows(config: DecodeConfig) -> int:
 
 
 def _search_to_the_end(
-    served: ServedModel, src_ids: list[list[int]], prefix_ids: list[list[int]], config: DecodeConfig
+    served: ServedModel,
+    src_ids: list[list[int]],
+    prefix_ids: list[list[int]],
+    config: DecodeConfig,
+    between_steps: Callable[[], None] | None = None,
 ) -> list[list[Hypothesis]]:
-    """Decode a padded batch to its end: the translator's search (any kind), or CTranslate2's."""
+    """Decode a padded batch to its end: the translator's search (any kind), or CTranslate2's (in C++, whole).
+
+    The translator's search calls ``between_steps`` before each of its steps (None: never).
+    """
     model = served.engine_model
     if isinstance(model, CTranslate2Translator):
         return ctranslate2_search(model, src_ids, config)
     assert served.translator is not None
     src_tokens = pad_sequences(src_ids, model.config.pad_id).to(model_device(model))
     prefixes = prefix_ids if any(prefix_ids) else None
-    return served.translator.search_tokens(src_tokens, prefixes, config)
+    return served.translator.search_tokens(src_tokens, prefixes, config, between_steps)
 
 
 def _run_call(function: Callable[[], Any], future: "Future[Any]") -> None:

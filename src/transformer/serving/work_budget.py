@@ -1,0 +1,153 @@
+"""The work a translation request asks for, measured before anything is queued, and the server's budget for it.
+
+Every field that makes a request cost more counts: the characters of its texts and of its prefixes, the
+number of sentences (each at least :data:`MIN_SENTENCE_CHARS`, so 1,000 one-character sentences cost like a
+50,000-character text), ``min_length`` (steps every sentence must decode) and the search width (capped by the
+request fields themselves: beam, MBR candidates and samples at most
+:data:`~transformer.serving.config.MAX_BEAM_SIZE`). :func:`request_work` is a pure function of the parsed
+request, so the edge can refuse a request over the budget (413 naming the fields and the limit) and a
+scheduler can weigh the requests it admits by the same measure.
+"""
+
+from dataclasses import dataclass
+
+from transformer.config.decode import DecodeConfig
+from transformer.serving.model_worker import decoder_rows
+from transformer.serving.sentence_splitting import keep_as_one_sentence, split_into_sentences
+
+#: The least a sentence costs, in characters of ``--max-chars``: a one-character sentence still takes a batch
+#: row, an encoder pass and a decoder step per output token until its end token, up to ``max_length_offset``
+#: (50) steps for a model that rambles, about what a 50-character sentence takes.
+MIN_SENTENCE_CHARS = 50
+#: Characters one decoder step forced by ``min_length`` counts as: about one BPE token of European text.
+CHARS_PER_TOKEN = 4
+
+
+@dataclass(frozen=True)
+class RequestWork:
+    """The work of one request, in the units the server's limits count.
+
+    Parameters
+    ----------
+    text_chars : int
+        Characters of all texts together.
+    prefix_chars : int
+        Characters of all target prefixes together (forced decoder steps, one per token).
+    sentences : int
+        Sentences the texts split into: batch rows and queue places.
+    cost : int
+        Characters counted against ``--max-chars``: ``text_chars + prefix_chars``, plus, for each sentence
+        shorter than :attr:`sentence_floor`, the difference.
+    sentence_floor : int
+        The least a sentence costs in this request: :data:`MIN_SENTENCE_CHARS`, or ``min_length`` times
+        :data:`CHARS_PER_TOKEN` when that is more.
+    rows : int
+        Decoder rows per sentence (beam size, MBR candidates or samples).
+
+    Notes
+    -----
+    ``cost`` never falls below the characters sent, so a request of ordinary sentences costs exactly its
+    length, as ``--max-chars`` always counted; only many short sentences or a large ``min_length`` cost more.
+    """
+
+    text_chars: int
+    prefix_chars: int
+    sentences: int
+    cost: int
+    sentence_floor: int
+    rows: int
+
+
+def request_work(
+    texts: list[str],
+    config: DecodeConfig,
+    language: str,
+    split: bool = True,
+    prefixes: list[str] | None = None,
+) -> RequestWork:
+    """Measure a request's work from its parsed fields, splitting its texts as the translation will.
+
+    Parameters
+    ----------
+    texts : list of str
+        The texts to translate.
+    config : DecodeConfig
+        The request's search (the model's settings with the request's options applied).
+    language : str
+        The model's source language, for the sentence splitter.
+    split : bool
+        Whether texts are split into sentences (a string ``text``) or each is one sentence (a list).
+    prefixes : list of str or None
+        One target prefix per text; each text is then one sentence, as
+        :func:`~transformer.serving.translation_service.translate_texts` takes it.
+
+    Returns
+    -------
+    RequestWork
+        Characters, sentences, cost and rows.
+
+    Notes
+    -----
+    Pure: it reads no server state, so the same request always costs the same. It splits with the function
+    the translation uses, so ``sentences`` is exactly the number of queue places the request will take.
+    """
+    split = split and prefixes is None
+    prefixes = prefixes or [""] * len(texts)
+    floor = max(MIN_SENTENCE_CHARS, config.min_length * CHARS_PER_TOKEN)
+    sentences = top_up = 0
+    for text, prefix in zip(texts, prefixes, strict=True):
+        pieces = split_into_sentences(text, language) if split else keep_as_one_sentence(text)
+        for piece in pieces:
+            if piece.sentence:
+                sentences += 1
+                top_up += max(0, floor - len(piece.sentence) - len(prefix))
+    text_chars, prefix_chars = sum(map(len, texts)), sum(map(len, prefixes))
+    return RequestWork(
+        text_chars, prefix_chars, sentences, text_chars + prefix_chars + top_up, floor, decoder_rows(config)
+    )
+
+
+def work_over_budget(work: RequestWork, max_chars: int, max_queue: int) -> str | None:
+    """Say why a request can never be served within the server's limits, or None when it can.
+
+    Parameters
+    ----------
+    work : RequestWork
+        The request's work (:func:`request_work`).
+    max_chars : int
+        ``--max-chars``: the cost a request may have.
+    max_queue : int
+        ``--max-queue``: the sentences the queue holds, so the most one request can have queued.
+
+    Returns
+    -------
+    str or None
+        One line naming the fields and the limit, such as "text: 1000 sentences count as 50000 characters
+        (each at least 50), over the limit of 5000 (--max-chars)"; None within the budget.
+
+    Notes
+    -----
+    A request with more sentences than the whole queue holds would get 503 and ``Retry-After`` even from an
+    idle server, and a client that obeys would retry forever: it is over the budget (413), not early.
+    """
+    problems = []
+    if work.cost > max_chars:
+        fields = "text and prefix" if work.prefix_chars else "text"
+        sent = work.text_chars + work.prefix_chars
+        if work.cost == sent:
+            problems.append(f"{fields}: {sent} characters, over the limit of {max_chars} (--max-chars)")
+        else:
+            floor = f"each at least {work.sentence_floor}"
+            if work.sentence_floor > MIN_SENTENCE_CHARS:
+                fields += " and min_length"
+                floor += f": min_length x {CHARS_PER_TOKEN}"
+            problems.append(
+                f"{fields}: {sent} characters in {work.sentences} sentences count as {work.cost} ({floor}), "
+                f"over the limit of {max_chars} (--max-chars)"
+            )
+    if work.sentences > max_queue:
+        problems.append(
+            f"text: {work.sentences} sentences, more than the queue holds ({max_queue}, --max-queue); "
+            "send them in several requests"
+        )
+    return "; ".join(problems) or None

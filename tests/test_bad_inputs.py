@@ -47,6 +47,13 @@ def workspace(trained_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     (root / "folder").mkdir()
     (root / "marian").mkdir()
     (root / "marian" / "config.json").write_text("{}", encoding="utf-8")
+    (root / "ct2").mkdir()  # a user's folder that merely holds a file named like CTranslate2's (#48 item 3)
+    (root / "ct2" / "model.bin").write_bytes(b"mine")
+    (root / "ct2" / "notes.txt").write_text("mine too", encoding="utf-8")
+    (root / "loop.de").symlink_to("loop.de")  # links, a FIFO (never opened by a row that fails) (#48 item 2)
+    (root / "dangling.en").symlink_to("gone.en")
+    (root / "folder-link").symlink_to("folder")
+    os.mkfifo(root / "fifo")
     write_broken_checkpoints(root)
     write_configs(root)
     return root
@@ -489,6 +496,53 @@ BAD_INPUTS = [
         "--api-keys src.en:1: a key may not contain whitespace",
     ),
     bad("serve --checkpoint run --admit-every 0 --port 0", "--admit-every"),
+    # --- #48 items 1-3 and 12: pipes, FIFOs, device nodes and symlinks; convert's destinations; CLI defaults ---
+    # Item 1: a device as input is read as it comes; one without line ends is named, not read until memory ends.
+    bad(
+        "translate --checkpoint run --input /dev/zero",
+        "/dev/zero line 1: longer than 1,048,576 bytes without a line end (is this a binary file or a device",
+    ),
+    bad("evaluate --hypotheses /dev/zero --reference ref.de", "/dev/zero line 1: longer than 1,048,576"),
+    bad("backtranslate --checkpoint run --input /dev/zero --output bt", "/dev/zero line 1: longer than"),
+    bad("translate --checkpoint run --input dangling.en", "cannot read dangling.en: No such file"),
+    # Item 2: outputs that are links or FIFOs are followed or written straight, never replaced; a loop is named.
+    bad(
+        "translate --checkpoint run --input src.en --output loop.de",
+        "--output loop.de: a symbolic link that leads back to itself (Too many levels of symbolic links)",
+    ),
+    bad("evaluate --hypotheses src.en --reference ref.de --output loop.de", "--output loop.de: a symbolic"),
+    bad("plot --run run --output loop.de", "--output loop.de: a symbolic link that leads back to itself"),
+    bad(
+        "translate --checkpoint run --input src.en --output folder-link",
+        "--output folder-link: is a directory; expected a file",
+    ),
+    bad(
+        "translate --checkpoint run --input nul.en --output fifo",
+        "nul.en line 1: control character U+0000",  # the FIFO stays a FIFO: nothing opens it
+    ),
+    bad("convert --to ctranslate2 run fifo", "OUTPUT_DIR fifo: is not a directory; the output must be a"),
+    # Item 3: convert replaces only what it wrote.
+    bad(
+        "convert --from hf-marian marian --to '{best}'",
+        "--to {best}: not an earlier imported checkpoint; replacing it would delete model.safetensors, "
+        "optimizer.safetensors, tokenizer.model and 1 more (choose a new or empty directory)",
+    ),
+    bad(
+        "convert --to ctranslate2 run ct2",
+        "OUTPUT_DIR ct2: not an earlier CTranslate2 export; replacing it would delete model.bin, notes.txt",
+    ),
+    bad(
+        "convert --to hf-marian run marian",
+        "OUTPUT_DIR marian: not an earlier HuggingFace Marian export; replacing it would delete config.json",
+    ),
+    # Item 12: attention caps the sentence it draws.
+    pytest.param(
+        ["attention", "--checkpoint", "run", "--text", "word " * 2100],
+        "--text: 2,100 words; attention maps are drawn for at most 100 words",
+        None,
+        id="attention --checkpoint run --text '2,100 words'",
+    ),
+    # --- #48 items 4-5: tampered checkpoints and indexes; every numeric config field's range ---
 ]
 
 

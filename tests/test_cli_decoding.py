@@ -1,6 +1,11 @@
-"""``transformer translate`` and ``evaluate`` with the decoding options of issue #28, on a tiny trained run."""
+"""``transformer translate`` and ``evaluate`` with the decoding options of issue #28 and the pipes and outputs of
+#48, on a tiny trained run."""
 
+import gzip
 import math
+import os
+import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -209,3 +214,71 @@ def test_sampling_and_mbr_batches_hold_about_beam_fours_rows(trained_run) -> Non
     ]:
         translator.decode_config = config
         assert translator.batch_budget() == budget
+
+
+def piped(data: bytes) -> str:
+    """The path a shell passes for ``<(...)`` or ``/dev/stdin`` after ``cat FILE |``: a written, closed pipe."""
+    read_end, write_end = os.pipe()
+    os.write(write_end, data)  # under the 64 KiB a pipe holds
+    os.close(write_end)
+    return f"/dev/fd/{read_end}"
+
+
+def close_pipe(path: str) -> None:
+    """Close the read end :func:`piped` opened."""
+    os.close(int(path.rsplit("/", 1)[1]))
+
+
+def test_every_reader_takes_a_pipe_whole(trained_run, sources, tmp_path, capsys) -> None:
+    """#48 item 1: ``--input``, ``--prefix-file``, ``--hypotheses``/``--reference`` and backtranslate's input."""
+    common = ["--checkpoint", str(trained_run), "--beam", "1"]
+    from_file = translate(capsys, *common, "--input", str(sources))
+    prefixes = tmp_path / "prefixes.de"
+    prefixes.write_text("Ein\n\nDer\n\n\n", encoding="utf-8")
+    prefixed = translate(capsys, *common, "--input", str(sources), "--prefix-file", str(prefixes))
+    pipes = [
+        piped(sources.read_bytes()),
+        piped(gzip.compress(sources.read_bytes())),
+        piped(prefixes.read_bytes()),
+    ]
+    try:
+        assert translate(capsys, *common, "--input", pipes[0]) == from_file  # was none
+        assert translate(capsys, *common, "--input", pipes[1], "--prefix-file", pipes[2]) == prefixed
+    finally:
+        for path in pipes:
+            close_pipe(path)
+    references = read_lines(trained_run / "data" / "valid.de") * 100
+    text = "".join(f"{line}\n" for line in references[:500]).encode("utf-8")
+    assert len(text) > 8192
+    (tmp_path / "ref.de").write_bytes(text)
+    pipes = [piped(text), piped(sources.read_bytes())]
+    try:
+        assert main(["evaluate", "--hypotheses", pipes[0], "--reference", str(tmp_path / "ref.de")]) == 0
+        assert capsys.readouterr().out.startswith("BLEU 100.00 ")  # was 436 of 500 lines: refused as unequal
+        arguments = ["backtranslate", *common, "--input", pipes[1], "--output", str(tmp_path / "bt")]
+        assert main(arguments) == 0
+        written, dropped = re.findall(r"\d+", capsys.readouterr().out)[:2]  # "wrote 3 ... (2 dropped: empty)"
+        assert int(written) + int(dropped) == len(from_file)
+    finally:
+        for path in pipes:
+            close_pipe(path)
+
+
+def test_an_output_link_or_fifo_is_written_through(trained_run, sources, tmp_path, capsys) -> None:
+    """#48 item 2: ``--output`` through a link writes its target; a FIFO gets the lines; neither is replaced."""
+    common = ["--checkpoint", str(trained_run), "--beam", "1", "--input", str(sources)]
+    expected = translate(capsys, *common)
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "out.de").symlink_to("kept/out.de")
+    assert translate(capsys, *common, "--output", str(tmp_path / "out.de")) == []
+    assert (tmp_path / "out.de").is_symlink()
+    assert (tmp_path / "kept" / "out.de").read_text(encoding="utf-8").splitlines() == expected
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    assert translate(capsys, *common, "--output", str(fifo)) == []
+    reader.join(timeout=30)
+    assert received[0].decode("utf-8").splitlines() == expected and not fifo.is_file()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["kept", "out.de", "out.fifo"]

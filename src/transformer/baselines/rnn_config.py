@@ -9,11 +9,21 @@ both alike.
 """
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from transformer.model.special_tokens import SpecialTokens
-from transformer.typed_fields import build_dataclass, check_choice, check_field_types, check_positive
+from transformer.typed_fields import (
+    NON_NEGATIVE,
+    POSITIVE,
+    PROBABILITY_BELOW_ONE,
+    FieldRange,
+    build_dataclass,
+    check_choice,
+    check_field_types,
+    check_ranges,
+)
 
 #: The scoring functions of the decoder's attention: Luong's "dot" and "general", Bahdanau's "additive".
 RNN_ATTENTIONS = ("dot", "general", "additive")
@@ -29,20 +39,23 @@ class RNNConfig(SpecialTokens):
         Always "rnn": the key a YAML ``model`` section and a checkpoint's model config use to select this
         class instead of :class:`~transformer.model.config.TransformerConfig`.
     vocab_size : int
-        Source vocabulary size, and target vocabulary size unless ``target_vocab_size`` is set.
+        Source vocabulary size, and target vocabulary size unless ``target_vocab_size`` is set. Positive.
     target_vocab_size : int or None
         Target vocabulary size when it differs from the source's (requires ``share_embeddings=False``).
+        Positive or None.
     embedding_dim : int
-        Width of the source and target token embeddings.
+        Width of the source and target token embeddings. Positive.
     hidden_size : int
         Width of the decoder's LSTM states, of the attentional hidden state h~_t and of the encoder output
-        (each encoder direction has ``hidden_size // 2`` units and the two are concatenated); must be even.
+        (each encoder direction has ``hidden_size // 2`` units and the two are concatenated); positive and
+        even.
     num_encoder_layers : int
-        Stacked bidirectional LSTM layers of the encoder.
+        Stacked bidirectional LSTM layers of the encoder. Positive.
     num_decoder_layers : int
-        Stacked LSTM layers of the decoder.
+        Stacked LSTM layers of the decoder. Positive.
     dropout : float
         Dropout on the embeddings, between stacked LSTM layers and on h~_t before the output projection.
+        In [0, 1).
     attention : str
         Scoring of the global attention: "dot" (h_t^T h̄_s), "general" (h_t^T W_a h̄_s), both Luong et al.
         (2015), or "additive" (v_a^T tanh(W_a h_t + U_a h̄_s), Bahdanau et al., 2015).
@@ -56,9 +69,9 @@ class RNNConfig(SpecialTokens):
         Use the target embedding matrix as the output projection W_s (requires ``embedding_dim ==
         hidden_size``).
     pad_id, bos_id, eos_id, unk_id : int
-        Ids of the special tokens, fixed by the tokenizer.
+        Ids of the special tokens, fixed by the tokenizer. Non-negative and inside the vocabulary.
     decoder_start_id : int or None
-        First decoder input token; None means ``bos_id``.
+        First decoder input token; None means ``bos_id``. Non-negative and inside the vocabulary, or None.
 
     Raises
     ------
@@ -69,7 +82,8 @@ class RNNConfig(SpecialTokens):
 
     Notes
     -----
-    Frozen and validated at construction like ``TransformerConfig``. ``to_dict`` includes ``architecture``, so
+    Frozen and validated at construction like ``TransformerConfig``, every numeric field's range
+    (``FIELD_RANGES``) first. ``to_dict`` includes ``architecture``, so
     a checkpoint's stored config says which model to build.
     """
 
@@ -91,21 +105,32 @@ class RNNConfig(SpecialTokens):
     unk_id: int = 3
     decoder_start_id: int | None = None
 
+    #: The range of every numeric field (:func:`transformer.typed_fields.check_ranges`), as the docstring says.
+    FIELD_RANGES: ClassVar[Mapping[str, FieldRange]] = {
+        "vocab_size": POSITIVE,
+        "target_vocab_size": POSITIVE,
+        "embedding_dim": POSITIVE,
+        "hidden_size": POSITIVE,
+        "num_encoder_layers": POSITIVE,
+        "num_decoder_layers": POSITIVE,
+        "dropout": PROBABILITY_BELOW_ONE,
+        "pad_id": NON_NEGATIVE,
+        "bos_id": NON_NEGATIVE,
+        "eos_id": NON_NEGATIVE,
+        "unk_id": NON_NEGATIVE,
+        "decoder_start_id": NON_NEGATIVE,
+    }
+
     def __post_init__(self) -> None:
         check_field_types(self)
         if self.architecture != "rnn":
             raise ValueError(f"RNNConfig.architecture={self.architecture!r} must be 'rnn'")
-        check_positive(
-            self, ("vocab_size", "embedding_dim", "hidden_size", "num_encoder_layers", "num_decoder_layers")
-        )
-        check_positive(self, ("target_vocab_size",), none_allowed=True)
+        check_ranges(self)
         if self.hidden_size % 2:
             raise ValueError(
                 f"RNNConfig.hidden_size={self.hidden_size} must be even: each encoder direction has half"
             )
         check_choice(self, "attention", RNN_ATTENTIONS)
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"RNNConfig.dropout={self.dropout} must be in [0, 1)")
         if self.tie_output_projection and self.embedding_dim != self.hidden_size:
             raise ValueError(
                 "RNNConfig.tie_output_projection needs embedding_dim == hidden_size, got "

@@ -1,8 +1,10 @@
 """The ``data`` section: where the parallel text comes from and how it is tokenised."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
-from transformer.typed_fields import check_field_types, check_positive
+from transformer.typed_fields import POSITIVE, SEED, FieldRange, check_field_types, check_ranges
 
 
 @dataclass(frozen=True)
@@ -22,15 +24,16 @@ class DataConfig:
     target_lang : str
         Target language suffix ("de").
     max_len : int
-        Pairs with more BPE tokens than this on either side are dropped (and counted in the log).
+        Pairs with more BPE tokens than this on either side are dropped (and counted in the log). At least 2
+        (a token and EOS).
     cache_dir : str
         Download cache for known corpora ("~" is expanded).
     mirror : str or None
         Local folder or file:// URL holding the corpus files, used instead of the internet.
     synthetic_train_pairs, synthetic_valid_pairs, synthetic_test_pairs : int
-        Split sizes of the built-in corpus.
+        Split sizes of the built-in corpus. Positive.
     synthetic_seed : int
-        Seed of the built-in corpus.
+        Seed of the built-in corpus. From 0 to 2^63 - 1.
     token_store : bool
         Encode the training split once into a memory-mapped token store under ``run_dir/token_store/train``
         (reused by later runs with the same files and vocabulary) and train from it, instead of holding the
@@ -46,12 +49,13 @@ class DataConfig:
         made one piece of the joint vocabulary. None: the synthetic sources are not marked.
     real_upsample : int
         With ``backtranslated_dir``, each real training pair is repeated this many times (the ratio of real
-        to synthetic data; Edunov et al. 2018 up-sample the bitext).
+        to synthetic data; Edunov et al. 2018 up-sample the bitext). At least 1.
 
     Notes
     -----
     The joint BPE vocabulary size is ``model.vocab_size``: one number, so the two cannot disagree. The
-    vocabulary is learned on the real and synthetic training pairs together.
+    vocabulary is learned on the real and synthetic training pairs together. Every numeric field's range
+    (``FIELD_RANGES``) is checked at construction.
     """
 
     corpus: str = "synthetic"
@@ -71,18 +75,25 @@ class DataConfig:
     backtranslation_tag: str | None = None
     real_upsample: int = 1
 
+    #: The range of every numeric field (:func:`transformer.typed_fields.check_ranges`), as the docstring says.
+    FIELD_RANGES: ClassVar[Mapping[str, FieldRange]] = {
+        "max_len": FieldRange(2),
+        "synthetic_train_pairs": POSITIVE,
+        "synthetic_valid_pairs": POSITIVE,
+        "synthetic_test_pairs": POSITIVE,
+        "synthetic_seed": SEED,
+        "real_upsample": FieldRange(1),
+    }
+
     def __post_init__(self) -> None:
         check_field_types(self)
+        check_ranges(self)
         if self.corpus == "directory" and not self.data_dir:
             raise ValueError("DataConfig.corpus='directory' needs data_dir")
-        if self.max_len <= 1:
-            raise ValueError(f"DataConfig.max_len={self.max_len} must be at least 2")
         self._check_backtranslation()
 
     def _check_backtranslation(self) -> None:
         """Refuse back-translation settings that would be ignored or break the vocabulary."""
-        if self.real_upsample < 1:
-            raise ValueError(f"DataConfig.real_upsample={self.real_upsample} must be at least 1")
         if self.backtranslated_dir is None and (
             self.backtranslation_tag is not None or self.real_upsample != 1
         ):
@@ -94,4 +105,3 @@ class DataConfig:
         tag = self.backtranslation_tag
         if tag is not None and (not tag or any(character.isspace() for character in tag)):
             raise ValueError(f"DataConfig.backtranslation_tag={tag!r} must be one word without spaces")
-        check_positive(self, ("synthetic_train_pairs", "synthetic_valid_pairs", "synthetic_test_pairs"))

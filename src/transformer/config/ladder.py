@@ -1,8 +1,16 @@
 """The ``ladder`` section: recipes to choose from by the training speed measured on the machine at hand."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
-from transformer.typed_fields import build_dataclass, check_field_types
+from transformer.typed_fields import (
+    NON_NEGATIVE,
+    FieldRange,
+    build_dataclass,
+    check_field_types,
+    check_ranges,
+)
 
 #: Config sections a rung of the recipe ladder may change: not ``data`` (the rungs share one vocabulary).
 LADDER_SECTIONS = ("model", "train", "decode")
@@ -18,7 +26,7 @@ class LadderRung:
         What ``ladder.choose`` and the log call it, e.g. "4x256-4k".
     min_target_tokens : int
         The rung is taken when the machine's measured training speed times ``train.max_minutes`` gives at
-        least this many target tokens (0: always, the last rung's value).
+        least this many target tokens (0: always, the last rung's value). Non-negative.
     overrides : tuple of str
         ``section.key=value`` items, as ``--set`` takes them, applied on top of the file's values; sections
         ``model``, ``train`` and ``decode`` only, and never ``model.vocab_size``.
@@ -34,13 +42,15 @@ class LadderRung:
     min_target_tokens: int = 0
     overrides: tuple[str, ...] = ()
 
+    #: The range of every numeric field (:func:`transformer.typed_fields.check_ranges`), as the docstring says.
+    FIELD_RANGES: ClassVar[Mapping[str, FieldRange]] = {"min_target_tokens": NON_NEGATIVE}
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "overrides", tuple(self.overrides))  # JSON and YAML give lists
         check_field_types(self)
         if not self.name or self.name in LADDER_CHOICES:
             raise ValueError(f"rung name {self.name!r} must be non-empty and not one of {LADDER_CHOICES}")
-        if self.min_target_tokens < 0:
-            raise ValueError(f"rung {self.name!r}: min_target_tokens={self.min_target_tokens} must be >= 0")
+        check_ranges(self, prefix=f"rung {self.name!r}: ")
         for item in self.overrides:
             key = str(item).partition("=")[0].strip()
             if key.partition(".")[0] not in LADDER_SECTIONS or key == "model.vocab_size":

@@ -1,8 +1,19 @@
 """The ``train`` section: the training recipe of section 5, and the machine settings it runs with."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
-from transformer.typed_fields import check_choice, check_field_types, check_positive
+from transformer.typed_fields import (
+    NON_NEGATIVE,
+    POSITIVE,
+    PROBABILITY_BELOW_ONE,
+    SEED,
+    FieldRange,
+    check_choice,
+    check_field_types,
+    check_ranges,
+)
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
@@ -15,13 +26,13 @@ class TrainConfig:
     ----------
     max_tokens : int
         Token budget of one batch, per side (the paper: about 25,000 source and 25,000 target tokens per
-        step, over 8 GPUs).
+        step, over 8 GPUs). Positive.
     accumulate : int
-        Batches whose gradients are summed per optimizer step, to reach a large effective batch.
+        Batches whose gradients are summed per optimizer step, to reach a large effective batch. Positive.
     max_steps : int
-        Optimizer steps to run (100,000 base, 300,000 big).
+        Optimizer steps to run (100,000 base, 300,000 big). Positive.
     max_epochs : int or None
-        Stop after this many passes over the data, if earlier.
+        Stop after this many passes over the data, if earlier. Positive or None.
     max_minutes : float or None
         Stop after this much wall-clock training time per invocation, if earlier than ``max_steps`` (a
         ``--resume`` trains for another ``max_minutes``). Where the limit binds, the whole schedule follows
@@ -29,21 +40,25 @@ class TrainConfig:
         cool-down anneals to zero at the limit, and validations and checkpoints keep their spacing in the
         schedule, so a slow machine still runs the whole recipe in fewer steps (see
         ``transformer.training.schedule.TimeBudget``); without a cool-down, a run stopped by the limit ends
-        with a warning naming the share of the schedule done.
+        with a warning naming the share of the schedule done. Positive or None.
     warmup_steps : int
-        Linear warm-up steps of Eq. (3) (4,000).
+        Linear warm-up steps of Eq. (3) (4,000). Positive: Eq. (3) divides by its power 1.5.
     learning_rate_scale : float
-        Multiplier on Eq. (3).
+        Multiplier on Eq. (3). In (0, 100]: a rate that is zero or negative never trains (it climbs the
+        loss), and 100 times the paper's schedule is already far past divergence.
     peak_learning_rate : float or None
-        If set, overrides ``learning_rate_scale`` so the schedule peaks at this rate.
+        If set, overrides ``learning_rate_scale`` so the schedule peaks at this rate. In (0, 1] or None
+        (``-1`` trained to a perplexity of 2.7e43 with exit status 0 before it was checked).
     cooldown_steps : int
         Linear decay to zero over the last steps of ``max_steps`` (0: the paper's pure inverse square root).
+        Non-negative.
     adam_beta1, adam_beta2, adam_epsilon : float
-        Adam's beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9.
+        Adam's beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9. The betas in [0, 1) (Adam's moving averages need
+        a decay below 1), epsilon in (0, 1].
     label_smoothing : float
-        eps_ls = 0.1.
+        eps_ls = 0.1. In [0, 1): at 1 the target carries no information.
     clip_norm : float or None
-        Clip the gradient norm to this (not in the paper); None disables clipping.
+        Clip the gradient norm to this (not in the paper); None disables clipping. Positive or None.
     precision : str
         "auto", "fp32", "bf16" or "fp16" (CUDA only, with a gradient scaler). "auto" times a training
         product at the model's shape in fp32 and in bf16 (fp16 on GPUs without bf16) and takes the reduced
@@ -56,16 +71,17 @@ class TrainConfig:
         CPU threads for PyTorch. None measures: the model's products are timed with 1, 2, 4, ... threads up
         to the CPUs this process may use (its affinity mask and container quota, which PyTorch's own default
         ignores), and the largest count within 5% of the fastest is kept; cached like ``precision``.
+        Positive or None.
     seed : int
-        Seed of parameter initialisation, data order and dropout.
+        Seed of parameter initialisation, data order and dropout. From 0 to 2^63 - 1.
     log_every : int
-        Steps between training-metric records.
+        Steps between training-metric records. Positive.
     validate_every : int
-        Steps between validation passes (0: only at the end).
+        Steps between validation passes (0: only at the end). Non-negative.
     checkpoint_every : int
-        Steps between checkpoints (0: only at the end).
+        Steps between checkpoints (0: only at the end). Non-negative.
     keep_checkpoints : int
-        Recent checkpoints kept on disk, besides the best one by validation loss.
+        Recent checkpoints kept on disk, besides the best one by validation loss. Positive.
     tensorboard : bool
         Also write TensorBoard event files (needs the ``tensorboard`` extra).
     compile : bool
@@ -90,7 +106,8 @@ class TrainConfig:
     -----
     The defaults are the paper's except the batch: ``max_tokens=4096`` is sized for one device, against the
     paper's ~25,000 tokens per side over 8 GPUs, so ``accumulate`` is how a small machine approaches the
-    paper's effective batch.
+    paper's effective batch. Every numeric field has the range stated above (``FIELD_RANGES``), checked at
+    construction, so a value from YAML or ``--set`` outside it stops before any data is read.
     """
 
     max_tokens: int = 4096
@@ -119,21 +136,34 @@ class TrainConfig:
     compile: bool = False
     deterministic: bool = False
 
+    #: The range of every numeric field (:func:`transformer.typed_fields.check_ranges`), as the docstring says.
+    FIELD_RANGES: ClassVar[Mapping[str, FieldRange]] = {
+        "max_tokens": POSITIVE,
+        "accumulate": POSITIVE,
+        "max_steps": POSITIVE,
+        "max_epochs": POSITIVE,
+        "max_minutes": POSITIVE,
+        "warmup_steps": POSITIVE,  # Eq. (3) divides by warmup_steps^1.5
+        "learning_rate_scale": FieldRange(0, 100, low_open=True),
+        "peak_learning_rate": FieldRange(0, 1, low_open=True),
+        "cooldown_steps": NON_NEGATIVE,
+        "adam_beta1": PROBABILITY_BELOW_ONE,
+        "adam_beta2": PROBABILITY_BELOW_ONE,
+        "adam_epsilon": FieldRange(0, 1, low_open=True),
+        "label_smoothing": PROBABILITY_BELOW_ONE,
+        "clip_norm": POSITIVE,
+        "threads": POSITIVE,
+        "seed": SEED,
+        "log_every": POSITIVE,
+        "validate_every": NON_NEGATIVE,
+        "checkpoint_every": NON_NEGATIVE,
+        "keep_checkpoints": POSITIVE,
+    }
+
     def __post_init__(self) -> None:
         check_field_types(self)
-        check_positive(
-            self, ("max_tokens", "accumulate", "max_steps", "warmup_steps", "log_every", "keep_checkpoints")
-        )
-        for name in ("validate_every", "checkpoint_every", "cooldown_steps"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"TrainConfig.{name}={getattr(self, name)} must be non-negative")
+        check_ranges(self)
         check_choice(self, "precision", PRECISIONS)
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"TrainConfig.label_smoothing={self.label_smoothing} must be in [0, 1)")
-        if self.threads is not None and self.threads <= 0:
-            raise ValueError(f"TrainConfig.threads={self.threads} must be positive")
-        if self.clip_norm is not None and self.clip_norm <= 0:
-            raise ValueError(f"TrainConfig.clip_norm={self.clip_norm} must be positive or null")
         if self.deterministic and self.max_minutes is not None:
             raise ValueError(
                 f"TrainConfig.deterministic=True with max_minutes={self.max_minutes}: a time budget makes the "

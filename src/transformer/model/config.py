@@ -7,15 +7,25 @@ settings; the model package depends on this module only, never on the run config
 """
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from transformer.model.feed_forward import ACTIVATIONS
 from transformer.model.multihead_attention import ATTENTION_SCORINGS
 from transformer.model.presets import BASE_SETTINGS, BIG_SETTINGS, find_table2_variant, varied_settings
 from transformer.model.scaled_dot_product_attention import ATTENTION_IMPLEMENTATIONS
 from transformer.model.special_tokens import SpecialTokens
-from transformer.typed_fields import build_dataclass, check_choice, check_field_types, check_positive
+from transformer.typed_fields import (
+    NON_NEGATIVE,
+    POSITIVE,
+    PROBABILITY_BELOW_ONE,
+    FieldRange,
+    build_dataclass,
+    check_choice,
+    check_field_types,
+    check_ranges,
+)
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned", "none")
 #: How dot-product scores are scaled: 1/sqrt(d_k) (the paper), not at all, or 1/d_k (section 3.2.1's question).
@@ -30,34 +40,36 @@ class TransformerConfig(SpecialTokens):
     Parameters
     ----------
     vocab_size : int
-        Source vocabulary size, and target vocabulary size unless ``target_vocab_size`` is set.
+        Source vocabulary size, and target vocabulary size unless ``target_vocab_size`` is set. Positive.
     target_vocab_size : int or None
         Target vocabulary size when it differs from the source's (requires ``share_embeddings=False``).
+        Positive or None.
     d_model : int
-        Width of embeddings and of every sub-layer output (512 base, 1024 big).
+        Width of embeddings and of every sub-layer output (512 base, 1024 big). Positive.
     d_ff : int
-        Inner width of the feed-forward networks (2048 base, 4096 big).
+        Inner width of the feed-forward networks (2048 base, 4096 big). Positive.
     num_heads : int
-        Attention heads h (8 base, 16 big).
+        Attention heads h (8 base, 16 big). Positive.
     d_k : int or None
         Query/key width per head; None means ``d_model // num_heads`` (Table 2 rows A, B, C vary it).
+        Positive or None.
     d_v : int or None
-        Value width per head; None means ``d_model // num_heads``.
+        Value width per head; None means ``d_model // num_heads``. Positive or None.
     num_encoder_layers : int
-        Encoder layers N (6).
+        Encoder layers N (6). Positive.
     num_decoder_layers : int
-        Decoder layers N (6).
+        Decoder layers N (6). Positive.
     dropout : float
-        P_drop on every sub-layer output and on the embedding sums (0.1 base, 0.3 big EN-DE).
+        P_drop on every sub-layer output and on the embedding sums (0.1 base, 0.3 big EN-DE). In [0, 1).
     attention_dropout : float
-        Dropout on attention weights; the paper uses none.
+        Dropout on attention weights; the paper uses none. In [0, 1).
     activation : str
         Feed-forward non-linearity: "relu" (paper), "silu" or "gelu" (other toolkits' checkpoints).
     positional_encoding : str
         "sinusoidal" (paper), "learned" (Table 2 row E) or "none" (no position information at all: the
         encoder is then permutation-equivariant, the ablation of ``transformer experiment positions``).
     max_positions : int
-        Positions of the learned embedding table; sinusoidal encodings have no limit.
+        Positions of the learned embedding table; sinusoidal encodings have no limit. Positive.
     share_embeddings : bool
         One embedding matrix for source and target tokens (paper section 3.4, with a shared BPE vocabulary).
     tie_output_projection : bool
@@ -67,7 +79,8 @@ class TransformerConfig(SpecialTokens):
     norm_first : bool
         Pre-norm ``x + Sublayer(LayerNorm(x))`` instead of the paper's post-norm ``LayerNorm(x + Sublayer(x))``.
     layer_norm_eps : float
-        Epsilon of every LayerNorm.
+        Epsilon of every LayerNorm. In (0, 1]: zero divides by zero on a constant row, and a larger epsilon
+        swamps the variance it is added to.
     attention_scoring : str
         "dot_product" (Eq. 1) or "additive" (Bahdanau), section 3.2.1.
     attention_scaling : str
@@ -76,6 +89,7 @@ class TransformerConfig(SpecialTokens):
         "sqrt" with additive scoring, which has no such factor.
     attention_window : int or None
         Restrict self-attention to r neighbours on each side (Table 1, last row); None is full attention.
+        Positive or None.
     attention_implementation : str
         "auto" (explicit matrix products up to a length measured on the machine at hand, the fused kernel
         beyond, where it is faster and keeps memory linear), "fused" or "explicit". Training times both
@@ -84,9 +98,10 @@ class TransformerConfig(SpecialTokens):
         measured, while in fp32 on a CPU without AMX, and on GPUs, the fused kernel wins from the start.
         Translation (one new query per step) and a model built directly use 256.
     pad_id, bos_id, eos_id, unk_id : int
-        Ids of the special tokens, fixed by the tokenizer.
+        Ids of the special tokens, fixed by the tokenizer. Non-negative and inside the vocabulary.
     decoder_start_id : int or None
         First decoder input token; None means ``bos_id``. (HuggingFace Marian starts from its pad token.)
+        Non-negative and inside the vocabulary, or None.
     sinusoidal_layout : str
         "interleaved": sin in even and cos in odd dimensions, the paper's formula; "concatenated": all sines
         then all cosines (HuggingFace Marian, fairseq). Same frequencies, different order.
@@ -104,7 +119,7 @@ class TransformerConfig(SpecialTokens):
     -----
     Frozen and validated at construction, so a model is never built from a combination that cannot work
     (``d_model`` not divisible by ``num_heads`` without explicit ``d_k`` and ``d_v``, a special id outside the
-    vocabulary).
+    vocabulary). Every numeric field's range (``FIELD_RANGES``) is checked first, naming the field.
     """
 
     vocab_size: int
@@ -138,11 +153,32 @@ class TransformerConfig(SpecialTokens):
     sinusoidal_layout: str = "interleaved"
     output_bias: bool = False
 
+    #: The range of every numeric field (:func:`transformer.typed_fields.check_ranges`), as the docstring says.
+    FIELD_RANGES: ClassVar[Mapping[str, FieldRange]] = {
+        "vocab_size": POSITIVE,
+        "target_vocab_size": POSITIVE,
+        "d_model": POSITIVE,
+        "d_ff": POSITIVE,
+        "num_heads": POSITIVE,
+        "d_k": POSITIVE,
+        "d_v": POSITIVE,
+        "num_encoder_layers": POSITIVE,
+        "num_decoder_layers": POSITIVE,
+        "dropout": PROBABILITY_BELOW_ONE,
+        "attention_dropout": PROBABILITY_BELOW_ONE,
+        "max_positions": POSITIVE,
+        "layer_norm_eps": FieldRange(0, 1, low_open=True),
+        "attention_window": POSITIVE,
+        "pad_id": NON_NEGATIVE,
+        "bos_id": NON_NEGATIVE,
+        "eos_id": NON_NEGATIVE,
+        "unk_id": NON_NEGATIVE,
+        "decoder_start_id": NON_NEGATIVE,
+    }
+
     def __post_init__(self) -> None:
         check_field_types(self)
-        positive = ("vocab_size", "d_model", "d_ff", "num_heads", "num_encoder_layers", "num_decoder_layers")
-        check_positive(self, (*positive, "max_positions"))
-        check_positive(self, ("target_vocab_size", "d_k", "d_v", "attention_window"), none_allowed=True)
+        check_ranges(self)
         if (self.d_k is None or self.d_v is None) and self.d_model % self.num_heads:
             raise ValueError(
                 f"TransformerConfig: d_model={self.d_model} is not divisible by num_heads={self.num_heads}; "
@@ -158,9 +194,6 @@ class TransformerConfig(SpecialTokens):
         check_choice(self, "attention_scaling", ATTENTION_SCALINGS)
         check_choice(self, "sinusoidal_layout", SINUSOIDAL_LAYOUTS)
         check_choice(self, "attention_implementation", ATTENTION_IMPLEMENTATIONS)
-        for name in ("dropout", "attention_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ValueError(f"TransformerConfig.{name}={getattr(self, name)} must be in [0, 1)")
         if self.positional_encoding == "sinusoidal" and self.d_model % 2:
             raise ValueError(
                 f"TransformerConfig.d_model={self.d_model} must be even for sinusoidal encodings"

@@ -112,7 +112,7 @@ class _ReplayedStream(io.RawIOBase):
 
 
 @contextmanager
-def _opened_corpus_file(path: Path) -> Iterator[IO[bytes]]:
+def _opened_corpus_file(path: Path) -> Iterator[io.BufferedIOBase]:
     """Open a plain or gzipped file once, for reading bytes (decompressed when gzipped).
 
     Parameters
@@ -123,7 +123,7 @@ def _opened_corpus_file(path: Path) -> Iterator[IO[bytes]]:
 
     Returns
     -------
-    Iterator[IO[bytes]]
+    Iterator[io.BufferedIOBase]
         A context manager yielding the byte stream; leaving it closes the file.
 
     Notes

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.serving.busy_worker import WAIT_S, post_in_thread, wait_for_queue_depth, worker_held
 from transformer.decoding.translator import Translator
 
 
@@ -131,19 +132,36 @@ def test_bad_requests_get_one_line_naming_the_problem(make_client, body, headers
 
 
 def test_text_over_max_chars_is_413_and_a_list_counts_all_its_texts(make_client) -> None:
-    client = make_client(max_chars=20)
-    assert client.post("/v1/translate", json={"text": "x" * 20}).status_code == 200
-    reply = client.post("/v1/translate", json={"text": "x" * 21})
-    assert reply.status_code == 413 and "21 characters, over the limit of 20" in reply.json()["detail"]
-    assert client.post("/v1/translate", json={"text": ["x" * 10, "x" * 11]}).status_code == 413
+    client = make_client(max_chars=60)
+    assert client.post("/v1/translate", json={"text": "x" * 60}).status_code == 200
+    reply = client.post("/v1/translate", json={"text": "x" * 61})
+    assert reply.status_code == 413
+    assert reply.json()["detail"] == "text: 61 characters, over the limit of 60 (--max-chars)"
+    assert client.post("/v1/translate", json={"text": ["x" * 30, "x" * 31]}).status_code == 413
 
 
-def test_a_full_queue_is_503_with_retry_after_and_queues_nothing(make_client, valid_sentences) -> None:
+def test_a_request_over_the_whole_queue_is_413_not_a_retry(make_client, valid_sentences) -> None:
     client = make_client(max_queue=2)
     reply = client.post("/v1/translate", json={"text": valid_sentences[:3]})
-    assert reply.status_code == 503
-    assert reply.headers["Retry-After"] == "1"
-    assert "the queue holds 2" in reply.json()["detail"]
+    assert reply.status_code == 413 and "Retry-After" not in reply.headers
+    assert reply.json()["detail"] == (
+        "text: 3 sentences, more than the queue holds (2, --max-queue); send them in several requests"
+    )
+
+
+def test_a_request_that_would_fit_an_emptier_queue_is_503_with_retry_after_and_queues_nothing(
+    make_client, valid_sentences
+) -> None:
+    client = make_client(max_queue=2)
+    with worker_held(client):
+        thread, first = post_in_thread(client, "/v1/translate", {"text": valid_sentences[:2]})
+        wait_for_queue_depth(client, 2)
+        reply = client.post("/v1/translate", json={"text": valid_sentences[2:3]})
+        assert reply.status_code == 503
+        assert reply.headers["Retry-After"] == "1"
+        assert "2 sentences are waiting and this request adds 1; the queue holds 2" in reply.json()["detail"]
+    thread.join(WAIT_S)
+    assert first["reply"].status_code == 200
     assert client.post("/v1/translate", json={"text": valid_sentences[:2]}).status_code == 200
 
 
@@ -161,6 +179,13 @@ def test_api_keys_are_required_when_configured(make_client) -> None:
     assert (
         client.post("/v1/translate", json={"text": "a"}, headers={"X-API-Key": "secret-1"}).status_code == 200
     )
+    # The scheme is case-insensitive (RFC 7235); the key is not.
+    for scheme in ("bearer", "BEARER", "  Bearer"):
+        headers = {"Authorization": f"{scheme} secret-2"}
+        assert client.post("/v1/translate", json={"text": "a"}, headers=headers).status_code == 200, scheme
+    for header in ("Bearer SECRET-2", "Basic secret-2", "secret-2"):
+        headers = {"Authorization": header}
+        assert client.post("/v1/translate", json={"text": "a"}, headers=headers).status_code == 403, header
     assert client.get("/health").status_code == 200  # operations stay open
     assert 'data-keys="1"' in client.get("/").text
 
@@ -209,6 +234,11 @@ def test_openapi_page_and_schema(make_client) -> None:
     assert {"/v1/translate", "/translate", "/languages", "/health", "/ready", "/metrics"} <= set(
         schema["paths"]
     )
+    # The route reads its body itself; the page still shows the request's fields and their bounds.
+    body = schema["paths"]["/v1/translate"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body["required"] == ["text"] and body["additionalProperties"] is False
+    assert {"text", "beam", "temperature", "prefix"} <= set(body["properties"])
+    assert set(schema["paths"]["/health"]) == {"get"}  # HEAD is served, not listed twice
 
 
 def test_attention_viewer_of_a_sentence(make_client) -> None:

@@ -184,6 +184,17 @@ def test_offline_searches_and_step_batching_share_the_worker(
         ({"text": "a", "alignments": True, "alignment_layer": 99}, "alignment_layer"),
         ({"text": "a", "mbr": 1}, "mbr=1 must be 0 (off) or at least 2"),
         ({"text": "a", "mbr": 65}, "mbr"),
+        # The search width stops where beam does (16); the other bounds are the command line's.
+        ({"text": "a", "mbr": 64, "mbr_candidates": "beam"}, "mbr: Input should be less than or equal to 16"),
+        ({"text": "a", "sampling": True, "nbest": 17}, "nbest: Input should be less than or equal to 16"),
+        (
+            {"text": "a", "sampling": True, "temperature": 1e-300},
+            "temperature: Input should be greater than or equal to 0.01",
+        ),
+        ({"text": "a", "top_p": 0.001}, "top_p: Input should be greater than or equal to 0.01"),
+        ({"text": "a", "epsilon": 0.9}, "epsilon: Input should be less than or equal to 0.5"),
+        ({"text": "a", "top_k": 10**7}, "top_k: Input should be less than or equal to 1000000"),
+        ({"text": "a", "no_repeat_ngram": 33}, "no_repeat_ngram: Input should be less than or equal to 32"),
         ({"text": "a", "mbr": 4, "nbest": 5}, "nbest=5 must be between 1 and mbr=4"),
         ({"text": "a", "temperature": 0}, "temperature"),
         ({"text": "a", "top_p": 1.5}, "top_p"),

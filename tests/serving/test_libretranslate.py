@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.serving.busy_worker import WAIT_S, post_in_thread, wait_for_queue_depth, worker_held
 from tests.serving.conftest import free_port, running_server
 from transformer.decoding.translator import Translator
 from transformer.serving.config import ServeConfig
@@ -65,11 +66,15 @@ def test_form_body_auto_source_and_alternatives(make_client, served_run: Path, v
             {"q": "a", "source": "en", "target": "de", "alternatives": 99},
             "alternatives must be between 0 and 15",
         ),
-        ({"q": "x" * 31, "source": "en", "target": "de"}, "request (31) exceeds text limit (30)"),
+        ({"q": "x" * 61, "source": "en", "target": "de"}, "request (61) exceeds text limit (60)"),
+        (
+            {"q": ["a", "b"], "source": "en", "target": "de"},
+            "request (100; 2 sentences, each at least 50) exceeds text limit (60)",
+        ),
     ],
 )
 def test_errors_are_400_with_an_error_field(make_client, values: dict, message: str) -> None:
-    client = make_client(max_chars=30)
+    client = make_client(max_chars=60)
     reply = client.post("/translate", json=values)
     assert reply.status_code == 400, reply.text
     assert set(reply.json()) == {"error"} and message in reply.json()["error"]
@@ -88,10 +93,50 @@ def test_invalid_json_and_keys(make_client) -> None:
 
 
 def test_full_queue_is_503_with_retry_after(make_client, valid_sentences) -> None:
-    client = make_client(max_queue=1)
-    reply = client.post("/translate", json={"q": valid_sentences[:2], "source": "en", "target": "de"})
-    assert reply.status_code == 503 and reply.headers["Retry-After"] == "1"
-    assert reply.json()["error"].startswith("Slowdown:")
+    client = make_client(max_queue=2)
+    with worker_held(client):
+        thread, first = post_in_thread(
+            client, "/translate", {"q": valid_sentences[:2], "source": "en", "target": "de"}
+        )
+        wait_for_queue_depth(client, 2)
+        reply = client.post("/translate", json={"q": valid_sentences[2], "source": "en", "target": "de"})
+        assert reply.status_code == 503 and reply.headers["Retry-After"] == "1"
+        assert reply.json()["error"].startswith("Slowdown:")
+    thread.join(WAIT_S)
+    assert first["reply"].status_code == 200
+
+
+def test_more_texts_than_the_queue_holds_is_refused_not_retried(make_client, valid_sentences) -> None:
+    client = make_client(max_queue=2)
+    reply = client.post("/translate", json={"q": valid_sentences[:3], "source": "en", "target": "de"})
+    assert reply.status_code == 400 and "Retry-After" not in reply.headers
+    assert reply.json() == {
+        "error": "Invalid request: request (3 sentences) exceeds the queue (2, --max-queue)"
+    }
+
+
+def test_fields_in_the_query_string_as_libretranslate_reads_them(
+    make_client, translator: Translator, valid_sentences
+) -> None:
+    client = make_client()
+    first, second = valid_sentences[:2]
+    expected = translator.translate([first, second])
+    # No body: the query string alone (deep-translator); a repeated q is a list, as in a form.
+    reply = client.post("/translate", params={"q": first, "source": "en", "target": "de"})
+    assert reply.status_code == 200, reply.text
+    assert reply.json() == {"translatedText": expected[0]}
+    reply = client.post(
+        "/translate", params=[("q", first), ("q", second), ("source", "en"), ("target", "de")]
+    )
+    assert reply.json() == {"translatedText": expected}
+    # A form is read with the query string, which wins (Flask's request.values, as LibreTranslate reads it).
+    reply = client.post("/translate", params={"q": second}, data={"q": first, "source": "en", "target": "de"})
+    assert reply.json() == {"translatedText": expected[1]}
+    # A JSON body is read alone, as LibreTranslate reads it.
+    reply = client.post(
+        "/translate", params={"target": "fr"}, json={"q": first, "source": "en", "target": "de"}
+    )
+    assert reply.json() == {"translatedText": expected[0]}
 
 
 def test_languages(make_client) -> None:
@@ -111,6 +156,26 @@ def test_libretranslates_own_client_talks_to_the_server(
         assert client.languages() == [{"code": "en", "name": "English", "targets": ["de"]}]
         with pytest.raises(urllib.error.HTTPError, match="403"):
             libretranslatepy.LibreTranslateAPI(base_url, api_key="wrong").translate("a", "en", "de")
+
+
+def test_deep_translators_client_talks_to_the_server(
+    served_run: Path, translator: Translator, valid_sentences
+) -> None:
+    """deep-translator's LibreTranslator sends its fields in the query string of an empty POST."""
+    deep_translator = pytest.importorskip("deep_translator")
+    config = ServeConfig(checkpoints={"default": served_run}, port=free_port(), api_keys=frozenset({"k1"}))
+    with running_server(config) as base_url:
+        client = deep_translator.LibreTranslator(
+            source="en", target="de", api_key="k1", custom_url=f"{base_url}/"
+        )
+        sentence = valid_sentences[0]
+        assert client.translate(sentence) == translator.translate([sentence])[0]
+        assert client.translate_batch(valid_sentences[1:3]) == translator.translate(valid_sentences[1:3])
+        wrong = deep_translator.LibreTranslator(
+            source="en", target="de", api_key="wrong", custom_url=f"{base_url}/"
+        )
+        with pytest.raises(deep_translator.exceptions.AuthorizationException):
+            wrong.translate(sentence)
 
 
 def test_html_keeps_its_markup_and_translates_each_text_node(make_client, translator: Translator) -> None:

@@ -161,7 +161,8 @@ def add_serve_parser(commands: Subcommands) -> argparse.ArgumentParser:
         "--max-queue",
         type=integer_in_range(1, 10**7),
         default=1024,
-        help="sentences waiting to join the batch; beyond it requests get 503 + Retry-After (default 1024)",
+        help="sentences waiting to join the batch; beyond it requests get 503 + Retry-After, and a request of "
+        "more sentences than this gets 413 (default 1024)",
     )
     serve.add_argument(
         "--admit-every",
@@ -173,9 +174,11 @@ def add_serve_parser(commands: Subcommands) -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--max-chars",
-        type=integer_in_range(1, 10**8),
+        # 50: serving.work_budget.MIN_SENTENCE_CHARS (the serving package is imported only to serve).
+        type=integer_in_range(50, 10**8),
         default=5000,
-        help="characters per request; beyond it 413 (LibreTranslate endpoint: 400) (default 5000)",
+        help="work budget of a request, in characters: its texts and prefixes, each sentence counting at least "
+        "50 (and min_length x 4); beyond it 413 (LibreTranslate endpoint: 400) (default 5000)",
     )
     serve.add_argument("--api-keys", help="file of API keys, one per line; clients must send one")
     serve.add_argument(

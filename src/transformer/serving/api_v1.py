@@ -7,20 +7,29 @@ from collections.abc import Awaitable
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import ValidationError
 
 from transformer.decoding.alignment import check_alignment_layer, format_pharaoh
 from transformer.decoding.candidate import Candidate
 from transformer.model.transformer import Transformer
+from transformer.serving.request_body import (
+    describe_json_type,
+    parse_json_body,
+    refuse_non_text,
+    refuse_non_text_fields,
+)
 from transformer.serving.served_model import ServedModel
 from transformer.serving.server_state import ServerState
-from transformer.serving.translate_request import TranslateRequest
+from transformer.serving.translate_request import TEXT_FIELDS, TranslateRequest
 from transformer.serving.translation_service import (
     SearchOptions,
     TextTranslation,
     elapsed_ms,
     translate_texts,
 )
+from transformer.serving.work_budget import request_work, work_over_budget
 from transformer.visualization.attention_html import build_attention_payload
 from transformer.visualization.attention_inputs import sentence_attention
 from transformer.visualization.attention_page import render_attention_page
@@ -31,6 +40,15 @@ CLIENT_CLOSED_REQUEST = 499
 ResultT = TypeVar("ResultT")
 
 router = APIRouter()
+
+#: The body of ``POST /v1/translate`` for the OpenAPI page: the route parses the body itself (any content
+#: type, a nesting limit, text checks), so FastAPI would not otherwise know its schema.
+_TRANSLATE_BODY_SCHEMA = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": TranslateRequest.model_json_schema()}},
+    }
+}
 
 
 def server_of(request: Request) -> ServerState:
@@ -62,7 +80,7 @@ def check_api_key(server: ServerState, authorization: str | None, api_key: str |
     server : ServerState
         The server.
     authorization : str or None
-        The ``Authorization`` header (``Bearer KEY``).
+        The ``Authorization`` header (``Bearer KEY``; the scheme in any case).
     api_key : str or None
         The ``X-API-Key`` header or ``api_key`` query parameter.
 
@@ -72,11 +90,13 @@ def check_api_key(server: ServerState, authorization: str | None, api_key: str |
 
     Notes
     -----
-    Raises HTTPException(403) for a missing or wrong key.
+    Raises HTTPException(403) for a missing or wrong key. The scheme name is case-insensitive (RFC 7235,
+    section 2.1), so ``bearer KEY`` is accepted as ``Bearer KEY``; the key itself is compared exactly.
     """
     key = api_key
-    if authorization is not None and authorization.startswith("Bearer "):
-        key = authorization.removeprefix("Bearer ").strip()
+    scheme, _, credentials = (authorization or "").strip().partition(" ")
+    if scheme.lower() == "bearer":
+        key = credentials.strip()
     if not server.key_is_valid(key):
         raise HTTPException(403, "missing or invalid API key (send 'Authorization: Bearer KEY')")
 
@@ -145,9 +165,54 @@ async def _wait_for_disconnect(request: Request) -> None:
         pass
 
 
-@router.post("/v1/translate", tags=["translation"])
+async def read_translate_request(request: Request) -> TranslateRequest:
+    """Read and check the body of ``POST /v1/translate``.
+
+    Parameters
+    ----------
+    request : Request
+        The HTTP request.
+
+    Returns
+    -------
+    TranslateRequest
+        The parsed, typed and bounded request.
+
+    Raises
+    ------
+    HTTPException
+        400 for a body that is not JSON (or nested too deeply) and for a text field holding control
+        characters or unpaired surrogates; 422 for JSON that is not an object.
+    RequestValidationError
+        For a missing, mistyped, unknown or out-of-range field: the 422 of FastAPI's own validation.
+
+    Notes
+    -----
+    The body is parsed here rather than by FastAPI so that a JSON object sent as ``text/plain`` or as curl's
+    default form type is read as JSON, a JSON string or ``null`` is named as such, and no string that cannot
+    be encoded reaches the tokenizer or the reply.
+    """
+    try:
+        values = parse_json_body(await request.body())
+    except ValueError as error:
+        raise HTTPException(400, str(error)) from None
+    if not isinstance(values, dict):
+        raise HTTPException(
+            422, f"body: expected a JSON object with a 'text' field, got {describe_json_type(values)}"
+        )
+    try:
+        refuse_non_text_fields(values, TEXT_FIELDS)
+    except ValueError as error:
+        raise HTTPException(400, str(error)) from None
+    try:
+        return TranslateRequest.model_validate(values)
+    except ValidationError as error:
+        errors = [{**item, "loc": ("body", *item["loc"])} for item in error.errors()]
+        raise RequestValidationError(errors, body=values) from None
+
+
+@router.post("/v1/translate", tags=["translation"], openapi_extra=_TRANSLATE_BODY_SCHEMA)
 async def translate(
-    body: TranslateRequest,
     request: Request,
     authorization: Annotated[str | None, Header()] = None,
     x_api_key: Annotated[str | None, Header()] = None,
@@ -156,10 +221,8 @@ async def translate(
 
     Parameters
     ----------
-    body : TranslateRequest
-        Texts and search options.
     request : Request
-        The HTTP request.
+        The HTTP request; its body is a :class:`TranslateRequest` (:func:`read_translate_request`).
     authorization, x_api_key : str or None
         API key headers (when the server has keys).
 
@@ -172,20 +235,27 @@ async def translate(
 
     Notes
     -----
-    Errors: 403 key, 413 over ``--max-chars``, 422 bad field or unknown model, 503 queue full (with
-    ``Retry-After``) or shutting down, 500 model failure.
+    Errors: 400 broken JSON or text, 403 key, 413 over the work budget (``--max-chars`` counting texts,
+    prefixes and a minimum per sentence, or more sentences than ``--max-queue`` holds), 422 bad field or
+    unknown model, 503 queue full for now (with ``Retry-After``) or shutting down, 500 model failure.
     """
     start = time.perf_counter()
     server = server_of(request)
+    body = await read_translate_request(request)
     check_api_key(server, authorization, x_api_key)
     model = find_model(server, body.model)
     texts = [body.text] if isinstance(body.text, str) else body.text
-    characters = sum(len(text) for text in texts)
-    if characters > server.config.max_chars:
-        raise HTTPException(
-            413, f"text: {characters} characters, over the limit of {server.config.max_chars}"
-        )
     options, prefixes, alignment_layer = _checked_search(body, model)
+    work = request_work(
+        texts,
+        options.decode_config(model.decode_config),
+        model.source_lang,
+        isinstance(body.text, str),
+        prefixes,
+    )
+    problem = work_over_budget(work, server.config.max_chars, server.config.max_queue)
+    if problem is not None:
+        raise HTTPException(413, problem)
     results = await until_disconnected(
         request,
         translate_texts(
@@ -372,10 +442,15 @@ async def attention_page(
 
     Notes
     -----
-    The forward pass runs on the model worker between decoder steps. 400 when the model cannot show maps,
-    413 over ``--max-chars``.
+    The forward pass runs on the model worker between decoder steps. 400 when the model cannot show maps or
+    a text holds control characters, 413 over ``--max-chars``.
     """
     server = server_of(request)
+    try:
+        refuse_non_text(source, "source", line_breaks=True)
+        refuse_non_text(translation, "translation", line_breaks=True)
+    except ValueError as error:
+        raise HTTPException(400, str(error)) from None
     check_api_key(server, authorization, api_key)
     served = find_model(server, model)
     reason = attention_unavailable_reason(served)

@@ -5,7 +5,6 @@ the OpenAPI page at ``/docs`` without code of ours; uvicorn serves it (see docs/
 """
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,6 +23,7 @@ from transformer.serving.connection_limits import BodyLimitMiddleware
 from transformer.serving.metrics import ServingMetrics
 from transformer.serving.model_worker import QueueFullError, WorkerStoppedError
 from transformer.serving.page import render_index_page
+from transformer.serving.request_body import describe_json_type, parse_json_body
 from transformer.serving.server_state import ServerState
 from transformer.serving.translation_service import SearchOptions, TranslationError, translate_texts
 
@@ -46,8 +46,8 @@ def create_app(server: ServerState) -> FastAPI:
 
     Notes
     -----
-    Errors of the ``/v1`` API are ``{"detail": "..."}`` one-liners (invalid JSON 400, bad field 422 naming
-    it, over ``--max-chars`` 413, wrong key 403, full queue 503 with ``Retry-After``); the LibreTranslate
+    Errors of the ``/v1`` API are ``{"detail": "..."}`` one-liners (invalid JSON or text 400, bad field 422
+    naming it, over the work budget 413, wrong key 403, full queue 503 with ``Retry-After``); the LibreTranslate
     routes answer in LibreTranslate's ``{"error": "..."}`` shape.
     """
 
@@ -82,6 +82,10 @@ def create_app(server: ServerState) -> FastAPI:
     app.add_api_route("/health", _health, methods=["GET"], tags=["operations"])
     app.add_api_route("/ready", _ready, methods=["GET"], tags=["operations"])
     app.add_api_route("/metrics", _metrics, methods=["GET"], tags=["operations"])
+    # HEAD as GET without the body (RFC 9110 9.3.2: load balancers probe with it); a route of its own, as one
+    # route for both methods gives the OpenAPI page two operations of the same id.
+    for path, endpoint in (("/", _index), ("/health", _health), ("/ready", _ready), ("/metrics", _metrics)):
+        app.add_api_route(path, endpoint, methods=["HEAD"], include_in_schema=False)
     return app
 
 
@@ -178,13 +182,12 @@ class RequestMetricsMiddleware:
 
 
 async def _validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
-    """Invalid JSON: 400. A missing, mistyped or unknown field: 422 naming each one."""
+    """Invalid JSON: 400. A body that is no JSON object, a missing, mistyped or unknown field: 422 naming it."""
     errors: list[dict[str, Any]] = list(error.errors())
     if any(item.get("type") == "json_invalid" for item in errors):
         detail = "; ".join(str(item.get("ctx", {}).get("error", item.get("msg"))) for item in errors)
         return JSONResponse({"detail": f"invalid JSON: {detail}"}, status_code=400)
     if any(tuple(item.get("loc", ())) == ("body",) for item in errors):
-        # The body as a whole: unparsed bytes (no JSON content type), missing, or JSON that is no object.
         problem = _body_problem(error.body)
         return JSONResponse({"detail": problem}, status_code=400 if problem.startswith("invalid") else 422)
     detail = "; ".join(
@@ -196,15 +199,13 @@ async def _validation_error(request: Request, error: RequestValidationError) -> 
 
 
 def _body_problem(body: Any) -> str:
-    """Say what is wrong with a request body that is not a JSON object."""
-    if body is None or body in (b"", ""):
-        return "invalid JSON: the body is empty"
-    if isinstance(body, bytes | str):
+    """Say what is wrong with a request body that is not a JSON object: unparsed bytes, or parsed JSON."""
+    if isinstance(body, bytes):  # FastAPI leaves a body of another content type unparsed
         try:
-            json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            return f"invalid JSON: {error}"
-    return "body: expected a JSON object with a 'text' field"
+            body = parse_json_body(body)
+        except ValueError as error:
+            return str(error)
+    return f"body: expected a JSON object with a 'text' field, got {describe_json_type(body)}"
 
 
 async def _queue_full(request: Request, error: QueueFullError) -> JSONResponse:

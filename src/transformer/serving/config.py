@@ -6,14 +6,16 @@ from pathlib import Path
 
 from transformer.decoding.translator import TRANSLATION_PRECISIONS
 from transformer.serving.model_worker import BATCHING_MODES
+from transformer.serving.work_budget import MIN_SENTENCE_CHARS
 from transformer.typed_fields import check_choice
 
 #: The values of ``--engine``.
 SERVE_ENGINES = ("pytorch", "ctranslate2")
 #: The most hypotheses per sentence a client may ask for: a beam of thousands would hold the batch's memory.
 MAX_BEAM_SIZE = 16
-#: Most MBR candidates a request may ask for: N candidates cost N searches' rows and N^2 utilities.
-MAX_MBR_CANDIDATES = 64
+#: Most MBR candidates a request may ask for: N candidates cost N rows, as a beam of N does, so they are capped
+#: as the beam is (64 candidates searched 64-wide beams while ``beam`` stopped at 16).
+MAX_MBR_CANDIDATES = MAX_BEAM_SIZE
 
 
 @dataclass(frozen=True)
@@ -41,13 +43,16 @@ class ServeConfig:
     max_batch_tokens : int
         Source tokens times beam size over the running sentences; bounds the work (and memory) of a step.
     max_queue : int
-        Sentences waiting to join the batch; beyond it requests get 503 with ``Retry-After``.
+        Sentences waiting to join the batch; beyond it requests get 503 with ``Retry-After``, and a request
+        with more sentences than it holds gets 413 (it could never be queued).
     admit_every : int
         Continuous batching: while sentences decode, waiting ones join every this many decoder steps (or as
         soon as :data:`~transformer.serving.model_worker.ADMISSION_GROUP` wait); with nothing decoding they
         join at once.
     max_chars : int
-        Characters per request (all texts together); beyond it 413 (400 on LibreTranslate's endpoint).
+        The work budget of a request, in characters: its texts and prefixes, each sentence counting at least
+        :data:`~transformer.serving.work_budget.MIN_SENTENCE_CHARS` (so at least that many); beyond it 413
+        (400 on LibreTranslate's endpoint). See :func:`~transformer.serving.work_budget.request_work`.
     api_keys : frozenset of str
         Keys a client must send; empty: no key needed.
     warmup_text : str
@@ -107,6 +112,11 @@ class ServeConfig:
             value = getattr(self, name)
             if not (isinstance(value, int) and 0 < value < math.inf):
                 raise ValueError(f"ServeConfig.{name}={value} must be a positive integer")
+        if self.max_chars < MIN_SENTENCE_CHARS:
+            raise ValueError(
+                f"ServeConfig.max_chars={self.max_chars} must be at least {MIN_SENTENCE_CHARS}, the least one "
+                "sentence costs (no request would fit)"
+            )
         for name in ("keep_alive_timeout", "read_timeout"):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and 0 < value < math.inf):

@@ -1,14 +1,14 @@
 """LibreTranslate's HTTP API: ``POST /translate`` and ``GET /languages``, for the clients that speak it.
 
 Weblate, browser extensions and chat bots call LibreTranslate; answering in its shapes lets them use a
-model trained here unchanged. Requests come as JSON or as a form; replies are ``{"translatedText": ...}``
-(a string for a string ``q``, a list for a list) with ``alternatives`` when asked, and errors are
-``{"error": "..."}`` with LibreTranslate's codes: 400 for a bad or missing parameter (the character limit
-included, as LibreTranslate answers it), 403 for a missing or wrong key, 500 when translation fails; a full
-queue is 503 with ``Retry-After``.
+model trained here unchanged. Requests come as JSON, as a form or in the query string (deep-translator sends
+its fields there); replies are ``{"translatedText": ...}`` (a string for a string ``q``, a list for a list)
+with ``alternatives`` when asked, and errors are ``{"error": "..."}`` with LibreTranslate's codes: 400 for a
+bad or missing parameter (the work budget included, as LibreTranslate answers its character and batch
+limits), 403 for a missing or wrong key, 500 when translation fails; a full queue is 503 with
+``Retry-After``.
 """
 
-import json
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -18,6 +18,7 @@ from transformer.serving.api_v1 import CLIENT_CLOSED_REQUEST, server_of, until_d
 from transformer.serving.config import MAX_BEAM_SIZE
 from transformer.serving.html_text import HtmlPiece, join_html, split_html
 from transformer.serving.model_worker import QueueFullError, WorkerStoppedError
+from transformer.serving.request_body import parse_json_body, refuse_non_text_fields
 from transformer.serving.served_model import UNKNOWN_LANGUAGE, ServedModel
 from transformer.serving.server_state import ServerState
 from transformer.serving.translation_service import (
@@ -26,6 +27,7 @@ from transformer.serving.translation_service import (
     TranslationError,
     translate_texts,
 )
+from transformer.serving.work_budget import request_work
 
 #: English names of the languages the LibreTranslate clients show; other codes are shown as they are.
 LANGUAGE_NAMES = {
@@ -62,7 +64,7 @@ def lt_error(status: int, message: str, headers: dict[str, str] | None = None) -
 
 
 async def read_parameters(request: Request) -> dict[str, Any]:
-    """Read a LibreTranslate request's parameters from its JSON body or its form.
+    """Read a LibreTranslate request's parameters from its JSON body, its form or its query string.
 
     Parameters
     ----------
@@ -72,24 +74,49 @@ async def read_parameters(request: Request) -> dict[str, Any]:
     Returns
     -------
     dict
-        Parameter name to value (a form's repeated ``q`` becomes a list).
+        Parameter name to value (a repeated ``q`` in a form or the query string becomes a list).
+
+    Raises
+    ------
+    ValueError
+        For a body that is not a JSON object (nor a form), or a string that is not text (naming the field).
 
     Notes
     -----
-    Raises ValueError for a body that is not a JSON object, or not a form.
+    As LibreTranslate (``libretranslate/app.py``): a JSON body is read alone; a form is read with the query
+    string, which wins where both give a field (Flask's ``request.values``). A request with no body is read
+    from its query string alone, as deep-translator sends it. A body that is neither a form nor declared JSON is
+    parsed as JSON all the same, as LibreTranslate's clients are not all careful with the content type.
     """
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    query = _multi_values(request.query_params.keys(), request.query_params.getlist)
     if content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
         form = await request.form()
-        values: dict[str, Any] = {key: form.get(key) for key in form}
-        texts = form.getlist("q")
-        if len(texts) > 1:
-            values["q"] = texts
-        return values
+        values = {**_multi_values(form.keys(), form.getlist), **query}
+    else:
+        raw = await request.body()
+        values = query if not raw.strip() else _json_object(raw)
+    refuse_non_text_fields(values, frozenset({"q"}))
+    return values
+
+
+def _multi_values(names: Any, getlist: Any) -> dict[str, Any]:
+    """Collect each name's value from a form or a query string; a ``q`` given more than once as a list."""
+    values: dict[str, Any] = {}
+    for name in names:
+        items = getlist(name)
+        values[name] = items if name == "q" and len(items) > 1 else items[-1]
+    return values
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    """Parse a JSON body that must be an object (ValueError in LibreTranslate's wording otherwise)."""
     try:
-        values = json.loads(await request.body())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"Invalid request: the body is not valid JSON ({error})") from None
+        values = parse_json_body(raw)
+    except ValueError as error:
+        raise ValueError(
+            f"Invalid request: the body is not valid JSON ({str(error).removeprefix('invalid JSON: ')})"
+        ) from None
     if not isinstance(values, dict):
         raise ValueError("Invalid request: the JSON body must be an object")
     return values
@@ -152,23 +179,28 @@ async def translate(request: Request) -> Response:
     try:
         values = await read_parameters(request)
     except ValueError as error:
-        return lt_error(400, str(error))
+        message = str(error)
+        return lt_error(400, message if message.startswith("Invalid") else f"Invalid request: {message}")
     if not server.key_is_valid(_string_or_none(values.get("api_key"))):
         return lt_error(403, "Invalid API key")
-    problem = _check_parameters(values, server.config.max_chars)
+    problem = _check_parameters(values)
     if problem is not None:
         return lt_error(400, problem)
     source, target = str(values["source"]), str(values["target"])
     model = choose_model(server, source, target)
     if isinstance(model, str):
         return lt_error(400, model)
-    alternatives = int(values.get("alternatives") or 0)
+    alternatives = _alternatives(values)
+    assert isinstance(alternatives, int)  # _check_parameters refused the others
     beam = max(model.decode_config.beam_size, alternatives + 1)
     options = SearchOptions(beam=beam, nbest=alternatives + 1)
     query = values["q"]
     texts = [query] if isinstance(query, str) else list(query)
     markup = [split_html(text) for text in texts] if values.get("format") == "html" else None
     inputs = [piece.text for pieces in markup for piece in pieces if not piece.markup] if markup else texts
+    problem = _over_budget(texts, inputs, model, options, server)
+    if problem is not None:
+        return lt_error(400, problem)
     try:
         results = await until_disconnected(
             request, translate_texts(inputs, model, options, server.worker, server.metrics)
@@ -214,7 +246,7 @@ def _string_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _check_parameters(values: dict[str, Any], max_chars: int) -> str | None:
+def _check_parameters(values: dict[str, Any]) -> str | None:
     """LibreTranslate's parameter checks, in its order and wording; None when all pass."""
     for name in ("q", "source", "target"):
         if values.get(name) in (None, ""):
@@ -230,16 +262,39 @@ def _check_parameters(values: dict[str, Any], max_chars: int) -> str | None:
     text_format = values.get("format") or "text"
     if text_format not in ("text", "html"):
         return f"Invalid request: format must be 'text' or 'html', got {text_format!r}"
-    alternatives = values.get("alternatives") or 0
-    try:
-        count = int(alternatives)
-    except (TypeError, ValueError):
-        return f"Invalid request: alternatives must be an integer, got {alternatives!r}"
-    if isinstance(alternatives, bool) or not 0 <= count < MAX_BEAM_SIZE:
+    alternatives = _alternatives(values)
+    return alternatives if isinstance(alternatives, str) else None
+
+
+def _alternatives(values: dict[str, Any]) -> int | str:
+    """Read ``alternatives`` as a count (0 when absent), or say why it is refused."""
+    value = values.get("alternatives") or 0
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # JSON 2.0; 1e400 (infinity) and 2.5 are refused below
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"Invalid request: alternatives must be an integer, got {value!r}"
+    if not 0 <= value < MAX_BEAM_SIZE:
         return f"Invalid request: alternatives must be between 0 and {MAX_BEAM_SIZE - 1}"
-    characters = len(query) if isinstance(query, str) else sum(len(text) for text in query)
-    if characters > max_chars:
-        return f"Invalid request: request ({characters}) exceeds text limit ({max_chars})"
+    return value
+
+
+def _over_budget(
+    texts: list[str], inputs: list[str], model: ServedModel, options: SearchOptions, server: ServerState
+) -> str | None:
+    """Check the work budget (:mod:`~transformer.serving.work_budget`), refusing in LibreTranslate's words."""
+    work = request_work(inputs, options.decode_config(model.decode_config), model.source_lang)
+    sent = sum(map(len, texts))  # markup included, as LibreTranslate counts a request
+    cost = sent + work.cost - work.text_chars
+    if cost > server.config.max_chars:
+        why = "" if cost == sent else f"; {work.sentences} sentences, each at least {work.sentence_floor}"
+        return f"Invalid request: request ({cost}{why}) exceeds text limit ({server.config.max_chars})"
+    if work.sentences > server.config.max_queue:  # never queued, so not a 503 to retry
+        return (
+            f"Invalid request: request ({work.sentences} sentences) exceeds the queue "
+            f"({server.config.max_queue}, --max-queue)"
+        )
     return None
 
 

@@ -5,8 +5,21 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from transformer.config.decode import MAX_LENGTH_OFFSET
+from transformer.config.search_limits import (
+    MAX_ALPHA,
+    MAX_EPSILON,
+    MAX_NGRAM,
+    MAX_SEED,
+    MAX_TEMPERATURE,
+    MAX_TOP_K,
+    MIN_TEMPERATURE,
+    MIN_TOP_P,
+)
 from transformer.serving.config import MAX_BEAM_SIZE, MAX_MBR_CANDIDATES
 from transformer.serving.translation_service import SearchOptions
+
+#: Fields that hold text to translate: line breaks are allowed in them, in no other field.
+TEXT_FIELDS = frozenset({"text", "prefix"})
 
 
 class TranslateRequest(BaseModel):
@@ -22,15 +35,15 @@ class TranslateRequest(BaseModel):
     beam : int or None
         Beam size (1 = greedy); None for the model's.
     nbest : int or None
-        Hypotheses per sentence: at most ``beam``, or ``mbr`` with MBR; any number of samples up to the
-        server's beam limit with sampling.
+        Hypotheses per sentence: at most ``beam``, or ``mbr`` with MBR; with sampling, any number of samples
+        up to the server's beam limit.
     alpha : float or None
         Length penalty; None for the model's.
     sampling, temperature, top_k, top_p, epsilon, seed : bool, float, int, float, float, int, or None
         Sampling instead of search, as ``transformer translate --sampling --temperature ...``: the same seed
         gives the same samples whatever the batch.
     mbr : int or None
-        Minimum Bayes risk decoding over this many candidates (2 to the server's limit; 0 off).
+        Minimum Bayes risk decoding over this many candidates (2 to the server's beam limit; 0 off).
     mbr_candidates, mbr_utility : str or None
         ``"sampling"`` or ``"beam"`` candidates; ``"chrf"`` or ``"bleu"`` utility.
     no_repeat_ngram, min_length, max_length : int or None
@@ -47,7 +60,10 @@ class TranslateRequest(BaseModel):
     Notes
     -----
     Strict types and no unknown fields: ``"beam": "4"`` or a misspelt ``"nbset"`` is a 422 naming the field
-    rather than a silently different search. Sampling, MBR, prefixes and n-gram blocking run the offline
+    rather than a silently different search. Each option is bounded as its ``transformer translate`` flag is
+    (:mod:`transformer.config.search_limits`: ``temperature`` from 0.01, where 1e-300 gave infinite scores),
+    except that the search width (``beam``, ``nbest``, ``mbr``) stops at the server's
+    :data:`~transformer.serving.config.MAX_BEAM_SIZE`: it shares one batch between all clients. Sampling, MBR, prefixes and n-gram blocking run the offline
     search of ``transformer translate`` (between the running batch's steps), so their results equal the
     command's; CTranslate2 models refuse them.
     """
@@ -57,18 +73,20 @@ class TranslateRequest(BaseModel):
     text: str | list[str]
     model: str | None = None
     beam: int | None = Field(default=None, ge=1, le=MAX_BEAM_SIZE)
-    nbest: int | None = Field(default=None, ge=1, le=MAX_MBR_CANDIDATES)
-    alpha: float | None = Field(default=None, ge=0.0, le=10.0, allow_inf_nan=False)
+    nbest: int | None = Field(default=None, ge=1, le=MAX_BEAM_SIZE)
+    alpha: float | None = Field(default=None, ge=0.0, le=MAX_ALPHA, allow_inf_nan=False)
     sampling: bool | None = None
-    temperature: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
-    top_k: int | None = Field(default=None, ge=0)
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0, allow_inf_nan=False)
-    epsilon: float | None = Field(default=None, ge=0.0, lt=1.0, allow_inf_nan=False)
-    seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
+    temperature: float | None = Field(
+        default=None, ge=MIN_TEMPERATURE, le=MAX_TEMPERATURE, allow_inf_nan=False
+    )
+    top_k: int | None = Field(default=None, ge=0, le=MAX_TOP_K)
+    top_p: float | None = Field(default=None, ge=MIN_TOP_P, le=1.0, allow_inf_nan=False)
+    epsilon: float | None = Field(default=None, ge=0.0, le=MAX_EPSILON, allow_inf_nan=False)
+    seed: int | None = Field(default=None, ge=0, le=MAX_SEED)
     mbr: int | None = Field(default=None, ge=0, le=MAX_MBR_CANDIDATES)
     mbr_candidates: Literal["sampling", "beam"] | None = None
     mbr_utility: Literal["chrf", "bleu"] | None = None
-    no_repeat_ngram: int | None = Field(default=None, ge=0, le=MAX_LENGTH_OFFSET)
+    no_repeat_ngram: int | None = Field(default=None, ge=0, le=MAX_NGRAM)
     min_length: int | None = Field(default=None, ge=0, le=MAX_LENGTH_OFFSET)
     max_length: int | None = Field(default=None, ge=0, le=MAX_LENGTH_OFFSET)
     prefix: str | list[str] | None = None

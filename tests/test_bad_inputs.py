@@ -24,7 +24,9 @@ from transformer import cli
 from transformer.checkpoint.layout import CHECKSUM_METADATA_KEY, resolve_checkpoint
 from transformer.checkpoint.weights import read_weights_metadata
 from transformer.cli import main
+from transformer.data.corpora.synthetic.generation import generate_pairs
 from transformer.data.pipeline.text_files import read_lines
+from transformer.data.pipeline.tokenizer import Tokenizer
 from transformer.decoding import translation_progress
 
 
@@ -65,7 +67,12 @@ def best_checkpoint(root: Path) -> str:
 
 
 def write_broken_checkpoints(root: Path) -> None:
-    """A damaged copy, an old-format copy with overflowing weights, and an index naming a lost step."""
+    """A damaged copy, an old-format copy with overflowing weights, and an index naming a lost step.
+
+    And for #48 items 4-5: copies with another tokenizer of the same size and with a config edited in the
+    weights' header, indexes naming a checkpoint outside their run (by ``..`` and by a link), malformed
+    indexes, and a config file with a negative learning rate.
+    """
     best = best_checkpoint(root)
     shutil.copytree(root / best, root / "damaged")
     with (root / "damaged" / "model.safetensors").open("r+b") as handle:
@@ -83,6 +90,31 @@ def write_broken_checkpoints(root: Path) -> None:
     lost.mkdir(parents=True)
     index = {"latest": "step-00000944", "best": None, "checkpoints": ["step-00000944"]}
     (lost / "index.json").write_text(json.dumps(index), encoding="utf-8")
+    write_tampered_checkpoints(root, best)
+
+
+def write_tampered_checkpoints(root: Path, best: str) -> None:
+    """#48 items 4-5: checkpoints and indexes changed by hand, each of which used to load (or crash)."""
+    shutil.copytree(root / best, root / "swapped-tokenizer")
+    pairs = generate_pairs(300, seed=77)  # another corpus: another vocabulary of the run's size (150)
+    other = Tokenizer.train([side for pair in pairs for side in pair], root / "other.model", 150)
+    (root / "swapped-tokenizer" / "tokenizer.model").write_bytes(other.serialized())
+    shutil.copytree(root / best, root / "edited-config")
+    weights_file = root / "edited-config" / "model.safetensors"
+    metadata = read_weights_metadata(weights_file)  # num_heads 4 -> 2 keeps every tensor's shape
+    metadata["model_config"] = json.dumps({**json.loads(metadata["model_config"]), "num_heads": 2})
+    save_file(load_file(str(weights_file)), str(weights_file), metadata=metadata)
+    step = Path(best).name
+    for name, index in {
+        "escaping": {"latest": f"../../{best}", "best": None, "checkpoints": []},
+        "index-list": [],
+        "index-number": {"latest": step, "best": 5, "checkpoints": [step]},
+        "escaping-link": {"latest": step, "best": None, "checkpoints": [step]},
+    }.items():
+        (root / name / "checkpoints").mkdir(parents=True)
+        (root / name / "checkpoints" / "index.json").write_text(json.dumps(index), encoding="utf-8")
+    (root / "escaping-link" / "checkpoints" / step).symlink_to(Path("..", "..", best))
+    write_tiny_config(root, "negative-rate.yaml", train={"peak_learning_rate": -1})
 
 
 def write_configs(root: Path) -> None:
@@ -543,6 +575,97 @@ BAD_INPUTS = [
         id="attention --checkpoint run --text '2,100 words'",
     ),
     # --- #48 items 4-5: tampered checkpoints and indexes; every numeric config field's range ---
+    # Item 4: another tokenizer of the same size translated garbage with exit 0; checked at every load.
+    bad(
+        "translate --checkpoint swapped-tokenizer --input src.en",
+        "swapped-tokenizer/tokenizer.model: not the tokenizer checkpoint swapped-tokenizer was saved with",
+    ),
+    bad(
+        "evaluate --checkpoint swapped-tokenizer --source src.en --reference ref.de",
+        "swapped-tokenizer/tokenizer.model: not the tokenizer checkpoint swapped-tokenizer was saved with",
+    ),
+    bad(
+        "serve --checkpoint swapped-tokenizer --port 0",
+        "swapped-tokenizer/tokenizer.model: not the tokenizer checkpoint swapped-tokenizer was saved with",
+    ),
+    bad(
+        "attention --checkpoint swapped-tokenizer --text 'a b' --output-dir pictures",
+        "swapped-tokenizer/tokenizer.model: not the tokenizer checkpoint swapped-tokenizer was saved with",
+    ),
+    bad(  # nor passed on under fresh checksums
+        "convert --to hf-marian swapped-tokenizer exported",
+        "swapped-tokenizer/tokenizer.model: not the tokenizer checkpoint swapped-tokenizer was saved with",
+    ),
+    bad(
+        "average-checkpoints --inputs '{best}' swapped-tokenizer --output averaged",
+        "swapped-tokenizer/tokenizer.model: not the tokenizer checkpoint swapped-tokenizer was saved with",
+    ),
+    # Item 4: the model config beside the weights was outside their checksum (num_heads edited translated).
+    bad(
+        "translate --checkpoint edited-config --input src.en",
+        "edited-config/model.safetensors: the model config does not match the SHA-256 recorded when the "
+        "checkpoint was saved",
+    ),
+    bad(
+        "convert --to ctranslate2 edited-config exported",
+        "edited-config/model.safetensors: the model config does not match the SHA-256 recorded",
+    ),
+    # Item 4: index.json pointing outside the run was followed; a malformed one was a traceback.
+    bad(
+        "translate --checkpoint escaping --input src.en",
+        "escaping/checkpoints/index.json: \"latest\" names '../../{best}', which is outside "
+        "escaping/checkpoints; an index names only the checkpoints in its own folder",
+    ),
+    bad(
+        "translate --checkpoint escaping-link --input src.en",
+        'escaping-link/checkpoints/index.json: "latest" names \'step-',  # a link to the run's best, outside
+    ),
+    bad(
+        "translate --checkpoint index-list --input src.en",
+        'index-list/checkpoints/index.json: expected a JSON object with "latest", "best" and "checkpoints", '
+        "got []",
+    ),
+    bad(
+        "evaluate --checkpoint index-number --source src.en --reference ref.de",
+        'index-number/checkpoints/index.json: "best" must be a checkpoint name or null, got 5',
+    ),
+    bad(
+        "average-checkpoints --run index-number --output averaged",
+        'index-number/checkpoints/index.json: "best" must be a checkpoint name or null, got 5',
+    ),
+    bad(
+        "train --config tiny.yaml --output-dir index-list --resume",
+        'index-list/checkpoints/index.json: expected a JSON object with "latest", "best" and "checkpoints"',
+    ),
+    # Item 5: every numeric config field has a range, in a file as through --set.
+    bad(
+        "train --config tiny.yaml --output-dir new-run --set train.peak_learning_rate=-1",
+        "--set train.peak_learning_rate=-1: [train] TrainConfig.peak_learning_rate=-1 must be in (0, 1] or null",
+    ),
+    bad(
+        "train --config negative-rate.yaml --output-dir new-run",
+        "negative-rate.yaml: [train] TrainConfig.peak_learning_rate=-1 must be in (0, 1] or null",
+    ),
+    bad(
+        "prepare --config tiny.yaml --output-dir new-run --set train.adam_beta2=1",
+        "--set train.adam_beta2=1: [train] TrainConfig.adam_beta2=1 must be in [0, 1)",
+    ),
+    bad(
+        "train --config tiny.yaml --output-dir new-run --set model.layer_norm_eps=0",
+        "--set model.layer_norm_eps=0: [model] TransformerConfig.layer_norm_eps=0 must be in (0, 1]",
+    ),
+    bad(
+        "train --config tiny.yaml --output-dir new-run --set decode.length_penalty=-1",
+        "--set decode.length_penalty=-1: [decode] DecodeConfig.length_penalty=-1 must be from 0 to 10",
+    ),
+    bad(
+        "quickstart --config tiny.yaml --output-dir new-run --set data.synthetic_seed=-3",
+        "--set data.synthetic_seed=-3: [data] DataConfig.synthetic_seed=-3 must be from 0 to",
+    ),
+    bad(
+        "experiment table2 --scale tiny --only base --set train.adam_beta1=1.5 --output-dir experiment",
+        "TrainConfig.adam_beta1=1.5 must be in [0, 1)",
+    ),
 ]
 
 

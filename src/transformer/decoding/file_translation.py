@@ -9,7 +9,7 @@ translation reports its progress through a caller's display
 from transformer.data.text_lines import read_input_lines, write_output_lines
 from transformer.decoding.translation_lines import format_translations
 from transformer.decoding.translation_progress import TranslationProgress, open_progress
-from transformer.decoding.translator import Translator
+from transformer.decoding.translator import PrefixTooLongError, Translator
 
 
 def read_prefixes(prefix_path: str | None, input_path: str | None, num_sentences: int) -> list[str] | None:
@@ -94,8 +94,9 @@ def translate_file(
     Raises
     ------
     ValueError
-        For bad input text (control characters), a prefix file that does not match the input, an output that
-        is a directory, or a model whose scores are NaN.
+        For bad input text (control characters), a prefix file that does not match the input or has a prefix
+        longer than its line's translation may be (naming the file and line), an output that is a directory,
+        or a model whose scores are NaN.
     CorpusError
         When the input or prefix file is unreadable or not UTF-8.
 
@@ -106,7 +107,10 @@ def translate_file(
     sentences = read_input_lines(input_path)
     prefixes = read_prefixes(prefix_path, input_path, len(sentences))
     with open_progress(progress, len(sentences)) as advance:
-        results = translator.translate_nbest(sentences, advance, prefixes, alignment_layer)
+        try:
+            results = translator.translate_nbest(sentences, advance, prefixes, alignment_layer)
+        except PrefixTooLongError as error:
+            raise ValueError(f"--prefix-file {prefix_path}:{error.index + 1}: {error}") from None
     nbest = translator.decode_config.nbest > 1
     write_output_lines(format_translations(results, nbest, scores, alignment_layer is not None), output_path)
     return translator.truncated_count

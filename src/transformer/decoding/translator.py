@@ -35,6 +35,30 @@ from transformer.model.quantization import quantize_for_inference
 from transformer.model.transformer import Transformer
 
 DEFAULT_MAX_INPUT_TOKENS = 1024
+
+
+class PrefixTooLongError(ValueError):
+    """A target prefix longer than any translation of its sentence may be.
+
+    Parameters
+    ----------
+    index : int
+        The sentence's position in the input (0-based).
+    reason : str
+        What is wrong, in one line (the message).
+
+    Notes
+    -----
+    Each forced token is one decoder step, so a prefix of 4,200 tokens (a 3,000-word line) ran 4,200 steps for
+    a one-line source and took minutes; no search of that sentence could produce an output so long anyway.
+    ``transformer translate`` names ``--prefix-file`` and the line from ``index``.
+    """
+
+    def __init__(self, index: int, reason: str) -> None:
+        super().__init__(reason)
+        self.index = index
+
+
 #: The ``precision`` values of :class:`Translator` (and of ``transformer translate --precision``).
 TRANSLATION_PRECISIONS = ("fp32", "bf16", "int8")
 
@@ -362,6 +386,9 @@ class Translator:
         ValueError
             Naming its weights file when a model's scores are NaN; when the prefixes are not one per sentence
             or the alignment layer does not exist.
+        PrefixTooLongError
+            Before any search, for a prefix of more tokens than the sentence's output limit without one
+            (its source tokens, EOS included, plus ``max_length_offset``; at least ``min_length``).
 
         Notes
         -----
@@ -381,6 +408,8 @@ class Translator:
         encoded_prefixes = [
             self.tokenizer.encode_target(prefix) if prefix.strip() else [] for prefix in prefixes or []
         ]
+        for index, (source, prefix) in enumerate(zip(encoded, encoded_prefixes, strict=False)):
+            self._check_prefix_length(index, source, prefix)
         results: list[list[Candidate]] = [[] for _ in sentences]
         lengths = [len(ids) for ids in encoded]
         batches = inference_batches(lengths, self.batch_budget())
@@ -401,6 +430,17 @@ class Translator:
             if progress is not None:
                 progress(len(batch_indices))
         return results
+
+    def _check_prefix_length(self, index: int, source: list[int], prefix: list[int]) -> None:
+        """Refuse a prefix longer than the output limit its sentence has without one (PrefixTooLongError)."""
+        config = self.decode_config
+        limit = max(len(source) + config.max_length_offset, config.min_length, 1)
+        if source and len(prefix) > limit:
+            raise PrefixTooLongError(
+                index,
+                f"the prefix is {len(prefix):,} tokens, more than the {limit:,} a translation of its line may "
+                f"have ({len(source):,} source tokens + --max-length-offset {config.max_length_offset})",
+            )
 
     def search_tokens(
         self,

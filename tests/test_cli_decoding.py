@@ -5,6 +5,7 @@ import gzip
 import math
 import os
 import re
+import stat
 import threading
 from pathlib import Path
 
@@ -282,3 +283,15 @@ def test_an_output_link_or_fifo_is_written_through(trained_run, sources, tmp_pat
     reader.join(timeout=30)
     assert received[0].decode("utf-8").splitlines() == expected and not fifo.is_file()
     assert sorted(path.name for path in tmp_path.iterdir()) == ["kept", "out.de", "out.fifo"]
+
+
+def test_a_device_may_be_both_input_and_output(trained_run, tmp_path, capsys) -> None:
+    """One terminal is /dev/stdin and /dev/stdout; writing a device destroys nothing (it was refused as one)."""
+    terminal = tmp_path / "terminal"
+    try:
+        os.mknod(terminal, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # /dev/null, in our own folder
+    except PermissionError:
+        pytest.skip("making a device node needs root")
+    arguments = ["--checkpoint", str(trained_run), "--input", str(terminal), "--output", str(terminal)]
+    assert translate(capsys, *arguments) == []
+    assert stat.S_ISCHR(terminal.lstat().st_mode)

@@ -9,6 +9,7 @@ import argparse
 import errno
 import math
 import os
+import stat
 import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -270,6 +271,15 @@ def check_output_file(path: Path, option: str) -> None:
         raise ValueError(f"{option} {path}: is a directory; expected a file")
 
 
+def _is_device_or_pipe(path: Path) -> bool:
+    """Whether a path names (through any links) something that is neither a regular file nor a directory."""
+    try:
+        kind = os.stat(path).st_mode
+    except OSError:  # missing: a new file
+        return False
+    return not (stat.S_ISREG(kind) or stat.S_ISDIR(kind))
+
+
 def _same_file(first: Path, second: Path) -> bool:
     """Whether two existing paths name one file or directory (symlinks followed, hard links caught)."""
     try:
@@ -318,13 +328,16 @@ def refuse_outputs_among_inputs(
     Notes
     -----
     Files are compared by device and inode (``os.path.samefile``), so a symbolic or hard link to an input is
-    caught as well as the same path; a replaced directory is refused when it is an input or any folder above
-    one, since replacing it deletes the input; a directory written into is refused when it is an input
-    directory (its new files would join the checkpoint). Call it after the inputs are known and before
-    anything is read or written.
+    caught as well as the same path; an output that is a device or a pipe is written straight, destroying
+    nothing, so it may also be an input (one terminal is both ``/dev/stdin`` and ``/dev/stdout``); a replaced
+    directory is refused when it is an input or any folder above one, since replacing it deletes the input; a
+    directory written into is refused when it is an input directory (its new files would join the
+    checkpoint). Call it after the inputs are known and before anything is read or written.
     """
     for output_option, output in output_files:
         check_output_file(output, output_option)
+        if _is_device_or_pipe(output):
+            continue  # written straight, never replaced: --input /dev/stdin --output /dev/stdout on one terminal
         for input_option, input_path in inputs:
             for input_file in _files_of(input_path):
                 if _same_file(output, input_file):

@@ -640,11 +640,11 @@ BAD_INPUTS = [
     # Item 5: every numeric config field has a range, in a file as through --set.
     bad(
         "train --config tiny.yaml --output-dir new-run --set train.peak_learning_rate=-1",
-        "--set train.peak_learning_rate=-1: [train] TrainConfig.peak_learning_rate=-1 must be in (0, 1] or null",
+        "--set train.peak_learning_rate=-1: [train] TrainConfig.peak_learning_rate=-1 must be positive or null",
     ),
     bad(
         "train --config negative-rate.yaml --output-dir new-run",
-        "negative-rate.yaml: [train] TrainConfig.peak_learning_rate=-1 must be in (0, 1] or null",
+        "negative-rate.yaml: [train] TrainConfig.peak_learning_rate=-1 must be positive or null",
     ),
     bad(
         "prepare --config tiny.yaml --output-dir new-run --set train.adam_beta2=1",

@@ -107,17 +107,17 @@ def test_a_value_outside_a_fields_range_is_refused_naming_the_field(
         (
             TrainConfig,
             {"peak_learning_rate": -1},
-            "TrainConfig.peak_learning_rate=-1 must be in (0, 1] or null",
+            "TrainConfig.peak_learning_rate=-1 must be positive or null",
         ),
         (
             TrainConfig,
             {"peak_learning_rate": 0.0},
-            "TrainConfig.peak_learning_rate=0.0 must be in (0, 1] or null",
+            "TrainConfig.peak_learning_rate=0.0 must be positive or null",
         ),
         (
             TrainConfig,
             {"learning_rate_scale": -2.0},
-            "TrainConfig.learning_rate_scale=-2.0 must be in (0, 100]",
+            "TrainConfig.learning_rate_scale=-2.0 must be positive",
         ),
         (TrainConfig, {"adam_beta1": 1.0}, "TrainConfig.adam_beta1=1.0 must be in [0, 1)"),
         (TrainConfig, {"adam_beta2": -0.5}, "TrainConfig.adam_beta2=-0.5 must be in [0, 1)"),
@@ -158,7 +158,12 @@ def test_the_ends_of_the_ranges_and_the_special_values_in_use_are_accepted() -> 
         seed=0,
     )
     assert train.peak_learning_rate == 1.0 and train.seed == 0
-    assert TrainConfig(learning_rate_scale=100.0, adam_epsilon=1.0, max_minutes=0.01).max_minutes == 0.01
+    assert (
+        TrainConfig(
+            learning_rate_scale=100.0, peak_learning_rate=1e30, adam_epsilon=1.0, max_minutes=0.01
+        ).max_minutes
+        == 0.01
+    )
     decode = DecodeConfig(
         length_penalty=10.0, epsilon=0.0, top_k=0, top_p=1.0, max_length_offset=0, min_length=0
     )
@@ -189,7 +194,7 @@ def test_an_out_of_range_value_in_a_file_or_a_set_names_the_file_or_the_flag(tmp
     with pytest.raises(ValueError) as refused:
         load_config(bad_file)
     assert str(refused.value) == (
-        f"{bad_file}: [train] TrainConfig.peak_learning_rate=-1 must be in (0, 1] or null"
+        f"{bad_file}: [train] TrainConfig.peak_learning_rate=-1 must be positive or null"
     )
     good_file = write_tiny_config(tmp_path)
     flagged = [("--set train.label_smoothing=1", "train.label_smoothing=1")]

@@ -44,11 +44,11 @@ class TrainConfig:
     warmup_steps : int
         Linear warm-up steps of Eq. (3) (4,000). Positive: Eq. (3) divides by its power 1.5.
     learning_rate_scale : float
-        Multiplier on Eq. (3). In (0, 100]: a rate that is zero or negative never trains (it climbs the
-        loss), and 100 times the paper's schedule is already far past divergence.
+        Multiplier on Eq. (3). Positive: a rate that is zero never moves, and a negative one climbs the loss.
     peak_learning_rate : float or None
-        If set, overrides ``learning_rate_scale`` so the schedule peaks at this rate. In (0, 1] or None
-        (``-1`` trained to a perplexity of 2.7e43 with exit status 0 before it was checked).
+        If set, overrides ``learning_rate_scale`` so the schedule peaks at this rate. Positive or None
+        (``-1`` trained to a perplexity of 2.7e43 with exit status 0 before it was checked). No upper bound:
+        a rate too large diverges, which the trainer stops at the first non-finite loss, naming the step.
     cooldown_steps : int
         Linear decay to zero over the last steps of ``max_steps`` (0: the paper's pure inverse square root).
         Non-negative.
@@ -144,8 +144,8 @@ class TrainConfig:
         "max_epochs": POSITIVE,
         "max_minutes": POSITIVE,
         "warmup_steps": POSITIVE,  # Eq. (3) divides by warmup_steps^1.5
-        "learning_rate_scale": FieldRange(0, 100, low_open=True),
-        "peak_learning_rate": FieldRange(0, 1, low_open=True),
+        "learning_rate_scale": POSITIVE,
+        "peak_learning_rate": POSITIVE,
         "cooldown_steps": NON_NEGATIVE,
         "adam_beta1": PROBABILITY_BELOW_ONE,
         "adam_beta2": PROBABILITY_BELOW_ONE,

@@ -70,6 +70,19 @@ def test_admit_every_one_admits_at_every_step_and_zero_is_refused() -> None:
         worker_with(running=0, admit_every=0)
 
 
+def test_requests_take_turns_so_a_small_one_does_not_wait_behind_a_long_text() -> None:
+    """Strictly oldest first, a 4,000-character text at beam 16 held small requests 19 s (9.5x their p99)."""
+    worker = ModelWorker({}, "continuous", max_batch_tokens=12, max_queue=100, metrics=ServingMetrics())
+    long_text, small = RequestHandle(), RequestHandle()
+    config = DecodeConfig(beam_size=2)
+    jobs = [SentenceJob("m", [5, 2], config, long_text, lambda *_: None) for _ in range(10)]
+    jobs.append(SentenceJob("m", [5, 2], config, small, lambda *_: None))
+    worker._waiting.extend(jobs)
+    # Each costs 2 x 2 = 4 tokens of the 12: three join; the small request's one is the second.
+    assert worker._take_admissible() == [jobs[0], jobs[10], jobs[1]]
+    assert list(worker._waiting) == jobs[2:10]  # the long text's others wait, in order
+
+
 class Deliveries:
     """Collects what the worker delivers, in order, from its thread."""
 

@@ -5,7 +5,8 @@ the moment that sentence's search ends. The thread loops:
 
 1. take the functions queued with :meth:`ModelWorker.call` (warm-up, attention maps) and run them;
 2. forget queued sentences whose client went away, and drop such sentences from the running batches;
-3. **continuous batching**: admit waiting sentences, oldest first, into the running batch of their model
+3. **continuous batching**: admit waiting sentences, requests taking turns (the request with the fewest
+   sentences decoding first, then the oldest), into the running batch of their model
    and beam size while the token budget allows; run one decoder step of every running batch; hand back
    the sentences that ended. **Request batching** (the baseline): take waiting sentences up to the budget,
    run the offline search over them to the end, hand back all.
@@ -27,7 +28,7 @@ drains what was accepted before it returns.
 import functools
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -43,7 +44,7 @@ from transformer.serving.continuous_batching import ContinuousBatch, DecodedSent
 from transformer.serving.ctranslate2_engine import ctranslate2_search
 from transformer.serving.metrics import ServingMetrics
 from transformer.serving.padded_cache import model_device
-from transformer.serving.sentence_jobs import SentenceJob, SentenceTiming
+from transformer.serving.sentence_jobs import RequestHandle, SentenceJob, SentenceTiming
 from transformer.serving.served_model import ServedModel
 
 #: The values of ``--batching``.
@@ -286,24 +287,31 @@ class ModelWorker:
             self.metrics.sentences_cancelled.inc(len(cancelled))
 
     def _take_admissible(self, step_batched_only: bool = False) -> list[SentenceJob]:
-        """Pop waiting sentences, oldest first, while they fit the token budget (called with the lock held).
+        """Pop waiting sentences, requests taking turns, while they fit the token budget (lock held).
 
-        The oldest waiting sentence always goes first: a younger one never overtakes it, so a long sentence
-        waits at most until enough running ones end. With nothing running, one sentence goes in whatever
-        its size. ``step_batched_only`` (while a whole search runs) leaves whole searches waiting, in their
-        places, and takes the step-batched sentences behind them.
+        The next sentence is the oldest waiting one of the request with the fewest sentences decoding (then
+        of the request that came first): the 90 sentences of one long text join as the budget frees, and a
+        one-sentence request that comes after them joins at the next admission instead of behind all 90.
+        Between requests with as many decoding, and within a request, the oldest goes first. The sentence so
+        chosen that does not fit the budget ends the admission (no smaller one overtakes it), so a long
+        sentence waits at most until enough running ones end; with nothing running, one sentence goes in
+        whatever its size. ``step_batched_only`` (while a whole search runs) leaves whole searches waiting.
         """
         if self.batching == "continuous" and not self._admission_due():
             return []
         used = self._whole_search_tokens + sum(batch.source_tokens for batch in self._batches.values())
+        decoding = Counter(job.handle for batch in self._batches.values() for job in batch.keys
+                           if isinstance(job, SentenceJob))  # fmt: skip
+        by_request: dict[RequestHandle, deque[SentenceJob]] = {}
+        for job in self._waiting:
+            if not (step_batched_only and self._searches_to_the_end(job)):
+                by_request.setdefault(job.handle, deque()).append(job)
+        arrival = {handle: index for index, handle in enumerate(by_request)}
         taken: list[SentenceJob] = []
-        passed_over: list[SentenceJob] = []
         widest = 0
-        while self._waiting:
-            job = self._waiting[0]
-            if step_batched_only and self._searches_to_the_end(job):
-                passed_over.append(self._waiting.popleft())
-                continue
+        while by_request:
+            handle = min(by_request, key=lambda request: (decoding[request], arrival[request]))
+            job = by_request[handle][0]
             rows = decoder_rows(job.decode_config)
             if self.batching == "continuous":
                 cost = used + rows * len(job.src_ids)
@@ -314,13 +322,17 @@ class ModelWorker:
                 break
             if self.batching == "continuous":
                 used = cost
-            taken.append(self._waiting.popleft())
-        self._waiting.extendleft(reversed(passed_over))
+            taken.append(by_request[handle].popleft())
+            decoding[handle] += 1
+            if not by_request[handle]:
+                del by_request[handle]
+        if taken:
+            chosen = set(taken)
+            self._waiting = deque(job for job in self._waiting if job not in chosen)
+            self._steps_since_admission = 0
         now = time.perf_counter()
         for job in taken:
             job.admitted_at = now
-        if taken:
-            self._steps_since_admission = 0
         return taken
 
     def _admission_due(self) -> bool:

@@ -334,7 +334,7 @@ class PausingStepModel:
 
         Notes
         -----
-        Passed through unchanged.
+        The search forbids it and pads with it exactly as it would unwrapped.
         """
         return self.step_model.pad_id
 
@@ -349,7 +349,7 @@ class PausingStepModel:
 
         Notes
         -----
-        Passed through unchanged.
+        The search feeds it first exactly as it would unwrapped.
         """
         return self.step_model.bos_id
 
@@ -364,7 +364,7 @@ class PausingStepModel:
 
         Notes
         -----
-        Passed through unchanged.
+        The search ends hypotheses on it exactly as it would unwrapped.
         """
         return self.step_model.eos_id
 

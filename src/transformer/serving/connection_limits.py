@@ -169,11 +169,6 @@ async def _read_body(receive: Receive, body: deque[Message], limit: int) -> int 
 class HeadTimeoutH11Protocol(H11Protocol):
     """uvicorn's h11 protocol, closing a connection whose request head is not complete in time.
 
-    Parameters
-    ----------
-    *args
-        As :class:`uvicorn.protocols.http.h11_impl.H11Protocol` (uvicorn constructs it).
-
     Notes
     -----
     The timer starts when the connection opens and again when a response ends on a kept-alive connection,
@@ -181,7 +176,8 @@ class HeadTimeoutH11Protocol(H11Protocol):
     idle time before the first byte counts: a connection that sends nothing is closed too. Data arriving
     resets uvicorn's own keep-alive timer but never this one, which is what a byte-a-second sender relies
     on. ``head_timeout_s`` is set on a subclass by :func:`head_timeout_protocol`, because uvicorn builds
-    protocols from a class and its own :class:`uvicorn.Config`.
+    protocols from a class and its own :class:`uvicorn.Config` (and constructs them with that config, as
+    :class:`uvicorn.protocols.http.h11_impl.H11Protocol`).
     """
 
     head_timeout_s: float = 10.0

@@ -83,6 +83,53 @@ def test_requests_take_turns_so_a_small_one_does_not_wait_behind_a_long_text() -
     assert list(worker._waiting) == jobs[2:10]  # the long text's others wait, in order
 
 
+class FakeClock:
+    """``time.perf_counter`` of a test: only fake batch steps move it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+class FakeBatch:
+    """A running batch whose every step takes ``seconds`` on the fake clock and never ends a sentence."""
+
+    def __init__(self, clock: FakeClock, seconds: float) -> None:
+        self.clock, self.seconds, self.steps = clock, seconds, 0
+        self.keys: list[object] = ["sentence"]
+        self.num_sentences, self.num_rows = 1, 4
+
+    def step(self) -> list[DecodedSentence]:
+        self.clock.now += self.seconds
+        self.steps += 1
+        return []
+
+
+def test_batches_take_turns_by_the_time_their_steps_take(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A beam-16 batch whose steps cost 4x a beam-4 batch's gets as much time, not as many steps.
+
+    Before: every batch stepped once per round, so the cheap batch waited for the wide one after each step.
+    """
+    from transformer.serving import model_worker
+
+    clock = FakeClock()
+    monkeypatch.setattr(model_worker, "time", clock)
+    worker = ModelWorker({}, "continuous", max_batch_tokens=100, max_queue=100, metrics=ServingMetrics())
+    wide, narrow = FakeBatch(clock, 0.004), FakeBatch(clock, 0.001)
+    worker._batches = {("m", 16): wide, ("m", 4): narrow}  # type: ignore[dict-item]
+    for _ in range(50):
+        worker._step_continuous([])
+    assert (wide.steps, narrow.steps) == (10, 40)  # 40 ms each
+    # A batch that joins starts level with the lowest account, not at zero (it would take every step).
+    late = FakeBatch(clock, 0.001)
+    worker._batches[("m", 2)] = late  # type: ignore[assignment]
+    for _ in range(30):
+        worker._step_continuous([])
+    assert late.steps > 0 and abs(late.steps - narrow.steps + 40) <= 1
+
+
 class Deliveries:
     """Collects what the worker delivers, in order, from its thread."""
 

@@ -36,14 +36,9 @@ from typing import Any
 import torch
 
 from transformer.config.decode import DecodeConfig
-from transformer.data.pipeline.batch import pad_sequences
-from transformer.decoding.search import Hypothesis
-from transformer.interop.ctranslate2 import CTranslate2Translator
 from transformer.model.transformer import Transformer
 from transformer.serving.continuous_batching import ContinuousBatch, DecodedSentence, SentenceToDecode
-from transformer.serving.ctranslate2_engine import ctranslate2_search
 from transformer.serving.metrics import ServingMetrics
-from transformer.serving.padded_cache import model_device
 from transformer.serving.sentence_jobs import RequestHandle, SentenceJob, SentenceTiming
 from transformer.serving.served_model import ServedModel
 
@@ -149,6 +144,7 @@ class ModelWorker:
         self._steps_since_admission = 0
         self._whole_search_tokens = 0  # the token budget held by admitted whole searches not yet done
         self._slice_ended = 0.0  # when the running whole search last got the thread back
+        self._batch_seconds: dict[tuple[str, int], float] = {}  # step time each running batch has had
         self._waiting: deque[SentenceJob] = deque()
         self._calls: list[tuple[Callable[[], Any], Future[Any]]] = []
         self._batches: dict[tuple[str, int], ContinuousBatch] = {}
@@ -345,7 +341,14 @@ class ModelWorker:
         )
 
     def _step_continuous(self, admitted: list[SentenceJob]) -> None:
-        """Admit sentences to their batches, drop cancelled ones, run one step of every batch."""
+        """Admit sentences to their batches, drop cancelled ones, run one step of the batch most owed time.
+
+        Batches (one per model and beam size) take turns by the time their steps have taken: the one that has
+        had the least steps next, so each gets an equal share of the thread. A one-sentence request's beam-4
+        batch beside a beam-16 batch of 270 rows used to wait for the wide batch's step after each of its own
+        (4.4x its p99 alone); now it takes several cheap steps per wide one. A batch that empties forgets its
+        account, and one that starts begins level with the lowest.
+        """
         for job in admitted:
             key = (job.model, job.decode_config.beam_size)
             if key not in self._batches:
@@ -361,22 +364,28 @@ class ModelWorker:
             cancelled = {job for job in batch.keys if isinstance(job, SentenceJob) and job.handle.cancelled}
             if cancelled:
                 self.metrics.sentences_cancelled.inc(batch.drop(set(cancelled)))
-        running = 0
-        for batch in self._batches.values():
-            if not batch.num_sentences:
-                continue
-            self.metrics.batch_rows.observe(batch.num_rows)
-            try:
-                results = batch.step()
-            except Exception as error:  # fail this batch's sentences, keep serving the others
-                failed = [job for job in batch.keys if isinstance(job, SentenceJob)]
-                batch.drop(set(batch.keys))
-                self._fail(failed, error)
-                continue
-            for result in results:
-                self._deliver(result)
-            running += batch.num_sentences
-        self.metrics.running_sentences.set(running)
+        running = [key for key, batch in self._batches.items() if batch.num_sentences]
+        known = [self._batch_seconds[key] for key in running if key in self._batch_seconds]
+        self._batch_seconds = {key: self._batch_seconds.get(key, min(known, default=0.0)) for key in running}
+        if running:
+            key = min(running, key=self._batch_seconds.__getitem__)
+            start = time.perf_counter()
+            self._step_batch(self._batches[key])
+            self._batch_seconds[key] += time.perf_counter() - start
+        self.metrics.running_sentences.set(self._running())
+
+    def _step_batch(self, batch: ContinuousBatch) -> None:
+        """Run one step of a batch and deliver the sentences that ended; a failing step fails its sentences."""
+        self.metrics.batch_rows.observe(batch.num_rows)
+        try:
+            results = batch.step()
+        except Exception as error:  # fail this batch's sentences, keep serving the others
+            failed = [job for job in batch.keys if isinstance(job, SentenceJob)]
+            batch.drop(set(batch.keys))
+            self._fail(failed, error)
+            return
+        for result in results:
+            self._deliver(result)
 
     def _run_request_batch(self, admitted: list[SentenceJob], interleaved: bool = False) -> None:
         """Decode the admitted sentences to the end with the offline search, grouped by model and search.
@@ -399,8 +408,7 @@ class ModelWorker:
                 self._slice_ended = time.perf_counter()
                 between_steps = functools.partial(self._between_whole_steps, jobs)
             try:
-                hypotheses = _search_to_the_end(
-                    self.models[name],
+                hypotheses = self.models[name].search_to_the_end(
                     [job.src_ids for job in jobs],
                     [job.prefix_ids for job in jobs],
                     config,
@@ -482,26 +490,6 @@ def decoder_rows(config: DecodeConfig) -> int:
     if config.mbr:
         return config.mbr
     return config.nbest if config.sampling else config.beam_size
-
-
-def _search_to_the_end(
-    served: ServedModel,
-    src_ids: list[list[int]],
-    prefix_ids: list[list[int]],
-    config: DecodeConfig,
-    between_steps: Callable[[], None] | None = None,
-) -> list[list[Hypothesis]]:
-    """Decode a padded batch to its end: the translator's search (any kind), or CTranslate2's (in C++, whole).
-
-    The translator's search calls ``between_steps`` before each of its steps (None: never).
-    """
-    model = served.engine_model
-    if isinstance(model, CTranslate2Translator):
-        return ctranslate2_search(model, src_ids, config)
-    assert served.translator is not None
-    src_tokens = pad_sequences(src_ids, model.config.pad_id).to(model_device(model))
-    prefixes = prefix_ids if any(prefix_ids) else None
-    return served.translator.search_tokens(src_tokens, prefixes, config, between_steps)
 
 
 def _run_call(function: Callable[[], Any], future: "Future[Any]") -> None:

@@ -1,7 +1,7 @@
 """A model the server offers: what decodes (PyTorch or CTranslate2), its tokenizer, search settings, languages."""
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,9 +9,13 @@ from transformer.architectures import SequenceModel
 from transformer.checkpoint.layout import STATE_FILE, resolve_checkpoint
 from transformer.config.data import DataConfig
 from transformer.config.decode import DecodeConfig
+from transformer.data.pipeline.batch import pad_sequences
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
+from transformer.decoding.search import Hypothesis
 from transformer.decoding.translator import DEFAULT_MAX_INPUT_TOKENS, Translator
 from transformer.interop.ctranslate2 import CTranslate2Translator
+from transformer.serving.ctranslate2_engine import ctranslate2_search
+from transformer.serving.padded_cache import model_device
 
 #: The language code of a model whose checkpoint does not record its languages (ISO 639-2 "undetermined").
 UNKNOWN_LANGUAGE = "und"
@@ -139,6 +143,44 @@ class ServedModel:
         Special tokens are skipped by the tokenizer.
         """
         return self.tokenizer.decode(tokens).strip()
+
+    def search_to_the_end(
+        self,
+        src_ids: list[list[int]],
+        prefix_ids: list[list[int]],
+        config: DecodeConfig,
+        between_steps: Callable[[], None] | None = None,
+    ) -> list[list[Hypothesis]]:
+        """Decode a padded batch to its end: the translator's search (any kind), or CTranslate2's.
+
+        Parameters
+        ----------
+        src_ids : list of list of int
+            Source token ids per sentence, each ending with EOS.
+        prefix_ids : list of list of int
+            A forced target prefix per sentence (empty for none).
+        config : DecodeConfig
+            The search.
+        between_steps : callable or None
+            Called before each step of the translator's search (``Translator.search_tokens``); None never.
+
+        Returns
+        -------
+        list of list of Hypothesis
+            Per sentence, ``config.nbest`` hypotheses, best first.
+
+        Notes
+        -----
+        The model worker's path for the searches step-level batching does not run, and for request batching;
+        CTranslate2 runs its whole search in C++, so it never pauses.
+        """
+        model = self.engine_model
+        if isinstance(model, CTranslate2Translator):
+            return ctranslate2_search(model, src_ids, config)
+        assert self.translator is not None
+        src_tokens = pad_sequences(src_ids, model.config.pad_id).to(model_device(model))
+        prefixes = prefix_ids if any(prefix_ids) else None
+        return self.translator.search_tokens(src_tokens, prefixes, config, between_steps)
 
 
 def load_served_model(

@@ -83,6 +83,21 @@ def test_requests_take_turns_so_a_small_one_does_not_wait_behind_a_long_text() -
     assert list(worker._waiting) == jobs[2:10]  # the long text's others wait, in order
 
 
+def test_beside_other_requests_one_request_holds_at_most_their_share_of_the_batch() -> None:
+    """88 one-character sentences all joined beside one-sentence clients: each step 5x as wide (p99 5.7x)."""
+    worker = ModelWorker({}, "continuous", max_batch_tokens=10_000, max_queue=200, metrics=ServingMetrics())
+    tiny, small = RequestHandle(), RequestHandle()
+    config = DecodeConfig(beam_size=2)
+    jobs = [SentenceJob("m", [5, 2], config, tiny, lambda *_: None) for _ in range(88)]
+    worker._waiting.extend([*jobs, SentenceJob("m", [5, 2], config, small, lambda *_: None)])
+    taken = worker._take_admissible()
+    # The other request has 1 sentence: the many-sentence one gets ADMISSION_GROUP, the small one its own.
+    assert [job.handle for job in taken].count(tiny) == ADMISSION_GROUP and taken[1].handle is small
+    alone = ModelWorker({}, "continuous", max_batch_tokens=10_000, max_queue=200, metrics=ServingMetrics())
+    alone._waiting.extend(jobs)
+    assert alone._take_admissible() == jobs  # alone, a request takes all the budget allows
+
+
 class FakeClock:
     """``time.perf_counter`` of a test: only fake batch steps move it."""
 

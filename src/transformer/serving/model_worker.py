@@ -288,9 +288,12 @@ class ModelWorker:
         The next sentence is the oldest waiting one of the request with the fewest sentences decoding (then
         of the request that came first): the 90 sentences of one long text join as the budget frees, and a
         one-sentence request that comes after them joins at the next admission instead of behind all 90.
-        Between requests with as many decoding, and within a request, the oldest goes first. The sentence so
-        chosen that does not fit the budget ends the admission (no smaller one overtakes it), so a long
-        sentence waits at most until enough running ones end; with nothing running, one sentence goes in
+        While other requests have sentences decoding or waiting, a request holds at most as many decoding as
+        they have together (at least :data:`ADMISSION_GROUP`), so 88 one-character sentences do not make
+        every step four times as wide for a client of one sentence; alone, a request takes all the budget
+        allows. Between requests with as many decoding, and within a request, the oldest goes first. The
+        sentence so chosen that does not fit the budget ends the admission (no smaller one overtakes it), so a
+        long sentence waits at most until enough running ones end; with nothing running, one sentence goes in
         whatever its size. ``step_batched_only`` (while a whole search runs) leaves whole searches waiting.
         """
         if self.batching == "continuous" and not self._admission_due():
@@ -303,10 +306,19 @@ class ModelWorker:
             if not (step_batched_only and self._searches_to_the_end(job)):
                 by_request.setdefault(job.handle, deque()).append(job)
         arrival = {handle: index for index, handle in enumerate(by_request)}
+        total = sum(decoding.values()) + sum(len(jobs) for jobs in by_request.values())
+        others = {handle: total - decoding[handle] - len(jobs) for handle, jobs in by_request.items()}
         taken: list[SentenceJob] = []
         widest = 0
         while by_request:
-            handle = min(by_request, key=lambda request: (decoding[request], arrival[request]))
+            within_share = [
+                request
+                for request in by_request
+                if not others[request] or decoding[request] < max(ADMISSION_GROUP, others[request])
+            ]
+            if not within_share:
+                break
+            handle = min(within_share, key=lambda request: (decoding[request], arrival[request]))
             job = by_request[handle][0]
             rows = decoder_rows(job.decode_config)
             if self.batching == "continuous":

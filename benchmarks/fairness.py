@@ -54,7 +54,7 @@ WORST_CASES = (
     "many tiny sentences",
 )
 #: A size the server refuses is shrunk by this factor until it is accepted.
-SHRINK = 0.8
+SHRINK = 0.9
 
 
 def worst_case_body(kind: str, size: int, text: str, prefix_text: str) -> dict[str, Any]:
@@ -258,7 +258,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             body = worst_case_body(kind, size, text, prefix_text)
             phase = asyncio.run(run_phase(server.url, small, args.clients, args.seconds, body))
             shown = {key: value for key, value in body.items() if key not in ("text", "prefix")}
-            phases[kind] = {**phase, "size": size, "refused_above": refusal, "fields": shown}
+            texts = body["text"] if isinstance(body["text"], list) else [body["text"]]
+            sent = sum(map(len, texts)) + len(body.get("prefix", ""))
+            phases[kind] = {
+                **phase,
+                "size": size,
+                "characters": sent,
+                "refused_above": refusal,
+                "fields": shown,
+            }
     return phases
 
 
@@ -294,9 +302,12 @@ def render_markdown(record: dict[str, Any]) -> str:
     for kind, phase in phases.items():
         request = "none"
         if kind != "alone":
-            unit = "sentences" if kind == "many tiny sentences" else "characters"
             fields = ", ".join(f"{key} {value}" for key, value in phase["fields"].items())
-            request = f"{phase['size']:,} {unit}" + (f", {fields}" if fields else "")
+            request = f"{phase['characters']:,} characters" + (f", {fields}" if fields else "")
+            if kind == "many tiny sentences":
+                request = f"{phase['size']:,} one-character sentences"
+            elif kind == "longest prefix":
+                request = f"{phase['characters']:,} characters, all prefix but one sentence"
         ratio = phase["p99_ms"] / alone["p99_ms"] if phase["p99_ms"] and alone["p99_ms"] else None
         answered = phase.get("heavy_answered", [])
         heavy = (

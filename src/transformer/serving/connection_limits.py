@@ -183,7 +183,7 @@ class HeadTimeoutH11Protocol(H11Protocol):
     head_timeout_s: float = 10.0
     _head_timer: asyncio.TimerHandle | None = None
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Start the connection and its head timer.
 
         Parameters

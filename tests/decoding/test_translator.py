@@ -81,34 +81,34 @@ def test_bf16_is_refused_where_the_cpu_only_emulates_it(trained_run: Path, monke
     assert next(model.parameters()).dtype == torch.float32  # refused before the model was cast
 
 
-def test_a_prefix_longer_than_its_lines_translation_may_be_is_refused_naming_the_line(
+def test_a_prefix_longer_than_any_translation_may_be_is_refused_naming_the_line(
     trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A 3,000-word prefix line forced 4,200 decoder steps, one at a time: no output within 300 s."""
     from transformer.cli import main
 
+    translator = Translator.from_checkpoint(trained_run, device="cpu")
+    long_prefix = "ein hund " * 1500
+    prefix_tokens = len(translator.tokenizer.encode_target(long_prefix))
+    limit = translator.max_input_tokens + translator.decode_config.max_length_offset
+    assert prefix_tokens > limit
     (tmp_path / "src.en").write_text("a dog sleeps .\na cat .\n", encoding="utf-8")
-    (tmp_path / "prefix.de").write_text("ein\n" + "ein hund " * 1500 + "\n", encoding="utf-8")
+    (tmp_path / "prefix.de").write_text(f"ein\n{long_prefix}\n", encoding="utf-8")
     output = tmp_path / "out.de"
     command = ["translate", "--checkpoint", str(trained_run), "--input", str(tmp_path / "src.en")]
     status = main([*command, "--prefix-file", str(tmp_path / "prefix.de"), "--output", str(output)])
     error = capsys.readouterr().err.strip()
-    translator = Translator.from_checkpoint(trained_run, device="cpu")
-    source_tokens = len(translator.tokenizer.encode("a cat .")) + 1
-    prefix_tokens = len(translator.tokenizer.encode_target("ein hund " * 1500))
-    offset = translator.decode_config.max_length_offset
     assert status == 2 and not output.exists()
+    offset = translator.decode_config.max_length_offset
     assert error == (
         f"transformer translate: error: --prefix-file {tmp_path / 'prefix.de'}:2: the prefix is {prefix_tokens:,} "
-        f"tokens, more than the {source_tokens + offset:,} a translation of its line may have ({source_tokens:,} "
-        f"source tokens + --max-length-offset {offset})"
+        f"tokens, more than the {limit:,} any translation may have (--max-length-offset {offset} past the "
+        f"{translator.max_input_tokens:,}-token input limit)"
     )
-    # At the limit a prefix is still forced whole: the limit costs no prefix a search could produce.
-    at_limit = translator.tokenizer.decode(
-        translator.tokenizer.encode_target("ein hund " * 1500)[: source_tokens + offset]
-    )
-    (candidate,) = translator.translate_nbest(["a cat ."], prefixes=[at_limit])[0][:1]
-    assert (
-        candidate.tokens[: source_tokens + offset]
-        == translator.tokenizer.encode_target(at_limit)[: source_tokens + offset]
-    )
+    # A prefix longer than its own line's limit (source + offset), e.g. another line's whole translation, is
+    # still forced whole: it wins over its line's limits.
+    prefix = translator.tokenizer.decode(translator.tokenizer.encode_target(long_prefix)[:60])
+    forced = translator.tokenizer.encode_target(prefix)
+    assert len(forced) > len(translator.tokenizer.encode("a cat .")) + 1 + offset
+    (candidate,) = translator.translate_nbest(["a cat ."], prefixes=[prefix])[0][:1]
+    assert candidate.tokens[: len(forced)] == forced

@@ -49,8 +49,8 @@ class PrefixTooLongError(ValueError):
 
     Notes
     -----
-    Each forced token is one decoder step, so a prefix of 4,200 tokens (a 3,000-word line) ran 4,200 steps for
-    a one-line source and took minutes; no search of that sentence could produce an output so long anyway.
+    Each forced token is one decoder step, so a prefix of 4,200 tokens (a 3,000-word line) ran 4,200 steps, one
+    at a time, and gave no output in 300 s; no search of any line could produce an output so long.
     ``transformer translate`` names ``--prefix-file`` and the line from ``index``.
     """
 
@@ -387,8 +387,8 @@ class Translator:
             Naming its weights file when a model's scores are NaN; when the prefixes are not one per sentence
             or the alignment layer does not exist.
         PrefixTooLongError
-            Before any search, for a prefix of more tokens than the sentence's output limit without one
-            (its source tokens, EOS included, plus ``max_length_offset``; at least ``min_length``).
+            Before any search, for a prefix of more tokens than any translation may have:
+            ``max_input_tokens + max_length_offset``, or a learned position table's size when smaller.
 
         Notes
         -----
@@ -408,8 +408,8 @@ class Translator:
         encoded_prefixes = [
             self.tokenizer.encode_target(prefix) if prefix.strip() else [] for prefix in prefixes or []
         ]
-        for index, (source, prefix) in enumerate(zip(encoded, encoded_prefixes, strict=False)):
-            self._check_prefix_length(index, source, prefix)
+        if prefixes is not None:
+            self._check_prefix_lengths(encoded, encoded_prefixes)
         results: list[list[Candidate]] = [[] for _ in sentences]
         lengths = [len(ids) for ids in encoded]
         batches = inference_batches(lengths, self.batch_budget())
@@ -431,16 +431,26 @@ class Translator:
                 progress(len(batch_indices))
         return results
 
-    def _check_prefix_length(self, index: int, source: list[int], prefix: list[int]) -> None:
-        """Refuse a prefix longer than the output limit its sentence has without one (PrefixTooLongError)."""
-        config = self.decode_config
-        limit = max(len(source) + config.max_length_offset, config.min_length, 1)
-        if source and len(prefix) > limit:
-            raise PrefixTooLongError(
-                index,
-                f"the prefix is {len(prefix):,} tokens, more than the {limit:,} a translation of its line may "
-                f"have ({len(source):,} source tokens + --max-length-offset {config.max_length_offset})",
-            )
+    def _check_prefix_lengths(self, sources: list[list[int]], prefixes: list[list[int]]) -> None:
+        """Refuse a prefix longer than the longest translation any line may get (PrefixTooLongError).
+
+        That is ``max_input_tokens + max_length_offset`` tokens (a learned position table may allow fewer):
+        a prefix wins over its own line's limits (it may be a whole translation of a longer sentence), but
+        never forces more steps than the longest search could take.
+        """
+        offset = self.decode_config.max_length_offset
+        limit = self.max_input_tokens + offset
+        reason = f"--max-length-offset {offset} past the {self.max_input_tokens:,}-token input limit"
+        positions = getattr(self.step_model(), "max_output_length", None)
+        if positions is not None and positions < limit:
+            limit, reason = positions, "the model's learned position table"
+        for index, (source, prefix) in enumerate(zip(sources, prefixes, strict=True)):
+            if source and len(prefix) > limit:
+                raise PrefixTooLongError(
+                    index,
+                    f"the prefix is {len(prefix):,} tokens, more than the {limit:,} any translation may have "
+                    f"({reason})",
+                )
 
     def search_tokens(
         self,

@@ -4,6 +4,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from transformer.data.shortlist import SHORTLIST_FILE
+
 FORMAT = "transformer-checkpoint-v1"
 MODEL_FILE = "model.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
@@ -25,7 +27,9 @@ CONFIG_CHECKSUM_METADATA_KEY = "model_config_sha256"
 TOKENIZER_CHECKSUM_METADATA_KEY = "tokenizer_sha256"
 #: The keys of ``index.json`` that name one checkpoint (a string, or null before the first save).
 INDEX_NAME_KEYS = ("latest", "best")
-NON_TOKENIZER_FILES = {MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, AVERAGED_FROM_FILE}
+#: Files of a checkpoint directory that are not its tokenizer's: the vocabulary shortlist is one, so it is
+#: neither recorded as a tokenizer file nor copied by averaging and conversion.
+NON_TOKENIZER_FILES = {MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, AVERAGED_FROM_FILE, SHORTLIST_FILE}
 
 
 class CheckpointError(ValueError):

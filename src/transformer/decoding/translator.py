@@ -14,12 +14,14 @@ from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.batch import pad_sequences
 from transformer.data.pipeline.inference_batches import inference_batches
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
+from transformer.data.shortlist import Shortlist
 from transformer.decoding.alignment import (
     check_alignment_layer,
     word_alignments,
 )
 from transformer.decoding.beam_search import search
 from transformer.decoding.candidate import Candidate
+from transformer.decoding.checkpoint_shortlist import shortlist_for_tokenizer
 from transformer.decoding.ensemble import (
     ENSEMBLE_MODES,
     EnsembleStepModel,
@@ -28,6 +30,7 @@ from transformer.decoding.ensemble import (
 )
 from transformer.decoding.mbr import mbr_search
 from transformer.decoding.search import Hypothesis, NonFiniteScoresError
+from transformer.decoding.shortlist import ShortlistStepModel, check_shortlist
 from transformer.decoding.step_model import PausingStepModel, StepModel, as_step_model
 from transformer.device import bf16_unsupported_reason, resolve_device
 from transformer.model.config import TransformerConfig
@@ -91,11 +94,15 @@ class Translator:
         must have its target vocabulary and special ids.
     ensemble_mode : {"prob", "logprob"}
         How the ensemble averages (:class:`~transformer.decoding.ensemble.EnsembleStepModel`).
+    shortlist : Shortlist or None
+        A vocabulary shortlist (:func:`~transformer.decoding.checkpoint_shortlist.load_checkpoint_shortlist`):
+        every search scores each sentence over its shortlist only; None scores the whole vocabulary.
 
     Raises
     ------
     ValueError
-        For an unknown precision, "bf16" where the device has no native bf16, or "int8" on a GPU or for a
+        For a shortlist built for another vocabulary (naming both fingerprints) or with a recurrent model,
+        an unknown precision, "bf16" where the device has no native bf16, or "int8" on a GPU or for a
         model other than a Transformer (the recurrent baseline's LSTMs have no int8 kernels here).
 
     Notes
@@ -116,6 +123,7 @@ class Translator:
         max_input_tokens: int | None = None,
         ensemble: Sequence[SequenceModel] = (),
         ensemble_mode: str = "prob",
+        shortlist: Shortlist | None = None,
     ) -> None:
         if precision not in TRANSLATION_PRECISIONS:
             raise ValueError(f"precision={precision!r} is not one of {TRANSLATION_PRECISIONS}")
@@ -145,6 +153,10 @@ class Translator:
                 raise ValueError(f"ensemble model {index} differs from model 1: {mismatch}")
         if ensemble_mode not in ENSEMBLE_MODES:
             raise ValueError(f"ensemble_mode={ensemble_mode!r} is not one of {ENSEMBLE_MODES}")
+        if shortlist is not None:
+            check_shortlist(shortlist, [model, *ensemble], tokenizer)
+        #: The vocabulary shortlist every search scores over (:mod:`transformer.decoding.shortlist`), or None.
+        self.shortlist = shortlist
         self.precision = precision
         self.model: SequenceModel = self._prepare(model)
         #: Every model decoded, ``model`` first; one model alone is not wrapped in an ensemble.
@@ -171,6 +183,7 @@ class Translator:
         decode_config: DecodeConfig | None = None,
         device: str = "auto",
         precision: str = "fp32",
+        shortlist: bool | str | Path = False,
     ) -> "Translator":
         """Load a translator from a checkpoint directory or a run directory (its best checkpoint).
 
@@ -184,6 +197,10 @@ class Translator:
             Device setting.
         precision : {"fp32", "bf16", "int8"}
             See :class:`Translator`; "int8" quantises the loaded float32 weights.
+        shortlist : bool, str or Path
+            True decodes with the checkpoint's vocabulary shortlist (``shortlist.safetensors`` beside its
+            weights, built by ``transformer shortlist``); a path reads that shortlist file; False (the
+            default) scores the whole vocabulary.
 
         Returns
         -------
@@ -199,7 +216,12 @@ class Translator:
         checkpoint = load_checkpoint(Path(path))
         tokenizer = load_checkpoint_tokenizer(checkpoint.path)
         decode_config = decode_config or checkpoint.decode_config
-        translator = cls(checkpoint.build_model(), tokenizer, decode_config, device, precision)
+        table = _checkpoint_shortlist(
+            checkpoint.path, tokenizer, checkpoint.model_config.src_vocab_size, shortlist
+        )
+        translator = cls(
+            checkpoint.build_model(), tokenizer, decode_config, device, precision, shortlist=table
+        )
         translator.weights_file = checkpoint.path / MODEL_FILE
         return translator
 
@@ -211,6 +233,7 @@ class Translator:
         device: str = "auto",
         precision: str = "fp32",
         ensemble_mode: str = "prob",
+        shortlist: bool | str | Path = False,
     ) -> "Translator":
         """Load an ensemble of checkpoints (one path is the same as :meth:`from_checkpoint`).
 
@@ -227,6 +250,8 @@ class Translator:
             Applied to every model.
         ensemble_mode : {"prob", "logprob"}
             How the models' distributions are averaged.
+        shortlist : bool, str or Path
+            As for :meth:`from_checkpoint`: the first checkpoint's shortlist (True) or a file, or none.
 
         Returns
         -------
@@ -257,6 +282,8 @@ class Translator:
                     f"{path}: its vocabulary differs from {paths[0]}'s: {mismatch} (an ensemble needs one)"
                 )
         settings = decode_config or checkpoints[0].decode_config
+        source_size = checkpoints[0].model_config.src_vocab_size
+        table = _checkpoint_shortlist(checkpoints[0].path, tokenizers[0], source_size, shortlist)
         translator = cls(
             models[0],
             tokenizers[0],
@@ -265,6 +292,7 @@ class Translator:
             precision,
             ensemble=models[1:],
             ensemble_mode=ensemble_mode,
+            shortlist=table,
         )
         translator.weights_file = checkpoints[0].path / MODEL_FILE
         return translator
@@ -316,10 +344,14 @@ class Translator:
         searches.
         """
         use_cache = self.decode_config.use_cache if use_cache is None else use_cache
-        if len(self.models) == 1:
-            return as_step_model(self.model, use_cache)
-        members = [as_step_model(model, use_cache) for model in self.models]
-        return EnsembleStepModel(members, self.ensemble_mode)
+        members = [self._member_step_model(model, use_cache) for model in self.models]
+        return members[0] if len(members) == 1 else EnsembleStepModel(members, self.ensemble_mode)
+
+    def _member_step_model(self, model: SequenceModel, use_cache: bool) -> StepModel[Any]:
+        """One model's step model: restricted to the shortlist when there is one (Transformers only)."""
+        if self.shortlist is not None and isinstance(model, Transformer):
+            return ShortlistStepModel(model, self.shortlist, use_cache)
+        return as_step_model(model, use_cache)
 
     def translate(
         self,
@@ -538,3 +570,13 @@ class Translator:
             ids = ids[: self.max_input_tokens - 1]
             self.truncated_count += 1
         return [*ids, self.model.config.eos_id]
+
+
+def _checkpoint_shortlist(
+    checkpoint_dir: Path, tokenizer: TextTokenizer, src_vocab_size: int, shortlist: bool | str | Path
+) -> Shortlist | None:
+    """Read the shortlist ``from_checkpoint``'s ``shortlist`` argument names: the checkpoint's, a file, or none."""
+    if shortlist is False:
+        return None
+    file = None if shortlist is True else Path(shortlist)
+    return shortlist_for_tokenizer(checkpoint_dir, tokenizer, src_vocab_size, file)

@@ -284,7 +284,53 @@ class Transformer(nn.Module):
         logits, _, _ = self._decode(tgt_tokens, memory, src_padding_mask, cache, need_weights=False)
         return logits
 
+    def decode_hidden(
+        self,
+        tgt_tokens: Tensor,
+        memory: Tensor | None,
+        src_padding_mask: Tensor | None,
+        cache: DecoderCache | None = None,
+    ) -> Tensor:
+        """Run the decoder stack without the output projection: what :meth:`decode` projects.
+
+        Parameters
+        ----------
+        tgt_tokens : torch.Tensor, shape (batch, tgt_len), int64
+            Decoder input, as for :meth:`decode`.
+        memory : torch.Tensor or None, shape (batch, src_len, d_model)
+            Encoder output; may be None when ``cache`` is given.
+        src_padding_mask : torch.Tensor or None, shape (batch, src_len), bool
+            True on source padding; may be None when ``cache`` is given.
+        cache : DecoderCache or None
+            Incremental state, updated in place as by :meth:`decode`.
+
+        Returns
+        -------
+        torch.Tensor, shape (batch, tgt_len, d_model)
+            Final decoder states; ``project_output`` of them equals :meth:`decode`'s logits.
+
+        Notes
+        -----
+        For a vocabulary shortlist (:mod:`transformer.decoding.shortlist`), which projects onto a few rows
+        of the output matrix instead of all of them.
+        """
+        hidden, _, _ = self._decode_hidden(tgt_tokens, memory, src_padding_mask, cache, need_weights=False)
+        return hidden
+
     def _decode(
+        self,
+        tgt_tokens: Tensor,
+        memory: Tensor | None,
+        src_padding_mask: Tensor | None,
+        cache: DecoderCache | None,
+        need_weights: bool,
+    ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+        hidden, self_weights, cross_weights = self._decode_hidden(
+            tgt_tokens, memory, src_padding_mask, cache, need_weights
+        )
+        return self.project_output(hidden), self_weights, cross_weights
+
+    def _decode_hidden(
         self,
         tgt_tokens: Tensor,
         memory: Tensor | None,
@@ -315,7 +361,7 @@ class Transformer(nn.Module):
         )
         if cache is not None:
             cache.decoded_len = key_len
-        return self.project_output(hidden), self_weights, cross_weights
+        return hidden, self_weights, cross_weights
 
     def project_output(self, hidden: Tensor) -> Tensor:
         """Map decoder states to vocabulary scores (the pre-softmax linear transformation).

@@ -1,0 +1,305 @@
+"""Decode with a vocabulary shortlist: the output projection and softmax over a batch's candidate tokens only.
+
+The pre-softmax projection (``d_model x vocab``) and the softmax over the whole vocabulary are the largest
+single cost of a greedy step. With a :class:`~transformer.data.shortlist.Shortlist`, each sentence may only
+output its own shortlist (its source pieces' candidates, the frequent pieces and the special tokens); a batch
+gathers the rows of the output matrix for the union of its sentences' shortlists once, multiplies by those
+alone at every step, and normalises each row over its own sentence's shortlist (a log-softmax over the
+shortlist only, as Marian and CTranslate2 do). The searches see full-vocabulary log-probabilities, ``-inf``
+outside the shortlist, so greedy, beam, sampling and the server's batch all get it through the one step-model
+interface (:class:`ShortlistStepModel`).
+
+Normalising per sentence rather than over the batch's union makes a translation independent of the sentences
+batched with it: offline at any batch size and in the server's continuous batch, a sentence is scored over
+the same tokens.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from transformer.architectures import SequenceModel, architecture_of
+from transformer.data.pipeline.text_tokenizer import TextTokenizer
+from transformer.data.shortlist import Shortlist, vocabulary_fingerprint
+from transformer.decoding.step_model import TransformerSearchState, TransformerStepModel
+from transformer.model.quantization import Int8Linear, packing_engine
+from transformer.model.transformer import Transformer
+
+
+class RestrictedProjection:
+    """A model's output projection restricted to the union of some sentences' shortlists.
+
+    Parameters
+    ----------
+    model : Transformer
+        The model (float32, bfloat16, or int8 from :func:`~transformer.model.quantization.quantize_for_inference`).
+    sentence_tokens : list of torch.Tensor, each shape (num_tokens,), int64
+        Each sentence's allowed target ids (:meth:`Shortlist.sentence_tokens`), sorted and distinct.
+
+    Notes
+    -----
+    Built once per batch (offline) or whenever the server's batch changes sentences. Float weights are
+    gathered with ``index_select``; an int8 projection is unpacked, its rows (int8 values, per-row scales)
+    selected and packed again for the same kernel, so the restricted product is the int8 product of those
+    rows. When the union is the whole vocabulary the gathered matrix equals the original and so does every
+    logit: the translations are then the full vocabulary's exactly (tested).
+    """
+
+    def __init__(self, model: Transformer, sentence_tokens: list[Tensor]) -> None:
+        device = model.tgt_embedding.weight.device
+        union = torch.unique(torch.cat(sentence_tokens))  # (shortlist,), sorted
+        self.vocab_size = model.config.tgt_vocab_size
+        self.token_ids = union.to(device)
+        members = torch.zeros((len(sentence_tokens), union.numel()), dtype=torch.bool)
+        for sentence, tokens in enumerate(sentence_tokens):
+            members[sentence, torch.searchsorted(union, tokens)] = True
+        #: (sentences, shortlist) bool: True where the token is in that sentence's own shortlist.
+        self.sentence_members = members.to(device)
+        self.needs_mask = not bool(members.all())
+        bias = model.output_bias
+        self.bias = None if bias is None else bias.index_select(0, self.token_ids)
+        self.int8_weight: tuple[Any, bool] | None = None  # (packed rows, reduce_range)
+        self.weight: Tensor | None = None
+        projection = model.output_projection
+        if isinstance(projection, Int8Linear):
+            self.int8_weight = _restricted_int8(projection, union)
+        else:
+            weight = projection.weight if projection is not None else model.tgt_embedding.weight
+            self.weight = weight.index_select(0, self.token_ids)  # (shortlist, d_model)
+
+    @property
+    def size(self) -> int:
+        """Tokens the restricted projection scores.
+
+        Returns
+        -------
+        int
+            The union's size: the width of every step's product.
+
+        Notes
+        -----
+        What the shortlist saves is ``1 - size / vocab_size`` of the projection's work.
+        """
+        return int(self.token_ids.numel())
+
+    def log_probs(self, hidden: Tensor, row_sentences: Tensor) -> Tensor:
+        """Project decoder states onto the shortlist and normalise each row over its sentence's tokens.
+
+        Parameters
+        ----------
+        hidden : torch.Tensor, shape (rows, d_model)
+            Final decoder states of one step.
+        row_sentences : torch.Tensor, shape (rows,), int64
+            For each row, its sentence (a row of ``sentence_members``).
+
+        Returns
+        -------
+        torch.Tensor, shape (rows, vocab_size), float32
+            Log-probabilities, ``-inf`` outside each row's sentence shortlist.
+
+        Notes
+        -----
+        The product and the log-softmax run over the union only; the full-width result is one fill and one
+        column copy, so the searches need no change.
+        """
+        if self.int8_weight is not None:
+            packed, reduce_range = self.int8_weight
+            logits = torch.ops.quantized.linear_dynamic(hidden, packed, reduce_range)  # (rows, shortlist)
+        else:
+            assert self.weight is not None  # one of the two is set
+            logits = F.linear(hidden, self.weight.to(hidden.dtype))  # (rows, shortlist)
+        if self.bias is not None:
+            logits = logits + self.bias.to(logits.dtype)
+        if self.needs_mask:
+            logits = logits.masked_fill(~self.sentence_members[row_sentences], float("-inf"))
+        restricted = F.log_softmax(logits, dim=-1, dtype=torch.float32)  # (rows, shortlist)
+        full = restricted.new_full((restricted.size(0), self.vocab_size), float("-inf"))  # (rows, vocab)
+        return full.index_copy_(1, self.token_ids, restricted)
+
+
+def _restricted_int8(projection: Int8Linear, token_ids: Tensor) -> tuple[Any, bool]:
+    """Rows ``token_ids`` of an int8 layer's packed weight, packed again by the same engine, and its range flag."""
+    quantized, _ = torch.ops.quantized.linear_unpack(projection.packed_weight)
+    rows = token_ids.to(quantized.device)
+    selected = torch._make_per_channel_quantized_tensor(  # the same int8 values and scales, fewer rows
+        quantized.int_repr().index_select(0, rows),
+        quantized.q_per_channel_scales().index_select(0, rows),
+        quantized.q_per_channel_zero_points().index_select(0, rows),
+        0,
+    )
+    with packing_engine(projection.engine):
+        packed = torch.ops.quantized.linear_prepack(selected, None)
+    return packed, projection.reduce_range
+
+
+@dataclass
+class ShortlistSearchState(TransformerSearchState):
+    """A :class:`TransformerSearchState` with its batch's restricted projection.
+
+    Parameters
+    ----------
+    cache : DecoderCache or None
+        As in :class:`~transformer.decoding.step_model.TransformerSearchState`.
+    memory : torch.Tensor or None, shape (rows, src_len, d_model)
+        As there.
+    src_padding_mask : torch.Tensor or None, shape (rows, src_len), bool
+        As there.
+    tgt_prefix : torch.Tensor, shape (rows, decoded_len), int64
+        As there.
+    projection : RestrictedProjection
+        The batch's output projection.
+    row_sentences : torch.Tensor, shape (rows,), int64
+        For each row, its sentence in the batch the search started with.
+
+    Notes
+    -----
+    Reordered with the rows, so beams, samples and dropped sentences keep their own sentence's shortlist.
+    """
+
+    projection: RestrictedProjection | None = None
+    row_sentences: Tensor | None = None
+
+
+class ShortlistStepModel(TransformerStepModel):
+    """A :class:`TransformerStepModel` whose output projection and softmax cover the shortlist only.
+
+    Parameters
+    ----------
+    model : Transformer
+        The model, in any of its precisions.
+    shortlist : Shortlist
+        The table; built for the model's vocabulary (the caller checks the fingerprint).
+    use_cache : bool
+        Incremental decoding, as for :class:`TransformerStepModel`.
+
+    Notes
+    -----
+    :meth:`start` builds one :class:`RestrictedProjection` per search from the source sentences; every step
+    then costs ``size / vocab_size`` of the full projection.
+    """
+
+    def __init__(self, model: Transformer, shortlist: Shortlist, use_cache: bool = True) -> None:
+        super().__init__(model, use_cache)
+        self.shortlist = shortlist
+
+    def start(self, src_tokens: Tensor) -> ShortlistSearchState:
+        """Encode the source and restrict the projection to its sentences' shortlists.
+
+        Parameters
+        ----------
+        src_tokens : torch.Tensor, shape (batch, src_len), int64
+            Source token ids, right-padded with ``pad_id``.
+
+        Returns
+        -------
+        ShortlistSearchState
+            One row per sentence, nothing decoded yet.
+
+        Notes
+        -----
+        Padding is dropped before the lookup, so a sentence's shortlist is that of its own tokens.
+        """
+        base = super().start(src_tokens)
+        sentences = [row[row != self.pad_id] for row in src_tokens.cpu()]
+        projection = RestrictedProjection(
+            self.model, [self.shortlist.sentence_tokens(row) for row in sentences]
+        )
+        row_sentences = torch.arange(src_tokens.size(0), device=src_tokens.device)
+        return ShortlistSearchState(
+            base.cache, base.memory, base.src_padding_mask, base.tgt_prefix, projection, row_sentences
+        )
+
+    def log_probs(self, state: TransformerSearchState, last_tokens: Tensor) -> Tensor:
+        """Run the decoder for one step and normalise over each row's shortlist.
+
+        Parameters
+        ----------
+        state : ShortlistSearchState
+            The rows' state, extended by ``last_tokens``.
+        last_tokens : torch.Tensor, shape (rows,), int64
+            Newest token of every row.
+
+        Returns
+        -------
+        torch.Tensor, shape (rows, tgt_vocab_size), float32
+            Log-probabilities, ``-inf`` outside the row's sentence shortlist.
+
+        Notes
+        -----
+        The decoder runs as without a shortlist; only the projection differs.
+        """
+        assert isinstance(state, ShortlistSearchState) and state.projection is not None
+        assert state.row_sentences is not None
+        if state.cache is not None:
+            hidden = self.model.decode_hidden(last_tokens[:, None], None, None, state.cache)  # (rows, 1, d)
+        else:
+            state.tgt_prefix = torch.cat([state.tgt_prefix, last_tokens[:, None]], dim=1)  # (rows, len)
+            hidden = self.model.decode_hidden(state.tgt_prefix, state.memory, state.src_padding_mask)
+        return state.projection.log_probs(hidden[:, -1], state.row_sentences)
+
+    def reorder(self, state: TransformerSearchState, row_indices: Tensor) -> None:
+        """Select rows, their sentence index included.
+
+        Parameters
+        ----------
+        state : ShortlistSearchState
+            The rows' state, changed in place.
+        row_indices : torch.Tensor, shape (new_rows,), int64
+            For each new row, the old row it continues.
+
+        Returns
+        -------
+        None
+
+        Notes
+        -----
+        The restricted projection itself stays: a dropped sentence's tokens stay in the union, which only
+        costs their columns until the search ends.
+        """
+        super().reorder(state, row_indices)
+        if isinstance(state, ShortlistSearchState) and state.row_sentences is not None:
+            state.row_sentences = state.row_sentences.index_select(0, row_indices)
+
+
+def check_shortlist(shortlist: Shortlist, models: Sequence[SequenceModel], tokenizer: TextTokenizer) -> None:
+    """Refuse a shortlist for models it cannot restrict or a vocabulary it was not built for.
+
+    Parameters
+    ----------
+    shortlist : Shortlist
+        The table.
+    models : sequence of Transformer or RNNEncoderDecoder
+        Every model that will decode with it (one, or an ensemble's members).
+    tokenizer : TextTokenizer
+        The models' tokenizer, whose pieces the shortlist's ids must name.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        For a recurrent model, or ``the shortlist was built for vocabulary X, the model's is Y``.
+
+    Notes
+    -----
+    The fingerprint covers the pieces, not only the sizes: a shortlist of another vocabulary of the same size
+    would quietly restrict every sentence to the wrong tokens.
+    """
+    for model in models:
+        if not isinstance(model, Transformer):
+            raise ValueError(
+                f"a vocabulary shortlist restricts a Transformer's output projection; this model's "
+                f"architecture is {architecture_of(model.config)!r}"
+            )
+    expected = vocabulary_fingerprint(tokenizer, models[0].config.src_vocab_size)
+    if shortlist.vocabulary != expected:
+        raise ValueError(
+            f"the shortlist was built for vocabulary {shortlist.vocabulary}, the model's is {expected}; "
+            f"rebuild it with `transformer shortlist`"
+        )

@@ -532,7 +532,7 @@ BAD_INPUTS = [
     # Item 1: a device as input is read as it comes; one without line ends is named, not read until memory ends.
     bad(
         "translate --checkpoint run --input /dev/zero",
-        "/dev/zero line 1: longer than 1,048,576 bytes without a line end (is this a binary file or a device",
+        "/dev/zero line 1: more than 1,048,576 bytes without a line end (is this a binary file or a device",
     ),
     bad("evaluate --hypotheses /dev/zero --reference ref.de", "/dev/zero line 1: longer than 1,048,576"),
     bad("backtranslate --checkpoint run --input /dev/zero --output bt", "/dev/zero line 1: longer than"),

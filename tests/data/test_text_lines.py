@@ -98,9 +98,23 @@ def test_devices_as_input_are_read_or_named() -> None:
     with pytest.raises(CorpusError) as error:
         read_input_lines("/dev/zero")  # no line end ever: was read into memory until it ran out
     assert str(error.value) == (
-        f"/dev/zero line 1: longer than {MAX_LINE_BYTES:,} bytes without a line end (is this a binary file "
+        f"/dev/zero line 1: more than {MAX_LINE_BYTES:,} bytes without a line end (is this a binary file "
         "or a device such as /dev/zero?)"
     )
+
+
+def test_a_regular_file_with_a_line_over_the_pipe_limit_is_read_whole(tmp_path: Path) -> None:
+    # The cap is for streams that may never end a line; a web corpus's long line must reach the length filter.
+    long_line = "a " * (MAX_LINE_BYTES // 2 + 10)
+    (tmp_path / "train.en").write_text(f"first\n{long_line}\nlast\n", encoding="utf-8")
+    assert read_input_lines(str(tmp_path / "train.en")) == ["first", long_line.strip(), "last"]
+
+
+def test_a_pipe_line_of_exactly_the_limit_is_read(tmp_path: Path) -> None:
+    line = "b" * MAX_LINE_BYTES
+    writer = feed_fifo(tmp_path / "exact.en", [f"{line}\n".encode()])
+    assert read_input_lines(str(tmp_path / "exact.en")) == [line]
+    writer.join(timeout=10)
 
 
 # --- #48 item 2: an --output that is a link or a FIFO ---

@@ -7,6 +7,8 @@ truncated gzip stream, an empty file.
 
 import gzip
 import io
+import os
+import stat
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,8 +19,9 @@ if TYPE_CHECKING:  # the type of a buffer ``readinto`` fills; typeshed's, not im
     from _typeshed import WriteableBuffer
 
 GZIP_MAGIC = b"\x1f\x8b"
-#: Longest line read, in bytes: a sentence is far shorter, and a file without line ends (``/dev/zero``, a
-#: binary file) would otherwise be read into memory whole before any check could name it.
+#: Longest line read from a pipe, FIFO or device, in bytes: a sentence is far shorter, and a stream without
+#: line ends (``/dev/zero``) would otherwise be read into memory until it ran out before any check could name
+#: it. A regular file is finite and read whole, so a long line of a web corpus still reaches the length filter.
 MAX_LINE_BYTES = 1 << 20
 
 
@@ -112,7 +115,7 @@ class _ReplayedStream(io.RawIOBase):
 
 
 @contextmanager
-def _opened_corpus_file(path: Path) -> Iterator[io.BufferedIOBase]:
+def _opened_corpus_file(path: Path) -> Iterator[tuple[io.BufferedIOBase, int]]:
     """Open a plain or gzipped file once, for reading bytes (decompressed when gzipped).
 
     Parameters
@@ -123,25 +126,28 @@ def _opened_corpus_file(path: Path) -> Iterator[io.BufferedIOBase]:
 
     Returns
     -------
-    Iterator[io.BufferedIOBase]
-        A context manager yielding the byte stream; leaving it closes the file.
+    Iterator[tuple[io.BufferedIOBase, int]]
+        A context manager yielding the byte stream and the longest line to read from it (-1: no limit, for a
+        regular file; :data:`MAX_LINE_BYTES` for a pipe, FIFO or device); leaving it closes the file.
 
     Notes
     -----
     Raises CorpusError naming the file if it is missing or unreadable. The file is opened exactly once and
-    its first bytes replayed (:class:`_ReplayedStream`), so a pipe loses nothing.
+    its first bytes replayed (:class:`_ReplayedStream`), so a pipe loses nothing. Whether it is a regular file
+    is asked of the open descriptor, not the path, so a path replaced meanwhile cannot mislead it.
     """
     try:
         file = Path(path).open("rb", buffering=0)  # noqa: SIM115 (closed through the replaying stream)
     except OSError as error:
         raise CorpusError(f"cannot read {path}: {error.strerror or error}") from None
+    line_limit = -1 if stat.S_ISREG(os.fstat(file.fileno()).st_mode) else MAX_LINE_BYTES
     head = _read_head(file, path)
     with io.BufferedReader(_ReplayedStream(head, file)) as byte_stream:
         if head == GZIP_MAGIC:
             with gzip.GzipFile(fileobj=byte_stream, mode="rb") as decompressed:
-                yield decompressed
+                yield decompressed, line_limit
         else:
-            yield byte_stream
+            yield byte_stream, line_limit
 
 
 def _read_head(file: IO[bytes], path: Path) -> bytes:
@@ -175,24 +181,26 @@ def iter_lines(path: Path) -> Iterator[str]:
     Raises
     ------
     CorpusError
-        Naming the file and line for bytes that are not UTF-8, for a line longer than
-        :data:`MAX_LINE_BYTES` and for corrupt or truncated (gzip) data.
+        Naming the file and line for bytes that are not UTF-8, for a line of a pipe, FIFO or device longer
+        than :data:`MAX_LINE_BYTES` and for corrupt or truncated (gzip) data.
 
     Notes
     -----
     Lines are split on "\n" only (a "\r" before it is stripped), never on the other Unicode line separators
     that ``str.splitlines`` honours and that would shift the alignment with the other language. A UTF-8
-    byte-order mark at the start is dropped. Holds one line in memory at a time, whatever the file's size, and
-    never more than :data:`MAX_LINE_BYTES` of it.
+    byte-order mark at the start is dropped. Holds one line in memory at a time, whatever the file's size; from a
+    pipe, FIFO or device never more than :data:`MAX_LINE_BYTES` of it (a regular file's long line is read
+    whole: training corpora from the web hold such lines, and the length filter drops them).
     """
-    with _opened_corpus_file(path) as byte_stream:
+    with _opened_corpus_file(path) as (byte_stream, line_limit):
         lines_read = 0
+        read_size = line_limit + 1 if line_limit > 0 else -1
         try:
-            while raw_line := byte_stream.readline(MAX_LINE_BYTES + 1):
-                if len(raw_line) > MAX_LINE_BYTES and not raw_line.endswith(b"\n"):
+            while raw_line := byte_stream.readline(read_size):
+                if line_limit > 0 and len(raw_line) > line_limit and not raw_line.endswith(b"\n"):
                     raise CorpusError(
-                        f"{path} line {lines_read + 1}: longer than {MAX_LINE_BYTES:,} bytes without a line "
-                        "end (is this a binary file or a device such as /dev/zero?)"
+                        f"{path} line {lines_read + 1}: more than {line_limit:,} bytes without a line end "
+                        "(is this a binary file or a device such as /dev/zero?)"
                     )
                 try:
                     line = raw_line.decode("utf-8").strip()

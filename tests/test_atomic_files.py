@@ -159,6 +159,13 @@ def test_a_device_node_is_written_straight_and_stays_a_device(tmp_path: Path) ->
     assert os.listdir(tmp_path) == ["null"]
 
 
+def test_the_system_devices_are_written_straight_by_anyone() -> None:
+    # Not only as root: write_destination must say "in place" for /dev/null whoever runs it.
+    assert atomic_files.write_destination(Path("/dev/null")) == (Path("/dev/null"), True)
+    write_text_atomically(Path("/dev/null"), "discarded\n")
+    assert stat.S_ISCHR(os.lstat("/dev/null").st_mode)
+
+
 def test_a_fifo_is_written_straight_to_its_reader(tmp_path: Path) -> None:
     fifo = tmp_path / "out.fifo"
     os.mkfifo(fifo)

@@ -21,7 +21,7 @@ ALLOWED: dict[str, set[str]] = {
     "safetensors_files": set(),
     "allocator": set(),
     "launcher": {"allocator", "cli"},
-    "command_checks": set(),
+    "command_checks": {"atomic_files"},
     "typed_fields": set(),
     "device": set(),
     "loss": set(),
@@ -49,6 +49,7 @@ ALLOWED: dict[str, set[str]] = {
         "checkpoint",
         "device",
         "evaluation",
+        "autotune",  # fp32_kernels: auto, the probe that picks MKL or oneDNN per linear layer
     },
     "evaluation": {"model", "architectures", "data", "loss"},
     "visualization": {"model", "architectures", "data", "decoding", "atomic_files", "metrics_log"},
@@ -98,6 +99,7 @@ ALLOWED: dict[str, set[str]] = {
         "visualization",
         "typed_fields",
         "command_checks",  # a request's text is refused as the command line refuses it
+        "autotune",  # the fp32_kernels choices
     },
     "cli_arguments": {
         "command_checks",
@@ -107,6 +109,7 @@ ALLOWED: dict[str, set[str]] = {
         "device",
         "experiments",
         "serving",
+        "autotune",  # the --fp32-kernels choices
     },
     "cli": {
         "cli_arguments",

@@ -9,10 +9,11 @@ import argparse
 import errno
 import math
 import os
-import stat
 import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from transformer.atomic_files import write_destination
 
 
 def number_in_range(minimum: float, maximum: float) -> Callable[[str], float]:
@@ -271,15 +272,6 @@ def check_output_file(path: Path, option: str) -> None:
         raise ValueError(f"{option} {path}: is a directory; expected a file")
 
 
-def _is_device_or_pipe(path: Path) -> bool:
-    """Whether a path names (through any links) something that is neither a regular file nor a directory."""
-    try:
-        kind = os.stat(path).st_mode
-    except OSError:  # missing: a new file
-        return False
-    return not (stat.S_ISREG(kind) or stat.S_ISDIR(kind))
-
-
 def _same_file(first: Path, second: Path) -> bool:
     """Whether two existing paths name one file or directory (symlinks followed, hard links caught)."""
     try:
@@ -336,7 +328,7 @@ def refuse_outputs_among_inputs(
     """
     for output_option, output in output_files:
         check_output_file(output, output_option)
-        if _is_device_or_pipe(output):
+        if write_destination(output)[1]:
             continue  # written straight, never replaced: --input /dev/stdin --output /dev/stdout on one terminal
         for input_option, input_path in inputs:
             for input_file in _files_of(input_path):

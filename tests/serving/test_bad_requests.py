@@ -143,6 +143,17 @@ BAD_REQUESTS = [
         "Invalid request: alternatives must be an integer, got 2.5",
     ),
     (libre({"q": "a", "alternatives": 2.0}), 200, '"alternatives"'),
+    (
+        ("POST", "/translate?q=a&source=en&target=de&alternatives=%2B-3", {}, None),
+        400,
+        "Invalid request: alternatives must be an integer, got '+-3'",
+    ),
+    (
+        ("POST", "/translate?q=a&source=en&target=de&alternatives=%C2%B2", {}, None),
+        400,
+        "Invalid request: alternatives must be an integer, got '\u00b2'",
+    ),
+    (("POST", "/translate?q=a&source=en&target=de&alternatives=+2", {}, None), 200, '"alternatives"'),
     (("POST", "/translate", JSON, '{"q": ' + NESTED + "}"), 400, "nested too deeply"),
     (("POST", "/translate", JSON, '"hello"'), 400, "Invalid request: the JSON body must be an object"),
     (

@@ -9,6 +9,7 @@ limits), 403 for a missing or wrong key, 500 when translation fails; a full queu
 ``Retry-After``.
 """
 
+import re
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -271,7 +272,8 @@ def _alternatives(values: dict[str, Any]) -> int | str:
     value = values.get("alternatives") or 0
     if isinstance(value, float) and value.is_integer():
         value = int(value)  # JSON 2.0; 1e400 (infinity) and 2.5 are refused below
-    if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+    # Strictly ASCII digits: str.isdigit() accepts "²", and "+-3" passes an lstrip("+-"); int() raises on both.
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9]+\s*", value, re.ASCII):
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         return f"Invalid request: alternatives must be an integer, got {value!r}"

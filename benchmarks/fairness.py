@@ -373,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         "environment": {
             "cpu": cpu_description(),
             "cpu_flags": flags_line.partition(":")[2].strip(),
-            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "commit": git_commit(REPOSITORY),
             "torch": torch.__version__,
             "command": " ".join(
@@ -388,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         "phases": phases,
         "bound_rows": bound_met(phases, args.bound),
     }
-    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
     for name in (f"fairness-{stamp}", "fairness-latest"):
         (args.output_dir / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         (args.output_dir / f"{name}.md").write_text(render_markdown(record), encoding="utf-8")

@@ -84,23 +84,25 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def running_server(config: Any) -> Iterator[str]:
-    """Run a real uvicorn server on loopback in a thread; yield its base URL; shut it down after."""
+    """Run a real uvicorn server on loopback in a thread; yield its base URL; shut it down after.
+
+    Configured by the server's own :func:`~transformer.serving.server.uvicorn_config`, so what a test sees
+    on the socket (the head-timeout protocol, keep-alive, the redacted access log) is what
+    ``transformer serve`` runs.
+    """
     import uvicorn
 
     from transformer.serving.app import create_app
-    from transformer.serving.server import build_server_state
+    from transformer.serving.server import build_server_state, uvicorn_config
 
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(build_server_state(config)), host="127.0.0.1", port=config.port, log_level="warning"
-        )
-    )
+    assert config.host == "127.0.0.1", "test servers listen on loopback only"
+    server = uvicorn.Server(uvicorn_config(create_app(build_server_state(config)), config, "warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     base_url = f"http://127.0.0.1:{config.port}"
     try:
         deadline = time.monotonic() + READY_TIMEOUT_S
-        while not (server.started and _ready(base_url)):
+        while not (server.started and server_ready(base_url)):
             assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
             time.sleep(0.05)
         yield base_url
@@ -110,7 +112,8 @@ def running_server(config: Any) -> Iterator[str]:
         assert not thread.is_alive(), "the server did not stop"
 
 
-def _ready(base_url: str) -> bool:
+def server_ready(base_url: str) -> bool:
+    """Whether the server at ``base_url`` answers ``/ready`` with 200 now (False while it cannot connect)."""
     import httpx
 
     try:

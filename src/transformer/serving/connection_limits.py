@@ -108,10 +108,9 @@ class BodyLimitMiddleware:
             await self._refuse(scope, send, 413, f"{declared:,} bytes declared")
             return
         body: deque[Message] = deque()
-        try:
-            async with asyncio.timeout(self.read_timeout_s):
-                size = await _read_body(receive, body, self.limit)
-        except TimeoutError:
+        try:  # wait_for, not asyncio.timeout (3.11+); its TimeoutError is asyncio's own on 3.10
+            size = await asyncio.wait_for(_read_body(receive, body, self.limit), self.read_timeout_s)
+        except asyncio.TimeoutError:
             await self._refuse(scope, send, 408, "")
             return
         if size is None:  # the client went away before its body ended: nobody to answer
@@ -182,6 +181,8 @@ class HeadTimeoutH11Protocol(H11Protocol):
 
     head_timeout_s: float = 10.0
     _head_timer: asyncio.TimerHandle | None = None
+    #: Kept alive after a response, no byte of the next request yet: uvicorn's keep-alive timer runs instead.
+    _idle_between_requests: bool = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Start the connection and its head timer.
@@ -216,14 +217,19 @@ class HeadTimeoutH11Protocol(H11Protocol):
 
         Notes
         -----
-        h11 moves the client's state out of ``IDLE`` when it has the whole head.
+        h11 moves the client's state out of ``IDLE`` when it has the whole head. On a kept-alive connection
+        the timer starts with the next request's first byte: the idle time before it is
+        ``--keep-alive-timeout``'s, which may well be longer than ``--read-timeout``.
         """
+        if self._idle_between_requests and data:
+            self._idle_between_requests = False
+            self._arm_head_timer()
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:
             self._cancel_head_timer()
 
     def on_response_complete(self) -> None:
-        """Let uvicorn finish the cycle; time the next request's head on a kept-alive connection.
+        """Let uvicorn finish the cycle; on a kept-alive connection, wait for the next request's first byte.
 
         Returns
         -------
@@ -231,11 +237,14 @@ class HeadTimeoutH11Protocol(H11Protocol):
 
         Notes
         -----
-        A pipelined request already parsed leaves ``IDLE`` at once, and gets no timer.
+        Arming the head timer here would cut an idle kept-alive connection at ``--read-timeout`` (an
+        unprompted 408) whatever ``--keep-alive-timeout`` says; uvicorn's keep-alive timer covers the idle
+        time, :meth:`data_received` starts the head timer. A pipelined request already parsed leaves
+        ``IDLE`` at once, and gets no timer.
         """
         super().on_response_complete()
         if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
-            self._arm_head_timer()
+            self._idle_between_requests = True
 
     def connection_lost(self, exc: Exception | None) -> None:
         """Forget the timer of a closed connection.

@@ -534,8 +534,8 @@ BAD_INPUTS = [
         "translate --checkpoint run --input /dev/zero",
         "/dev/zero line 1: more than 1,048,576 bytes without a line end (is this a binary file or a device",
     ),
-    bad("evaluate --hypotheses /dev/zero --reference ref.de", "/dev/zero line 1: longer than 1,048,576"),
-    bad("backtranslate --checkpoint run --input /dev/zero --output bt", "/dev/zero line 1: longer than"),
+    bad("evaluate --hypotheses /dev/zero --reference ref.de", "/dev/zero line 1: more than 1,048,576"),
+    bad("backtranslate --checkpoint run --input /dev/zero --output bt", "/dev/zero line 1: more than"),
     bad("translate --checkpoint run --input dangling.en", "cannot read dangling.en: No such file"),
     # Item 2: outputs that are links or FIFOs are followed or written straight, never replaced; a loop is named.
     bad(

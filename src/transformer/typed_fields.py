@@ -10,7 +10,7 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,43 +82,6 @@ def check_field_types(instance: Any) -> None:
             )
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{type(instance).__name__}.{item.name}={value} must be a finite number")
-
-
-def check_positive(instance: Any, names: Iterable[str], *, none_allowed: bool = False) -> None:
-    """Check that each named field of a config instance is above zero.
-
-    Parameters
-    ----------
-    instance : Any
-        A dataclass instance; its class name starts the message.
-    names : Iterable[str]
-        The fields to check, in the order their errors should be reported.
-    none_allowed : bool, optional
-        Whether None stands for "not set" and passes (default False).
-
-    Returns
-    -------
-    None
-
-    Raises
-    ------
-    ValueError
-        ``"<Class>.<field>=<value> must be positive"`` for the first field at or below zero, with
-        ``" or None"`` added when ``none_allowed``.
-
-    Notes
-    -----
-    Call it after :func:`check_field_types`: it compares with ``>``, so a wrongly typed value (a string, say)
-    would fail inside the comparison instead of with the message naming the field. The test is ``not value > 0`` rather than
-    ``value <= 0`` so that a NaN, should one ever get past the type check, is refused and not let through.
-    """
-    for name in names:
-        value = getattr(instance, name)
-        if value is None and none_allowed:
-            continue
-        if not value > 0:
-            suffix = " or None" if none_allowed else ""
-            raise ValueError(f"{type(instance).__name__}.{name}={value} must be positive{suffix}")
 
 
 @dataclass(frozen=True)
@@ -203,8 +166,10 @@ class FieldRange:
 POSITIVE = FieldRange(0, low_open=True)
 NON_NEGATIVE = FieldRange(0)
 PROBABILITY_BELOW_ONE = FieldRange(0, 1, high_open=True)
-#: A random seed: the signed 64-bit integers that are not negative (``torch.manual_seed`` takes them all).
-SEED = FieldRange(0, 2**63 - 1)
+#: The largest random seed: a signed 64-bit integer (``torch.manual_seed`` takes them all).
+MAX_SEED = 2**63 - 1
+#: A random seed: the signed 64-bit integers that are not negative.
+SEED = FieldRange(0, MAX_SEED)
 
 
 def check_ranges(instance: Any, prefix: str | None = None) -> None:

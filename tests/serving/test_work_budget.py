@@ -3,9 +3,9 @@
 import pytest
 
 from transformer.config.decode import DecodeConfig
+from transformer.config.search_limits import MIN_SENTENCE_CHARS
 from transformer.serving.work_budget import (
     CHARS_PER_TOKEN,
-    MIN_SENTENCE_CHARS,
     RequestWork,
     request_work,
     work_over_budget,

@@ -9,6 +9,7 @@ below bounds a flag at parsing, so a typo is refused before a model is loaded.
 import argparse
 import dataclasses
 
+from transformer.autotune.linear_probe import FP32_KERNEL_CHOICES
 from transformer.command_checks import integer_in_range, number_in_range
 from transformer.config.decode import MAX_LENGTH_OFFSET, MBR_CANDIDATE_SOURCES, MBR_UTILITIES, DecodeConfig
 from transformer.config.search_limits import (
@@ -28,11 +29,8 @@ from transformer.decoding.ensemble import ENSEMBLE_MODES
 from transformer.decoding.translator import TRANSLATION_PRECISIONS, Translator
 from transformer.device import resolve_device
 
-# Largest ``--max-length-offset``: MAX_LENGTH_OFFSET (transformer.config). Inputs are cut at 1,024 BPE tokens,
-# an output more than 1,024 tokens longer than its input is a runaway rather than a translation, and the
-# searches size their tables by the limit before the first step (an offset of 10^8 ran for minutes without a
-# word).
-# The other flags' ranges: transformer.config.search_limits, shared with the server's request fields.
+# The flags' ranges are the config's and the server's: transformer.config.search_limits, and
+# transformer.config.decode.MAX_LENGTH_OFFSET for --max-length-offset, --min-length and --max-length.
 
 
 def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,6 +92,15 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
         help="with several --checkpoint: prob averages the models' probabilities (default), logprob their "
         "log-probabilities (renormalised; one model ruling a token out vetoes it)",
     )
+    parser.add_argument(
+        "--shortlist",
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="FILE",
+        help="score each sentence over its vocabulary shortlist only (faster, see docs/shortlist.md): the "
+        "checkpoint's shortlist.safetensors from 'transformer shortlist', or FILE",
+    )
     parser.add_argument("--no-cache", action="store_true", help="recompute the prefix every step (slow)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     parser.add_argument(
@@ -103,6 +110,13 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
         help="precision of translation: fp32 (default); bf16, weights and activations in bfloat16 (faster on "
         "GPUs and on CPUs with AMX); or int8, linear layers with int8 weights and dynamic int8 activations "
         "(CPU only; scores may move slightly)",
+    )
+    parser.add_argument(
+        "--fp32-kernels",
+        choices=FP32_KERNEL_CHOICES,
+        default="auto",
+        help="fp32 on the CPU: auto (default) times MKL's sgemm against oneDNN's packed linear for each layer "
+        "shape on this machine (cached) and uses the faster; mkl or onednn forces one",
     )
 
 
@@ -331,8 +345,10 @@ def translator_from_args(args: argparse.Namespace) -> Translator:
     Raises
     ------
     ValueError
-        Naming ``--device`` for a device this machine cannot give (checked before anything loads), a
-        checkpoint that is missing, damaged or of another vocabulary than the first, or a search flag the
+        Naming ``--device`` for a device this machine cannot give (checked before anything loads),
+        ``--fp32-kernels onednn`` with another ``--precision``, a
+        checkpoint that is missing, damaged or of another vocabulary than the first, a ``--shortlist`` that
+        is missing, damaged or of another vocabulary, or a search flag the
         settings refuse (:func:`decode_config_from_args`).
 
     Notes
@@ -342,8 +358,16 @@ def translator_from_args(args: argparse.Namespace) -> Translator:
     decode as an ensemble (``--ensemble-mode``).
     """
     resolve_device(args.device, option="--device")
+    if args.fp32_kernels == "onednn" and args.precision != "fp32":
+        raise ValueError(f"--fp32-kernels onednn applies to --precision fp32, not {args.precision}")
     translator = Translator.from_checkpoints(
-        args.checkpoint, None, args.device, args.precision, args.ensemble_mode
+        args.checkpoint,
+        None,
+        args.device,
+        args.precision,
+        args.ensemble_mode,
+        shortlist=args.shortlist,
+        fp32_kernels=args.fp32_kernels,
     )
     translator.decode_config = decode_config_from_args(args, translator.decode_config)
     return translator

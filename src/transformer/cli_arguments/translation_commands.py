@@ -8,10 +8,11 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from transformer.autotune.linear_probe import FP32_KERNEL_CHOICES
 from transformer.cli_arguments.parser import Subcommands
 from transformer.cli_arguments.search_options import add_decode_arguments
 from transformer.command_checks import integer_in_range, number_in_range
-from transformer.config.search_limits import MAX_BEAM
+from transformer.config.search_limits import MAX_BEAM, MIN_SENTENCE_CHARS
 from transformer.decoding.translator import TRANSLATION_PRECISIONS
 
 if TYPE_CHECKING:
@@ -145,6 +146,13 @@ def add_serve_parser(commands: Subcommands) -> argparse.ArgumentParser:
         help="fp32 (default), bf16 or int8 (CPU)",
     )
     serve.add_argument(
+        "--fp32-kernels",
+        choices=FP32_KERNEL_CHOICES,
+        default="auto",
+        help="fp32 on the CPU: auto (default) uses MKL or oneDNN per layer shape as timed on this machine "
+        "(cached); mkl or onednn forces one",
+    )
+    serve.add_argument(
         "--batching",
         choices=["continuous", "request"],
         default=None,
@@ -174,11 +182,10 @@ def add_serve_parser(commands: Subcommands) -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--max-chars",
-        # 50: serving.work_budget.MIN_SENTENCE_CHARS (the serving package is imported only to serve).
-        type=integer_in_range(50, 10**8),
+        type=integer_in_range(MIN_SENTENCE_CHARS, 10**8),
         default=5000,
         help="work budget of a request, in characters: its texts and prefixes, each sentence counting at least "
-        "50 (and min_length x 4); beyond it 413 (LibreTranslate endpoint: 400) (default 5000)",
+        f"{MIN_SENTENCE_CHARS} (and min_length x 4); beyond it 413 (LibreTranslate endpoint: 400) (default 5000)",
     )
     serve.add_argument("--api-keys", help="file of API keys, one per line; clients must send one")
     serve.add_argument(
@@ -231,6 +238,7 @@ def serve_config_from_args(args: argparse.Namespace) -> "ServeConfig":
         engine=args.engine,
         device=args.device,
         precision=args.precision,
+        fp32_kernels=args.fp32_kernels,
         batching=args.batching or ("request" if args.engine == "ctranslate2" else "continuous"),
         max_batch_tokens=args.max_batch_tokens,
         max_queue=args.max_queue,

@@ -12,7 +12,6 @@ from transformer.cli_arguments.paths import (
     default_output_dir,
 )
 from transformer.command_checks import (
-    check_output_file,
     refuse_outputs_among_inputs,
 )
 from transformer.config.experiment import ExperimentConfig
@@ -162,7 +161,6 @@ def run_plot(args: argparse.Namespace) -> int:
     """
     metrics = Path(args.run) / "metrics.jsonl"
     output = Path(args.output) if args.output else Path(args.run) / "training_curves.png"
-    check_output_file(output, "--output")
     refuse_outputs_among_inputs([("--run", metrics)], output_files=[("--output", output)])
     print(f"wrote {plot_training_curves(metrics, output)}")
     return 0

@@ -4,6 +4,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from transformer.config.search_limits import MAX_ALPHA
 from transformer.typed_fields import (
     NON_NEGATIVE,
     POSITIVE,
@@ -22,9 +23,8 @@ MBR_UTILITIES = ("chrf", "bleu")
 #: The largest ``decode.max_length_offset``: the translator cuts inputs at 1,024 tokens, and a larger offset made a
 #: search allocate and run for minutes with no output (a configuration typo, as on the command line).
 MAX_LENGTH_OFFSET = 1024
-#: The largest ``decode.length_penalty``: an exponent of the output length; at 10 the penalty already outweighs
-#: any log-probability, and beyond about 12 |Y|^alpha overflows float32 for the longest outputs allowed.
-MAX_LENGTH_PENALTY = 10.0
+#: The largest ``decode.length_penalty``: ``--alpha``'s (:data:`~transformer.config.search_limits.MAX_ALPHA`).
+MAX_LENGTH_PENALTY = MAX_ALPHA
 
 
 @dataclass(frozen=True)

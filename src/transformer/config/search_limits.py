@@ -6,6 +6,8 @@ value the command refuses is refused by the server too, with the same range in t
 the search width (beam, MBR candidates, samples) lower still: it shares its batch between clients.
 """
 
+from transformer.typed_fields import MAX_SEED as TYPED_MAX_SEED
+
 #: Largest ``--beam``: each beam multiplies the rows decoded together (memory and time), and translation
 #: quality peaks at small beams (4 to 10) and falls beyond (Koehn and Knowles, 2017), so more is a typo.
 MAX_BEAM = 64
@@ -25,5 +27,10 @@ MAX_TOP_K = 1_000_000
 MAX_MBR = 256
 #: Largest ``--no-repeat-ngram``: longer n-grams hardly ever repeat inside one sentence.
 MAX_NGRAM = 32
-#: Largest ``--seed``: a signed 64-bit integer.
-MAX_SEED = 2**63 - 1
+#: Largest ``--seed``: the config's (a signed 64-bit integer), so a flag and a config value agree.
+MAX_SEED = TYPED_MAX_SEED
+#: The least a sentence of a server request costs, in characters of ``--max-chars`` (which is at least this): a
+#: one-character sentence still takes a batch row, an encoder pass and a decoder step per output token until its
+#: end token, up to ``max_length_offset`` (50) steps for a model that rambles, about what a 50-character
+#: sentence takes.
+MIN_SENTENCE_CHARS = 50

@@ -26,6 +26,8 @@ KIND_NAMES = {
     "ctranslate2": "CTranslate2 export",
     "checkpoint": "imported checkpoint",
 }
+#: Every name an import (``convert --from hf-marian``) may write: the weights and the Marian tokenizer's files.
+IMPORT_FILES = frozenset({MODEL_FILE, *REQUIRED_FILES, *OPTIONAL_FILES})
 #: How many foreign names a refusal lists before "and N more".
 _NAMES_SHOWN = 3
 
@@ -77,7 +79,7 @@ def _foreign_entries(directory: Path, kind: str) -> list[str]:
     """Name the entries of a non-empty directory that an earlier conversion of ``kind`` did not write."""
     entries = sorted(directory.iterdir())
     if kind == "checkpoint":
-        written = {MODEL_FILE, *REQUIRED_FILES, *OPTIONAL_FILES} if holds_earlier_import(directory) else set()
+        written = set(IMPORT_FILES) if holds_earlier_import(directory) else set()
     else:
         record = read_conversion_record(directory)
         written = (
@@ -114,7 +116,7 @@ def holds_earlier_import(directory: Path) -> bool:
     return (
         all(entry.is_file() for entry in entries)
         and {MODEL_FILE, *REQUIRED_FILES} <= names
-        and names <= {MODEL_FILE, *REQUIRED_FILES, *OPTIONAL_FILES}
+        and names <= IMPORT_FILES
     )
 
 

@@ -4,9 +4,10 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from transformer.autotune.linear_probe import FP32_KERNEL_CHOICES
+from transformer.config.search_limits import MIN_SENTENCE_CHARS
 from transformer.decoding.translator import TRANSLATION_PRECISIONS
 from transformer.serving.model_worker import BATCHING_MODES
-from transformer.serving.work_budget import MIN_SENTENCE_CHARS
 from transformer.typed_fields import check_choice
 
 #: The values of ``--engine``.
@@ -38,6 +39,9 @@ class ServeConfig:
         "auto", "cpu", "cuda" or "cuda:N".
     precision : {"fp32", "bf16", "int8"}
         Weights and arithmetic, as ``transformer translate --precision``.
+    fp32_kernels : {"auto", "mkl", "onednn"}
+        At fp32 on the CPU, MKL's or oneDNN's linear kernel per layer shape, as ``transformer translate
+        --fp32-kernels`` (PyTorch engine only).
     batching : {"continuous", "request"}
         Step-level batching, or the request-level baseline.
     max_batch_tokens : int
@@ -51,7 +55,7 @@ class ServeConfig:
         join at once.
     max_chars : int
         The work budget of a request, in characters: its texts and prefixes, each sentence counting at least
-        :data:`~transformer.serving.work_budget.MIN_SENTENCE_CHARS` (so at least that many); beyond it 413
+        :data:`~transformer.config.search_limits.MIN_SENTENCE_CHARS` (so at least that many); beyond it 413
         (400 on LibreTranslate's endpoint). See :func:`~transformer.serving.work_budget.request_work`.
     api_keys : frozenset of str
         Keys a client must send; empty: no key needed.
@@ -75,6 +79,7 @@ class ServeConfig:
     engine: str = "pytorch"
     device: str = "auto"
     precision: str = "fp32"
+    fp32_kernels: str = "auto"
     batching: str = "continuous"
     max_batch_tokens: int = 4096
     max_queue: int = 1024
@@ -100,6 +105,7 @@ class ServeConfig:
                 raise ValueError(f"ServeConfig.checkpoints[{name!r}]: no checkpoint")
         check_choice(self, "engine", SERVE_ENGINES)
         check_choice(self, "precision", TRANSLATION_PRECISIONS)
+        check_choice(self, "fp32_kernels", FP32_KERNEL_CHOICES)
         check_choice(self, "batching", BATCHING_MODES)
         if self.engine == "ctranslate2" and self.batching == "continuous":
             raise ValueError(

@@ -12,13 +12,10 @@ scheduler can weigh the requests it admits by the same measure.
 from dataclasses import dataclass
 
 from transformer.config.decode import DecodeConfig
+from transformer.config.search_limits import MIN_SENTENCE_CHARS
 from transformer.serving.model_worker import decoder_rows
 from transformer.serving.sentence_splitting import keep_as_one_sentence, split_into_sentences
 
-#: The least a sentence costs, in characters of ``--max-chars``: a one-character sentence still takes a batch
-#: row, an encoder pass and a decoder step per output token until its end token, up to ``max_length_offset``
-#: (50) steps for a model that rambles, about what a 50-character sentence takes.
-MIN_SENTENCE_CHARS = 50
 #: Characters one decoder step forced by ``min_length`` counts as: about one BPE token of European text.
 CHARS_PER_TOKEN = 4
 

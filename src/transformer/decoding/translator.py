@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from transformer.architectures import SequenceModel, architecture_of
+from transformer.autotune.linear_probe import check_fp32_kernels, prepare_fp32_kernels
 from transformer.checkpoint.layout import MODEL_FILE
 from transformer.checkpoint.model_checkpoint import load_checkpoint, load_checkpoint_tokenizer
 from transformer.config.decode import DecodeConfig
@@ -97,6 +98,11 @@ class Translator:
     shortlist : Shortlist or None
         A vocabulary shortlist (:func:`~transformer.decoding.checkpoint_shortlist.load_checkpoint_shortlist`):
         every search scores each sentence over its shortlist only; None scores the whole vocabulary.
+    fp32_kernels : {"auto", "mkl", "onednn"}
+        At fp32 on the CPU, the kernel of each Transformer linear layer: "auto" times MKL's sgemm against
+        oneDNN's packed linear per product shape (cached per machine,
+        :func:`~transformer.autotune.linear_probe.prepare_fp32_kernels`); the others force one kernel
+        ("onednn" only at fp32 on the CPU). ``kernel_notes`` says what was chosen.
 
     Raises
     ------
@@ -124,9 +130,11 @@ class Translator:
         ensemble: Sequence[SequenceModel] = (),
         ensemble_mode: str = "prob",
         shortlist: Shortlist | None = None,
+        fp32_kernels: str = "auto",
     ) -> None:
         if precision not in TRANSLATION_PRECISIONS:
             raise ValueError(f"precision={precision!r} is not one of {TRANSLATION_PRECISIONS}")
+        check_fp32_kernels(fp32_kernels)
         if tokenizer.vocab_size != model.config.tgt_vocab_size:
             raise ValueError(
                 f"tokenizer has {tokenizer.vocab_size} pieces, the model {model.config.tgt_vocab_size} outputs"
@@ -157,7 +165,14 @@ class Translator:
             check_shortlist(shortlist, [model, *ensemble], tokenizer)
         #: The vocabulary shortlist every search scores over (:mod:`transformer.decoding.shortlist`), or None.
         self.shortlist = shortlist
+        if fp32_kernels == "onednn" and (precision != "fp32" or self.device.type != "cpu"):
+            raise ValueError(
+                f"fp32_kernels 'onednn' applies to precision 'fp32' on the CPU, not {precision!r} on {self.device}"
+            )
         self.precision = precision
+        self.fp32_kernels = fp32_kernels
+        #: What ``fp32_kernels`` chose, one line per product shape (empty where it does not apply).
+        self.kernel_notes: list[str] = []
         self.model: SequenceModel = self._prepare(model)
         #: Every model decoded, ``model`` first; one model alone is not wrapped in an ensemble.
         self.models: list[SequenceModel] = [self.model, *(self._prepare(member) for member in ensemble)]
@@ -184,6 +199,7 @@ class Translator:
         device: str = "auto",
         precision: str = "fp32",
         shortlist: bool | str | Path = False,
+        fp32_kernels: str = "auto",
     ) -> "Translator":
         """Load a translator from a checkpoint directory or a run directory (its best checkpoint).
 
@@ -201,6 +217,8 @@ class Translator:
             True decodes with the checkpoint's vocabulary shortlist (``shortlist.safetensors`` beside its
             weights, built by ``transformer shortlist``); a path reads that shortlist file; False (the
             default) scores the whole vocabulary.
+        fp32_kernels : {"auto", "mkl", "onednn"}
+            See :class:`Translator`.
 
         Returns
         -------
@@ -219,8 +237,9 @@ class Translator:
         table = _checkpoint_shortlist(
             checkpoint.path, tokenizer, checkpoint.model_config.src_vocab_size, shortlist
         )
+        model = checkpoint.build_model()
         translator = cls(
-            checkpoint.build_model(), tokenizer, decode_config, device, precision, shortlist=table
+            model, tokenizer, decode_config, device, precision, shortlist=table, fp32_kernels=fp32_kernels
         )
         translator.weights_file = checkpoint.path / MODEL_FILE
         return translator
@@ -234,6 +253,7 @@ class Translator:
         precision: str = "fp32",
         ensemble_mode: str = "prob",
         shortlist: bool | str | Path = False,
+        fp32_kernels: str = "auto",
     ) -> "Translator":
         """Load an ensemble of checkpoints (one path is the same as :meth:`from_checkpoint`).
 
@@ -252,6 +272,8 @@ class Translator:
             How the models' distributions are averaged.
         shortlist : bool, str or Path
             As for :meth:`from_checkpoint`: the first checkpoint's shortlist (True) or a file, or none.
+        fp32_kernels : {"auto", "mkl", "onednn"}
+            See :class:`Translator`; applied to every model.
 
         Returns
         -------
@@ -293,6 +315,7 @@ class Translator:
             ensemble=models[1:],
             ensemble_mode=ensemble_mode,
             shortlist=table,
+            fp32_kernels=fp32_kernels,
         )
         translator.weights_file = checkpoints[0].path / MODEL_FILE
         return translator
@@ -303,6 +326,8 @@ class Translator:
         prepared: SequenceModel = model.to(device=self.device, dtype=dtype).eval()
         if isinstance(prepared, Transformer) and self.precision == "int8":
             prepared = quantize_for_inference(prepared)
+        elif isinstance(prepared, Transformer) and self.precision == "fp32" and self.device.type == "cpu":
+            self.kernel_notes += prepare_fp32_kernels(prepared, self.fp32_kernels)
         return prepared
 
     def batch_budget(self) -> int:

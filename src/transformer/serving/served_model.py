@@ -184,7 +184,12 @@ class ServedModel:
 
 
 def load_served_model(
-    name: str, checkpoints: Sequence[Path], engine: str, device: str, precision: str
+    name: str,
+    checkpoints: Sequence[Path],
+    engine: str,
+    device: str,
+    precision: str,
+    fp32_kernels: str = "auto",
 ) -> ServedModel:
     """Load a checkpoint (or an ensemble, or a CTranslate2 export) for serving.
 
@@ -202,6 +207,8 @@ def load_served_model(
         "auto", "cpu", "cuda" or "cuda:N" ("cuda:N" is PyTorch only).
     precision : {"fp32", "bf16", "int8"}
         As ``transformer translate --precision``; for CTranslate2 its compute type.
+    fp32_kernels : {"auto", "mkl", "onednn"}
+        As ``transformer translate --fp32-kernels`` (PyTorch engine only).
 
     Returns
     -------
@@ -225,7 +232,9 @@ def load_served_model(
                 f"--checkpoint {name}=...: CTranslate2 decodes one model; ensembles need --engine pytorch"
             )
         return _load_ctranslate2(name, Path(checkpoints[0]), device, precision)
-    translator = Translator.from_checkpoints([Path(path) for path in checkpoints], None, device, precision)
+    translator = Translator.from_checkpoints(
+        [Path(path) for path in checkpoints], None, device, precision, fp32_kernels=fp32_kernels
+    )
     directory = resolve_checkpoint(Path(checkpoints[0]))
     source_lang, target_lang = checkpoint_languages(directory)
     return ServedModel(

@@ -207,6 +207,49 @@ def test_bad_requests_get_one_line_naming_the_field(
     assert client.post("/v1/translate", json={"text": "a"}).status_code == 200
 
 
+#: Every GET route of the app, with a query that GET answers with 200.
+GET_ROUTES = {
+    "/": "",
+    "/health": "",
+    "/ready": "",
+    "/metrics": "",
+    "/languages": "",
+    "/v1/models": "",
+    "/v1/attention": "?source=a+dog+.&translation=ein+hund+.",
+    "/openapi.json": "",
+    "/docs": "",
+    "/docs/oauth2-redirect": "",
+    "/redoc": "",
+}
+
+
+def test_the_list_of_get_routes_is_every_get_route_of_the_app(client: Any) -> None:
+    """A GET route added to the app must join GET_ROUTES, so the HEAD test below covers it."""
+    assert get_paths(client.app.routes) == set(GET_ROUTES)
+
+
+def get_paths(routes: list[Any]) -> set[str]:
+    """The paths of the GET routes, into included routers (FastAPI 0.165 keeps each as one entry)."""
+    paths = set()
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            paths |= get_paths(included.routes)
+        elif "GET" in getattr(route, "methods", ()):
+            paths.add(route.path)
+    return paths
+
+
+@pytest.mark.parametrize("path", sorted(GET_ROUTES))
+def test_every_get_route_answers_head_as_get_without_the_body(client: Any, path: str) -> None:
+    """The README promises HEAD wherever GET is answered (load balancers probe with it), not a 405."""
+    get = client.get(path + GET_ROUTES[path])
+    head = client.head(path + GET_ROUTES[path])
+    assert get.status_code == 200, get.text[:300]
+    assert head.status_code == 200 and head.content == b""
+    assert head.headers["content-type"] == get.headers["content-type"]
+
+
 def test_the_budget_is_refused_before_anything_is_queued(client: Any) -> None:
     before = client.get("/metrics").text
     assert client.post("/v1/translate", json={"text": ["a"] * 1000}).status_code == 413

@@ -10,10 +10,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -23,7 +24,6 @@ from transformer.serving.connection_limits import BodyLimitMiddleware
 from transformer.serving.metrics import ServingMetrics
 from transformer.serving.model_worker import QueueFullError, WorkerStoppedError
 from transformer.serving.page import render_index_page
-from transformer.serving.request_body import describe_json_type, parse_json_body
 from transformer.serving.server_state import ServerState
 from transformer.serving.translation_service import SearchOptions, TranslationError, translate_texts
 
@@ -82,11 +82,29 @@ def create_app(server: ServerState) -> FastAPI:
     app.add_api_route("/health", _health, methods=["GET"], tags=["operations"])
     app.add_api_route("/ready", _ready, methods=["GET"], tags=["operations"])
     app.add_api_route("/metrics", _metrics, methods=["GET"], tags=["operations"])
-    # HEAD as GET without the body (RFC 9110 9.3.2: load balancers probe with it); a route of its own, as one
-    # route for both methods gives the OpenAPI page two operations of the same id.
-    for path, endpoint in (("/", _index), ("/health", _health), ("/ready", _ready), ("/metrics", _metrics)):
-        app.add_api_route(path, endpoint, methods=["HEAD"], include_in_schema=False)
+    _answer_head_wherever_get(app, (api_v1.router, libretranslate.router))
     return app
+
+
+def _answer_head_wherever_get(app: FastAPI, routers: tuple[APIRouter, ...]) -> None:
+    """Give every GET route, the app's own and those of ``routers``, a HEAD twin: GET without the body.
+
+    RFC 9110 9.3.2; load balancers and link checkers probe with HEAD. FastAPI's routes (unlike Starlette's)
+    do not add it, and a route for both methods gives the OpenAPI page two operations of the same id, so the
+    twin is a route of its own. The included routers are walked themselves: FastAPI 0.165 keeps them as one
+    entry of ``app.routes``.
+    """
+    twinned: set[str] = set()
+    for route in (*app.routes, *(route for router in routers for route in router.routes)):
+        if isinstance(route, APIRoute) and "GET" in route.methods and route.path not in twinned:
+            twinned.add(route.path)
+            app.add_api_route(
+                route.path,
+                route.endpoint,
+                methods=["HEAD"],
+                response_class=route.response_class,
+                include_in_schema=False,
+            )
 
 
 async def _warm_up(server: ServerState) -> None:
@@ -182,30 +200,19 @@ class RequestMetricsMiddleware:
 
 
 async def _validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
-    """Invalid JSON: 400. A body that is no JSON object, a missing, mistyped or unknown field: 422 naming it."""
+    """Answer a missing, mistyped, out-of-range or unknown field with 422 naming each field.
+
+    No route has a body FastAPI parses: ``/v1/translate`` parses its own
+    (:func:`~transformer.serving.api_v1.read_translate_request` answers broken JSON and a body that is no
+    object itself), so every error here names a field.
+    """
     errors: list[dict[str, Any]] = list(error.errors())
-    if any(item.get("type") == "json_invalid" for item in errors):
-        detail = "; ".join(str(item.get("ctx", {}).get("error", item.get("msg"))) for item in errors)
-        return JSONResponse({"detail": f"invalid JSON: {detail}"}, status_code=400)
-    if any(tuple(item.get("loc", ())) == ("body",) for item in errors):
-        problem = _body_problem(error.body)
-        return JSONResponse({"detail": problem}, status_code=400 if problem.startswith("invalid") else 422)
     detail = "; ".join(
         f"{'.'.join(str(part) for part in item['loc'][1:]) or 'body'}: {item['msg']}" for item in errors
     )
     return JSONResponse(
         {"detail": detail, "errors": jsonable_encoder(errors, exclude={"input", "url"})}, status_code=422
     )
-
-
-def _body_problem(body: Any) -> str:
-    """Say what is wrong with a request body that is not a JSON object: unparsed bytes, or parsed JSON."""
-    if isinstance(body, bytes):  # FastAPI leaves a body of another content type unparsed
-        try:
-            body = parse_json_body(body)
-        except ValueError as error:
-            return str(error)
-    return f"body: expected a JSON object with a 'text' field, got {describe_json_type(body)}"
 
 
 async def _queue_full(request: Request, error: QueueFullError) -> JSONResponse:

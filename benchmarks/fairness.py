@@ -10,7 +10,9 @@ A server is started as its own process on 127.0.0.1 (``python -m transformer.cli
 for ``--seconds``: the latency alone. Then, for each kind of worst case, the same clients again while one
 more client sends, back to back, the largest request of that kind the server accepts: the longest text (at
 the widest beam), the longest prefix, MBR at its candidate cap over the longest text, sampling at its sample
-cap over the longest text, and as many one-character sentences as the budget allows. Each worst-case
+cap over the longest text, as many one-character sentences as the budget allows, one character forced to
+the longest output (``min_length`` = ``max_length`` at the widest beam), alignments at the widest beam over
+the longest text, and n-gram blocking at its cap over the longest text. Each worst-case
 request is sized by asking the server (the largest size it does not refuse with 413 or 422), so the
 benchmark follows the server's limits rather than restating them. Reported per phase: the small requests'
 count, p50 and p99 latency and their ratio to the alone phase's, and the worst-case requests answered.
@@ -38,6 +40,8 @@ import torch
 from benchmarks.bench_environment import cpu_description, git_commit
 from benchmarks.serve import free_port, percentile
 from transformer.command_checks import integer_in_range, number_in_range
+from transformer.config.decode import MAX_LENGTH_OFFSET
+from transformer.config.search_limits import MAX_NGRAM
 from transformer.data.pipeline.text_files import read_lines
 from transformer.serving.config import MAX_BEAM_SIZE, MAX_MBR_CANDIDATES
 
@@ -52,6 +56,9 @@ WORST_CASES = (
     "MBR at its cap",
     "sampling at its cap",
     "many tiny sentences",
+    "longest output",
+    "alignments",
+    "n-gram blocking at its cap",
 )
 #: A size the server refuses is shrunk by this factor until it is accepted.
 SHRINK = 0.9
@@ -65,7 +72,8 @@ def worst_case_body(kind: str, size: int, text: str, prefix_text: str) -> dict[s
     kind : str
         One of :data:`WORST_CASES`.
     size : int
-        Characters of text (or of prefix), or the number of one-character sentences.
+        Characters of text (or of prefix), the number of one-character sentences, or the output's length in
+        tokens (``longest output``).
     text, prefix_text : str
         Long source and target text to cut from.
 
@@ -90,11 +98,46 @@ def worst_case_body(kind: str, size: int, text: str, prefix_text: str) -> dict[s
         return {"text": cut, "sampling": True, "nbest": MAX_BEAM_SIZE, "seed": 1}
     if kind == "many tiny sentences":
         return {"text": ["a"] * size}
+    if kind == "longest output":
+        return {"text": "a", "beam": MAX_BEAM_SIZE, "min_length": size, "max_length": size}
+    if kind == "alignments":
+        return {"text": cut, "beam": MAX_BEAM_SIZE, "alignments": True}
+    if kind == "n-gram blocking at its cap":
+        return {"text": cut, "beam": MAX_BEAM_SIZE, "no_repeat_ngram": MAX_NGRAM}
     raise ValueError(f"unknown worst case {kind!r}")
 
 
-def largest_accepted(url: str, make_body: Callable[[int], dict[str, Any]], size: int) -> tuple[int, str]:
-    """Shrink ``size`` until the server stops refusing the body as too large; return it and the last refusal.
+def first_size(kind: str, max_chars: int) -> int:
+    """The size to start shrinking from: just above what the budget can take, or the longest output allowed.
+
+    Parameters
+    ----------
+    kind : str
+        One of :data:`WORST_CASES`.
+    max_chars : int
+        The server's ``--max-chars``.
+
+    Returns
+    -------
+    int
+        Characters, sentences or output tokens (see :func:`worst_case_body`).
+
+    Notes
+    -----
+    Each size is then checked against the server (:func:`largest_accepted`), so these need only be at or
+    above the limit, not equal to it.
+    """
+    if kind == "many tiny sentences":
+        return max_chars
+    if kind == "longest output":
+        return MAX_LENGTH_OFFSET
+    return max_chars + 1
+
+
+def largest_accepted(
+    url: str, make_body: Callable[[int], dict[str, Any]], size: int, timeout_s: float = SERVER_TIMEOUT_S
+) -> tuple[int, str]:
+    """Shrink ``size`` until the server answers the body instead of refusing it; return it and the last refusal.
 
     Parameters
     ----------
@@ -104,25 +147,36 @@ def largest_accepted(url: str, make_body: Callable[[int], dict[str, Any]], size:
         Size to request body.
     size : int
         The size to start from (above any limit).
+    timeout_s : float
+        Longest wait for one answer.
 
     Returns
     -------
     tuple of int and str
-        The first size not answered 413 or 422 within 2 s (a request still running then was accepted;
-        it is abandoned, which the server notices), and the last refusal's detail ("" when none).
+        The first size answered 200 (not 413 or 422), and the last refusal's detail ("" when none).
+
+    Raises
+    ------
+    RuntimeError
+        When the server neither answers nor refuses within ``timeout_s``, or answers another status.
 
     Notes
     -----
-    Refusals come before any decoding, in milliseconds; an accepted worst case would take seconds.
+    Each probe waits for its answer: a refusal comes before any decoding, but on a slow machine it may still
+    come late, and counting a slow answer as acceptance would then size a request the server refuses.
     """
     refusal = ""
     while size > 1:
         try:
-            reply = httpx.post(f"{url}/v1/translate", json=make_body(size), timeout=2.0)
+            reply = httpx.post(f"{url}/v1/translate", json=make_body(size), timeout=timeout_s)
         except httpx.TimeoutException:
+            raise RuntimeError(
+                f"sizing: no answer to a request of size {size} within {timeout_s:g} s"
+            ) from None
+        if reply.status_code == 200:
             return size, refusal
         if reply.status_code not in (413, 422):
-            return size, refusal
+            raise RuntimeError(f"sizing: size {size} got {reply.status_code}: {reply.text[:200]}")
         refusal = str(reply.json().get("detail", ""))[:200]
         size = int(size * SHRINK)
     return size, refusal
@@ -251,9 +305,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         asyncio.run(run_phase(server.url, small, args.clients, min(args.seconds, 5.0), None))
         phases["alone"] = asyncio.run(run_phase(server.url, small, args.clients, args.seconds, None))
         for kind in args.kinds:
-            start = args.max_chars + 1 if kind != "many tiny sentences" else args.max_chars
             size, refusal = largest_accepted(
-                server.url, lambda size, kind=kind: worst_case_body(kind, size, text, prefix_text), start
+                server.url,
+                lambda size, kind=kind: worst_case_body(kind, size, text, prefix_text),
+                first_size(kind, args.max_chars),
             )
             body = worst_case_body(kind, size, text, prefix_text)
             phase = asyncio.run(run_phase(server.url, small, args.clients, args.seconds, body))
@@ -306,6 +361,8 @@ def render_markdown(record: dict[str, Any]) -> str:
             request = f"{phase['characters']:,} characters" + (f", {fields}" if fields else "")
             if kind == "many tiny sentences":
                 request = f"{phase['size']:,} one-character sentences"
+            elif kind == "longest output":
+                request = f"one character to {phase['size']:,} tokens, {fields}"
             elif kind == "longest prefix":
                 request = f"{phase['characters']:,} characters, all prefix but one sentence"
         ratio = phase["p99_ms"] / alone["p99_ms"] if phase["p99_ms"] and alone["p99_ms"] else None

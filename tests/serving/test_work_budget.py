@@ -16,7 +16,7 @@ def test_ordinary_sentences_cost_their_characters() -> None:
     text = "A man in a blue shirt is standing on a ladder and smiling. Two young children are building a castle in the sand by the sea."
     work = request_work([text], DecodeConfig(), "en")
     assert work == RequestWork(
-        text_chars=len(text), prefix_chars=0, sentences=2, cost=len(text), sentence_floor=50, rows=4
+        text_chars=len(text), prefix_chars=0, sentences=2, cost=len(text), sentence_floor=50
     )
     assert work_over_budget(work, max_chars=len(text), max_queue=2) is None
 
@@ -52,15 +52,45 @@ def test_min_length_raises_the_floor_of_every_sentence() -> None:
 
 
 @pytest.mark.parametrize(
-    ("config", "rows"),
+    "config",
     [
-        (DecodeConfig(beam_size=6), 6),
-        (DecodeConfig(mbr=16, mbr_candidates="beam"), 16),
-        (DecodeConfig(sampling=True, nbest=9), 9),
+        DecodeConfig(beam_size=16),
+        DecodeConfig(mbr=16, mbr_candidates="beam"),
+        DecodeConfig(sampling=True, nbest=16),
     ],
 )
-def test_rows_are_the_search_width(config: DecodeConfig, rows: int) -> None:
-    assert request_work(["a"], config, "en").rows == rows
+def test_the_search_width_is_capped_by_the_fields_not_counted(config: DecodeConfig) -> None:
+    """A beam of 16 over one sentence costs what a beam of 1 does: the fields cap the width (module notes)."""
+    text = "A dog sleeps in the sun beside the old red barn."
+    assert request_work([text], config, "en") == request_work([text], DecodeConfig(beam_size=1), "en")
+
+
+def test_libretranslate_wording_is_the_same_check_in_its_words() -> None:
+    tiny = request_work(["a"] * 9, DecodeConfig(), "en", split=False)
+    assert work_over_budget(tiny, 450, 9, "libretranslate") is None
+    assert work_over_budget(tiny, 400, 1024, "libretranslate") == (
+        "Invalid request: request (450; 9 sentences, each at least 50) exceeds text limit (400)"
+    )
+    assert work_over_budget(tiny, 1000, 8, "libretranslate") == (
+        "Invalid request: request (9 sentences) exceeds the queue (8, --max-queue)"
+    )
+    long = request_work(["x" * 600], DecodeConfig(), "en")
+    assert work_over_budget(long, 500, 8, "libretranslate") == (
+        "Invalid request: request (600) exceeds text limit (500)"
+    )
+    for wording in ("native", "libretranslate"):  # one check: the two APIs agree on what fits
+        assert (work_over_budget(long, 600, 8, wording) is None) and work_over_budget(long, 599, 8, wording)
+    with pytest.raises(ValueError, match="wording='deepl' is not one of native, libretranslate"):
+        work_over_budget(long, 600, 8, "deepl")
+
+
+def test_markup_counts_as_text_and_splits_as_nothing() -> None:
+    work = request_work(["Hello there, my friend."], DecodeConfig(), "en", markup_chars=7)  # <b></b>
+    # 30 characters sent, and the 23-character sentence topped up to the minimum of 50: 57.
+    assert (work.text_chars, work.sentences, work.cost) == (23 + 7, 1, 30 + MIN_SENTENCE_CHARS - 23)
+    assert work_over_budget(work, 56, 8, "libretranslate") == (
+        "Invalid request: request (57; 1 sentences, each at least 50) exceeds text limit (56)"
+    )
 
 
 def test_more_sentences_than_the_queue_holds_can_never_be_queued() -> None:

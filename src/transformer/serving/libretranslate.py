@@ -28,7 +28,7 @@ from transformer.serving.translation_service import (
     TranslationError,
     translate_texts,
 )
-from transformer.serving.work_budget import request_work
+from transformer.serving.work_budget import request_work, work_over_budget
 
 #: English names of the languages the LibreTranslate clients show; other codes are shown as they are.
 LANGUAGE_NAMES = {
@@ -199,7 +199,13 @@ async def translate(request: Request) -> Response:
     texts = [query] if isinstance(query, str) else list(query)
     markup = [split_html(text) for text in texts] if values.get("format") == "html" else None
     inputs = [piece.text for pieces in markup for piece in pieces if not piece.markup] if markup else texts
-    problem = _over_budget(texts, inputs, model, options, server)
+    work = request_work(
+        inputs,
+        options.decode_config(model.decode_config),
+        model.source_lang,
+        markup_chars=sum(map(len, texts)) - sum(map(len, inputs)),  # counted, as LibreTranslate counts it
+    )
+    problem = work_over_budget(work, server.config.max_chars, server.config.max_queue, "libretranslate")
     if problem is not None:
         return lt_error(400, problem)
     try:
@@ -280,24 +286,6 @@ def _alternatives(values: dict[str, Any]) -> int | str:
     if not 0 <= value < MAX_BEAM_SIZE:
         return f"Invalid request: alternatives must be between 0 and {MAX_BEAM_SIZE - 1}"
     return value
-
-
-def _over_budget(
-    texts: list[str], inputs: list[str], model: ServedModel, options: SearchOptions, server: ServerState
-) -> str | None:
-    """Check the work budget (:mod:`~transformer.serving.work_budget`), refusing in LibreTranslate's words."""
-    work = request_work(inputs, options.decode_config(model.decode_config), model.source_lang)
-    sent = sum(map(len, texts))  # markup included, as LibreTranslate counts a request
-    cost = sent + work.cost - work.text_chars
-    if cost > server.config.max_chars:
-        why = "" if cost == sent else f"; {work.sentences} sentences, each at least {work.sentence_floor}"
-        return f"Invalid request: request ({cost}{why}) exceeds text limit ({server.config.max_chars})"
-    if work.sentences > server.config.max_queue:  # never queued, so not a 503 to retry
-        return (
-            f"Invalid request: request ({work.sentences} sentences) exceeds the queue "
-            f"({server.config.max_queue}, --max-queue)"
-        )
-    return None
 
 
 @router.get("/languages")

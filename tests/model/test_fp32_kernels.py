@@ -18,6 +18,7 @@ from transformer.model.fp32_kernels import (
     onednn_linear_unavailable_reason,
     swap_fp32_linear_layers,
 )
+from transformer.model.multihead_attention import MultiHeadAttention
 from transformer.model.transformer import Transformer
 from transformer.serving.config import ServeConfig
 from transformer.serving.served_model import load_served_model
@@ -67,6 +68,7 @@ def test_the_chooser_is_asked_for_each_product_with_its_role() -> None:
         return "mkl"
 
     model = tiny_model(tie=True)
+    attention = model.decoder.layers[0].self_attention
     swap_fp32_linear_layers(model, record)
     assert asked == {
         (32, 96, "encoder"),  # stacked q/k/v of self-attention
@@ -81,6 +83,9 @@ def test_the_chooser_is_asked_for_each_product_with_its_role() -> None:
     }
     assert model.output_projection is None  # "mkl" everywhere: no layer replaced by a oneDNN one
     assert not any(isinstance(module, OneDNNLinear) for module in model.modules())
+    # Untouched, not copied: the module still follows its parameters (the server's NaN test edits them).
+    assert model.decoder.layers[0].self_attention is attention
+    assert not any(isinstance(module, OneDNNMultiHeadAttention) for module in model.modules())
 
 
 @requires_onednn
@@ -97,7 +102,7 @@ def test_a_model_swapped_by_role_keeps_its_outputs(tie: bool) -> None:
     assert isinstance(layer.self_attention.qkv_proj, OneDNNLinear)
     assert isinstance(layer.feed_forward.linear_in, OneDNNLinear)
     assert isinstance(swapped.encoder.layers[0].feed_forward.linear_in, nn.Linear)
-    assert isinstance(swapped.encoder.layers[0].self_attention.qkv_proj, nn.Linear)
+    assert type(swapped.encoder.layers[0].self_attention) is MultiHeadAttention  # all on MKL: left as it was
     projection = swapped.output_projection
     assert isinstance(projection, OneDNNLinear) and projection.weight is not None  # dense rows for shortlists
     src_tokens = torch.tensor([[5, 9, 12, 2], [7, 8, 2, 0]])

@@ -253,11 +253,30 @@ class OneDNNMultiHeadAttention(MultiHeadAttention):
         return split_fused_heads(projected, self.num_heads)
 
 
+def _attention_wants_onednn(attention: MultiHeadAttention, role: str, backend_for: BackendChooser) -> bool:
+    """Tell whether any product of an attention module (its q/k/v stack included) is to run on oneDNN."""
+    d_model = attention.q_proj.in_features
+    stacked = attention.q_proj.out_features + attention.k_proj.out_features + attention.v_proj.out_features
+    products = [
+        (d_model, stacked, role),
+        (d_model, attention.q_proj.out_features, role),
+        (d_model, attention.k_proj.out_features, "encoder"),
+        (d_model, attention.v_proj.out_features, "encoder"),
+        (attention.out_proj.in_features, d_model, role),
+    ]
+    return any(backend_for(*product) == "onednn" for product in products)
+
+
 def _swap_in(module: nn.Module, role: str, backend_for: BackendChooser) -> None:
-    """Swap attention modules and ``nn.Linear`` children under ``module``, recursing into everything else."""
+    """Swap attention modules and ``nn.Linear`` children under ``module``, recursing into everything else.
+
+    An attention module with every product on MKL is left as it is (not copied), so it keeps following its
+    parameters, as the float module does.
+    """
     for name, child in list(module.named_children()):
         if isinstance(child, MultiHeadAttention):
-            setattr(module, name, OneDNNMultiHeadAttention(child, role, backend_for))
+            if _attention_wants_onednn(child, role, backend_for):
+                setattr(module, name, OneDNNMultiHeadAttention(child, role, backend_for))
         elif isinstance(child, nn.Linear):
             setattr(module, name, _linear_for(child, role, backend_for))
         else:
@@ -286,7 +305,8 @@ def swap_fp32_linear_layers(model: Transformer, backend_for: BackendChooser) -> 
 
     Notes
     -----
-    The output projection is a decoder product; tied to the target embedding (section 3.4), it gets its
+    Layers left on MKL stay the model's own modules; swapped ones hold packed copies, so changing a
+    parameter in place afterwards reaches only the former. The output projection is a decoder product; tied to the target embedding (section 3.4), it gets its
     own packed copy while the embedding itself stays as it was (it is read one row per token). A oneDNN
     output projection keeps its dense ``weight`` too, for the vocabulary shortlist, which multiplies by a
     few of its rows.

@@ -27,6 +27,7 @@ from transformer.cli import main
 from transformer.data.corpora.synthetic.generation import generate_pairs
 from transformer.data.pipeline.text_files import read_lines
 from transformer.data.pipeline.tokenizer import Tokenizer
+from transformer.data.shortlist import Shortlist, save_shortlist
 from transformer.decoding import translation_progress
 
 
@@ -56,6 +57,14 @@ def workspace(trained_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     (root / "dangling.en").symlink_to("gone.en")
     (root / "folder-link").symlink_to("folder")
     os.mkfifo(root / "fifo")
+    foreign = Shortlist(
+        "0000000000000000",
+        150,
+        torch.zeros(151, dtype=torch.long),
+        torch.zeros(0, dtype=torch.long),
+        torch.tensor([2]),
+    )
+    save_shortlist(foreign, root / "foreign.safetensors")  # another vocabulary's shortlist (#49 item 1)
     write_broken_checkpoints(root)
     write_configs(root)
     return root
@@ -665,6 +674,30 @@ BAD_INPUTS = [
     bad(
         "experiment table2 --scale tiny --only base --set train.adam_beta1=1.5 --output-dir experiment",
         "TrainConfig.adam_beta1=1.5 must be in [0, 1)",
+    ),
+    # --- the vocabulary shortlist (#49 item 1) ---
+    bad("shortlist --checkpoint run --per-source -1", "argument --per-source: expected an integer from 0 to"),
+    bad("shortlist --checkpoint run --source src.en", "--source and --target go together"),
+    bad(
+        "shortlist --checkpoint run --source src.en --target ref.de --output src.en",
+        "--output src.en: is --source src.en; writing it would destroy it",
+    ),
+    bad("shortlist --checkpoint run --output ref.de", "ref.de: exists and is not a shortlist file"),
+    bad("shortlist --checkpoint folder", "folder: no checkpoint here"),
+    bad(
+        "translate --checkpoint run --input src.en --shortlist",
+        "{best}/shortlist.safetensors: no such shortlist file (build one with `transformer shortlist`)",
+    ),
+    bad(
+        "evaluate --checkpoint run --source src.en --reference ref.de --shortlist foreign.safetensors",
+        "foreign.safetensors: built for vocabulary 0000000000000000, the checkpoint's is ",
+    ),
+    bad(
+        "translate --checkpoint run --input src.en --shortlist src.en",
+        "src.en: not a readable shortlist file",
+    ),
+    bad(
+        "serve --checkpoint run --shortlist --port 0", "{best}/shortlist.safetensors: no such shortlist file"
     ),
 ]
 

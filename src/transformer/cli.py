@@ -11,8 +11,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from transformer.cli_arguments import training_commands, translation_commands
+from transformer.cli_arguments import shortlist_command, training_commands, translation_commands
 from transformer.cli_arguments.parser import OneLineErrorParser, UsageError
+from transformer.cli_commands.shortlist import run_shortlist
 from transformer.cli_commands.training import (
     run_experiment_command,
     run_plot,
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     translation_commands.add_average_parser(commands).set_defaults(handler=run_average)
     translation_commands.add_attention_parser(commands).set_defaults(handler=run_attention)
     translation_commands.add_convert_parser(commands).set_defaults(handler=run_convert)
+    shortlist_command.add_shortlist_parser(commands).set_defaults(handler=run_shortlist)
     training_commands.add_plot_parser(commands).set_defaults(handler=run_plot)
     training_commands.add_experiment_parser(commands).set_defaults(handler=run_experiment_command)
     return parser

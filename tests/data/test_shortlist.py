@@ -76,7 +76,7 @@ def test_a_file_it_did_not_write_is_never_replaced(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("contents", "message"),
     [
-        (None, r"no shortlist file here"),
+        (None, r"no such shortlist file"),
         (b"\x05\x00\x00\x00\x00\x00\x00\x00{}", r"not a readable shortlist file"),
         (b"garbage", r"not a readable shortlist file"),
     ],

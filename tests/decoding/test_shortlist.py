@@ -176,7 +176,7 @@ def test_the_checkpoint_shortlist_is_built_from_the_runs_data_and_used(
     texts = Translator.from_checkpoint(run, config, "cpu", shortlist=True).translate(SENTENCES)
     assert len(texts) == len(SENTENCES)
     (tmp_path / "other").mkdir()
-    with pytest.raises(ShortlistError, match=r"other/shortlist.safetensors: no shortlist file here"):
+    with pytest.raises(ShortlistError, match=r"other/shortlist.safetensors: no such shortlist file"):
         Translator.from_checkpoint(run, config, "cpu", shortlist=tmp_path / "other" / SHORTLIST_FILE)
 
 

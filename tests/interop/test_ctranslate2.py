@@ -133,3 +133,71 @@ def test_unsupported_model_and_quantization_are_named(tmp_path: Path) -> None:
         export_ctranslate2(checkpoint_dir, tmp_path / "ct2", quantization="int3")
     with pytest.raises(ValueError, match=r"no transformer_config\.json"):
         CTranslate2Translator.from_directory(tmp_path)
+
+
+def shortlisted_copy(checkpoint_dir: Path, destination: Path, per_source: int, frequent: int) -> Path:
+    """Copy a checkpoint and store beside it a shortlist built from made-up pairs of its own sentences."""
+    import random
+    import shutil
+
+    from transformer.checkpoint.model_checkpoint import load_checkpoint_tokenizer
+    from transformer.data.shortlist import (
+        SHORTLIST_FILE,
+        build_shortlist,
+        save_shortlist,
+        vocabulary_fingerprint,
+    )
+
+    shutil.copytree(checkpoint_dir, destination)
+    tokenizer = load_checkpoint_tokenizer(destination)
+    config = load_checkpoint(destination).model_config
+    generator = random.Random(0)
+    sources = [tokenizer.encode(text) for text in SOURCE_SENTENCES + ENGLISH]
+    pairs = [(ids, [generator.randrange(4, config.tgt_vocab_size) for _ in range(4)]) for ids in sources]
+    fingerprint = vocabulary_fingerprint(tokenizer, config.src_vocab_size)
+    special = [config.pad_id, config.bos_id, config.eos_id, config.unk_id]
+    table = build_shortlist(
+        pairs, config.src_vocab_size, config.tgt_vocab_size, special, fingerprint, per_source, frequent
+    )
+    save_shortlist(table, destination / SHORTLIST_FILE)
+    return destination
+
+
+def test_the_shortlist_is_exported_as_ctranslate2s_vocabulary_map(
+    paper_checkpoint: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("ctranslate2")
+    from transformer.data.shortlist import load_shortlist
+    from transformer.decoding.greedy import greedy_search
+    from transformer.decoding.shortlist import ShortlistStepModel
+    from transformer.interop.ctranslate2 import CTranslate2Translator, export_ctranslate2
+
+    checkpoint_dir = shortlisted_copy(paper_checkpoint, tmp_path / "ours", per_source=3, frequent=5)
+    export_ctranslate2(checkpoint_dir, tmp_path / "ct2")
+    lines = (tmp_path / "ct2" / "vmap.txt").read_text(encoding="utf-8").splitlines()
+    shortlist = load_shortlist(checkpoint_dir / "shortlist.safetensors")
+    assert lines[0].startswith("\t") and len(lines[0].split(" ")) == shortlist.always.numel()
+    assert all(len(line.split("\t")) == 2 and line.split("\t")[0] for line in lines[1:])
+    with_map = CTranslate2Translator.from_directory(tmp_path / "ct2", threads=1, use_vmap=True)
+    model = load_checkpoint(checkpoint_dir).build_model()
+    greedy = DecodeConfig(beam_size=1, length_penalty=0.0, max_length_offset=OFFSET)
+    restricted = ShortlistStepModel(model, shortlist)
+    changed = 0
+    for text in SOURCE_SENTENCES + ENGLISH[:10]:
+        ids = with_map.encode(text)
+        # One sentence per batch: CTranslate2's batch union is then this sentence's own shortlist, as ours.
+        ours = greedy_search(restricted, pad_batch([ids], model.config.pad_id), greedy)[0][0].tokens
+        assert with_map.translate_ids([ids], beam_size=1, max_length_offset=OFFSET) == [ours]
+        assert set(ours) <= set(shortlist.sentence_tokens(ids).tolist())
+        changed += ours != our_outputs(model, [ids], 1, 0.0)[0]
+    assert changed > 0  # the map restricted the output
+
+
+def test_without_a_shortlist_no_map_and_use_vmap_is_refused(paper_checkpoint: Path, tmp_path: Path) -> None:
+    pytest.importorskip("ctranslate2")
+    from transformer.interop.ctranslate2 import CTranslate2Translator, export_ctranslate2
+
+    export_ctranslate2(paper_checkpoint, tmp_path / "ct2")
+    assert not (tmp_path / "ct2" / "vmap.txt").exists()
+    with pytest.raises(ValueError, match=r"ct2/vmap.txt: no vocabulary map in this export"):
+        CTranslate2Translator.from_directory(tmp_path / "ct2", use_vmap=True)

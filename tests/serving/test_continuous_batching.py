@@ -162,3 +162,51 @@ def test_admit_refuses_another_beam_size_and_an_empty_source() -> None:
     with pytest.raises(ValueError, match="has no source tokens"):
         batch.admit([SentenceToDecode("b", [], DecodeConfig(beam_size=2))])
     assert batch.num_sentences == 0
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_a_shortlist_decodes_each_sentence_as_offline(beam_size: int) -> None:
+    from transformer.data.shortlist import build_shortlist
+    from transformer.decoding.shortlist import ShortlistStepModel
+
+    model = random_model()
+    sources = random_sources(model, 24, seed=4)
+    # Candidates from made-up pairs: every sentence gets its own shortlist, most of them far from all 40 ids.
+    generator = random.Random(5)
+    pairs = [
+        ([generator.randrange(4, 40)], [generator.randrange(4, 40) for _ in range(3)]) for _ in range(200)
+    ]
+    shortlist = build_shortlist(pairs, 40, 40, [0, 1, 2, 3], "test", per_source=3, frequent=4)
+    configs = [DecodeConfig(beam_size=beam_size, max_length_offset=[3, 8][index % 2]) for index in range(24)]
+    sentences = [SentenceToDecode(index, ids, configs[index]) for index, ids in enumerate(sources)]
+    batch = ContinuousBatch(model, beam_size, shortlist)
+    results, _, _ = run_staggered(batch, sentences, seed=6)
+    restricted = ShortlistStepModel(model, shortlist)
+    differs_from_full = 0
+    for index, ids in enumerate(sources):
+        expected = alone(restricted, ids, configs[index])
+        found = results[index].hypotheses
+        assert [item.tokens for item in found] == [item.tokens for item in expected], index
+        for got, want in zip(found, expected, strict=True):
+            assert got.log_prob == pytest.approx(want.log_prob, abs=1e-4)
+        allowed = set(shortlist.sentence_tokens(ids).tolist())
+        assert all(set(item.tokens) <= allowed for item in found)
+        differs_from_full += [item.tokens for item in found] != [
+            item.tokens for item in alone(model, ids, configs[index])
+        ]
+    assert differs_from_full > 0  # the shortlist did restrict: the test would see a batch that ignored it
+    assert batch.num_sentences == 0 and batch.sentence_tokens == []
+
+
+def test_a_covering_shortlist_in_the_batch_gives_the_full_vocabularys_results() -> None:
+    from transformer.data.shortlist import build_shortlist
+
+    model = random_model()
+    sources = random_sources(model, 12, seed=7)
+    shortlist = build_shortlist([([5], [6])], 40, 40, [0, 1, 2, 3], "test", per_source=0, frequent=40)
+    config = DecodeConfig(beam_size=2, max_length_offset=6)
+    sentences = [SentenceToDecode(index, ids, config) for index, ids in enumerate(sources)]
+    with_shortlist, _, _ = run_staggered(ContinuousBatch(model, 2, shortlist), sentences, seed=8)
+    without, _, _ = run_staggered(ContinuousBatch(model, 2), sentences, seed=8)
+    for index in range(len(sources)):
+        assert with_shortlist[index].hypotheses == without[index].hypotheses

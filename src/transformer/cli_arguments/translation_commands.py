@@ -153,6 +153,12 @@ def add_serve_parser(commands: Subcommands) -> argparse.ArgumentParser:
         "(cached); mkl or onednn forces one",
     )
     serve.add_argument(
+        "--shortlist",
+        action="store_true",
+        help="decode each model over its checkpoint's vocabulary shortlist (from 'transformer shortlist'; "
+        "with ctranslate2, the export's vmap.txt)",
+    )
+    serve.add_argument(
         "--batching",
         choices=["continuous", "request"],
         default=None,
@@ -239,6 +245,7 @@ def serve_config_from_args(args: argparse.Namespace) -> "ServeConfig":
         device=args.device,
         precision=args.precision,
         fp32_kernels=args.fp32_kernels,
+        shortlist=args.shortlist,
         batching=args.batching or ("request" if args.engine == "ctranslate2" else "continuous"),
         max_batch_tokens=args.max_batch_tokens,
         max_queue=args.max_queue,

@@ -37,6 +37,7 @@ from transformer.interop.conversion import convert_model
 from transformer.interop.ctranslate2_translation import (
     CTRANSLATE2_DEFAULT_SEARCH,
     ctranslate2_model_directory,
+    ctranslate2_vocabulary_map,
     translate_file_with_ctranslate2,
 )
 from transformer.visualization.checkpoint_attention import draw_checkpoint_attention
@@ -78,7 +79,7 @@ def run_translate(args: argparse.Namespace) -> int:
         settings = decode_config_from_args(args, CTRANSLATE2_DEFAULT_SEARCH)
         translate_file_with_ctranslate2(
             model_dir, settings, args.input, args.output, args.device, args.compute_type, args.precision,
-            args.prefix_file, args.alignments, args.scores,
+            args.prefix_file, args.alignments, args.scores, ctranslate2_vocabulary_map(args.shortlist),
         )  # fmt: skip
         return 0
     translator = translator_from_args(args)

@@ -35,10 +35,6 @@ from transformer.data.pipeline.text_tokenizer import TextTokenizer
 SHORTLIST_FILE = "shortlist.safetensors"
 #: The ``format`` metadata value that marks a file as written by :func:`save_shortlist`.
 SHORTLIST_FORMAT = "transformer-vocabulary-shortlist-1"
-#: Candidates per source piece by default: Marian's and CTranslate2's examples keep 50 to 100.
-DEFAULT_PER_SOURCE = 50
-#: Most frequent target pieces added to every sentence's shortlist by default.
-DEFAULT_FREQUENT = 100
 
 
 class ShortlistError(ValueError):
@@ -162,8 +158,8 @@ def build_shortlist(
     tgt_vocab_size: int,
     special_ids: Sequence[int],
     vocabulary: str,
-    per_source: int = DEFAULT_PER_SOURCE,
-    frequent: int = DEFAULT_FREQUENT,
+    per_source: int,
+    frequent: int,
 ) -> Shortlist:
     """Count source-target co-occurrences over sentence pairs and keep each source piece's best targets.
 
@@ -264,11 +260,7 @@ def save_shortlist(shortlist: Shortlist, path: Path) -> None:
     so a reader sees the old file or the new one, never a part. A file this function wrote (its ``format``
     metadata says so) is replaced: rebuilding with other options is the normal way to change a shortlist.
     """
-    if path.is_dir() or (path.exists() and _file_format(path) != SHORTLIST_FORMAT):
-        raise ShortlistError(
-            f"{path}: exists and is not a shortlist file written by `transformer shortlist`; not replacing it "
-            f"(move it away or choose another --output)"
-        )
+    check_shortlist_destination(path)
     tensors = {"offsets": shortlist.offsets, "candidates": shortlist.candidates, "always": shortlist.always}
     metadata = {
         "format": SHORTLIST_FORMAT,
@@ -278,6 +270,35 @@ def save_shortlist(shortlist: Shortlist, path: Path) -> None:
     write_bytes_atomically(
         path, save({name: tensor.contiguous() for name, tensor in tensors.items()}, metadata)
     )
+
+
+def check_shortlist_destination(path: Path) -> None:
+    """Refuse to write a shortlist over anything but a shortlist file.
+
+    Parameters
+    ----------
+    path : Path
+        Where a shortlist would be written.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ShortlistError
+        When ``path`` is a directory, or a file whose metadata does not mark it as a shortlist.
+
+    Notes
+    -----
+    Called before the pairs are counted as well as by :func:`save_shortlist`, so a wrong ``--output`` fails at
+    once rather than after the whole corpus has been read.
+    """
+    if path.is_dir() or (path.exists() and _file_format(path) != SHORTLIST_FORMAT):
+        raise ShortlistError(
+            f"{path}: exists and is not a shortlist file written by `transformer shortlist`; not replacing it "
+            f"(move it away or choose another --output)"
+        )
 
 
 def load_shortlist(path: Path, vocabulary: str | None = None) -> Shortlist:
@@ -307,7 +328,7 @@ def load_shortlist(path: Path, vocabulary: str | None = None) -> Shortlist:
     hand fails at load with its name rather than mid-translation.
     """
     if not path.is_file():
-        raise ShortlistError(f"{path}: no shortlist file here (build one with `transformer shortlist`)")
+        raise ShortlistError(f"{path}: no such shortlist file (build one with `transformer shortlist`)")
     try:
         tensors = load(path.read_bytes())
         metadata = _file_metadata(path)

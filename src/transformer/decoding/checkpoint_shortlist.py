@@ -17,16 +17,21 @@ from transformer.data.pipeline.text_files import iter_parallel_lines
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.data.prepare import corpus_files
 from transformer.data.shortlist import (
-    DEFAULT_FREQUENT,
-    DEFAULT_PER_SOURCE,
     SHORTLIST_FILE,
     Shortlist,
     ShortlistError,
     build_shortlist,
+    check_shortlist_destination,
     load_shortlist,
     save_shortlist,
     vocabulary_fingerprint,
 )
+
+#: Candidates per source piece by default (``transformer shortlist --per-source``): Marian's and
+#: CTranslate2's published shortlists keep 50 to 100.
+DEFAULT_PER_SOURCE = 50
+#: Most frequent target pieces every sentence may use by default (``--frequent``).
+DEFAULT_FREQUENT = 100
 
 
 @dataclass(frozen=True)
@@ -135,10 +140,12 @@ def build_checkpoint_shortlist(
     checkpoint_dir = resolve_checkpoint(checkpoint)
     if (source_file is None) != (target_file is None):
         raise ValueError("--source and --target go together: pass both training files, or neither")
-    if source_file is None or target_file is None:
-        source_file, target_file = training_files(checkpoint_dir)
+    path = output if output is not None else checkpoint_dir / SHORTLIST_FILE
+    check_shortlist_destination(path)  # before reading a corpus, and before a missing one is regenerated
     config = load_checkpoint(checkpoint_dir).model_config
     tokenizer = load_checkpoint_tokenizer(checkpoint_dir)
+    if source_file is None or target_file is None:
+        source_file, target_file = training_files(checkpoint_dir)
     count = 0
 
     def encoded_pairs() -> Iterator[tuple[list[int], list[int]]]:
@@ -156,7 +163,6 @@ def build_checkpoint_shortlist(
         per_source,
         frequent,
     )
-    path = output if output is not None else checkpoint_dir / SHORTLIST_FILE
     save_shortlist(shortlist, path)
     return ShortlistBuild(path, count, source_file, target_file, shortlist)
 

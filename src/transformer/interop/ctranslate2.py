@@ -20,6 +20,7 @@ from transformer.checkpoint.layout import TOKENIZER_FILE
 from transformer.checkpoint.model_checkpoint import load_checkpoint_tokenizer
 from transformer.data.pipeline.marian_tokenizer import OPTIONAL_FILES, REQUIRED_FILES
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
+from transformer.data.shortlist import SHORTLIST_FILE, Shortlist, load_shortlist, vocabulary_fingerprint
 from transformer.decoding.translator import DEFAULT_MAX_INPUT_TOKENS
 from transformer.interop.ctranslate2_spec import (
     build_transformer_spec,
@@ -29,6 +30,7 @@ from transformer.interop.ctranslate2_spec import (
     register_vocabularies,
     vocabulary_pieces,
 )
+from transformer.interop.ctranslate2_vocabulary_map import VOCABULARY_MAP_FILE, vocabulary_map_text
 from transformer.interop.export_checks import load_transformer_checkpoint
 from transformer.interop.output_directory import staged_directory
 from transformer.model.config import TransformerConfig
@@ -67,13 +69,14 @@ def export_ctranslate2(checkpoint_dir: Path, output_dir: Path, quantization: str
     Path
         ``output_dir``: CTranslate2's ``model.bin``, ``config.json`` and vocabularies, plus the checkpoint's
         tokenizer files and ``transformer_config.json`` (our model config) for :class:`CTranslate2Translator`,
-        and last ``converted_from.json``, the record of what the export wrote.
+        ``vmap.txt`` when the checkpoint has a vocabulary shortlist, and last ``converted_from.json``, the
+        record of what the export wrote.
 
     Raises
     ------
     ValueError
         Naming an unsupported config field (``model.architecture`` for the recurrent baseline) or
-        quantization.
+        quantization; a shortlist beside the checkpoint that is damaged or of another vocabulary.
 
     Notes
     -----
@@ -81,7 +84,8 @@ def export_ctranslate2(checkpoint_dir: Path, output_dir: Path, quantization: str
     failed export leaves an earlier one intact. Only known tokenizer file names are copied, so a stray file in
     the checkpoint cannot overwrite one CTranslate2 wrote. A model without positions
     (``positional_encoding="none"``) is stored with an all-zero position table: CTranslate2 always adds one,
-    and adding zeros is exactly adding nothing.
+    and adding zeros is exactly adding nothing. A checkpoint's shortlist (``transformer shortlist``) is
+    exported as CTranslate2's vocabulary map, used by ``translate --engine ctranslate2 --shortlist``.
     """
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization={quantization!r} is not one of {QUANTIZATIONS}")
@@ -95,6 +99,7 @@ def export_ctranslate2(checkpoint_dir: Path, output_dir: Path, quantization: str
         for stack in (spec.encoder, spec.decoder):
             stack.position_encodings.encodings = np.zeros_like(stack.position_encodings.encodings)
     register_vocabularies(spec, tokenizer, config)
+    shortlist = _checkpoint_shortlist(checkpoint.path, tokenizer, config)
     spec.validate()
     spec.optimize(quantization=quantization)
     with staged_directory(Path(output_dir), "ctranslate2", checkpoint.path) as staging:
@@ -103,7 +108,20 @@ def export_ctranslate2(checkpoint_dir: Path, output_dir: Path, quantization: str
             if name in TOKENIZER_FILES:  # never let a stray file replace one CTranslate2 wrote
                 (staging / name).write_bytes(contents)
         (staging / MODEL_CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=1), encoding="utf-8")
+        if shortlist is not None:
+            text = vocabulary_map_text(shortlist, *vocabulary_pieces(tokenizer))
+            (staging / VOCABULARY_MAP_FILE).write_text(text, encoding="utf-8")
     return Path(output_dir)
+
+
+def _checkpoint_shortlist(
+    directory: Path, tokenizer: TextTokenizer, config: TransformerConfig
+) -> Shortlist | None:
+    """Read the checkpoint's shortlist, refusing one of another vocabulary; None when it has none."""
+    path = directory / SHORTLIST_FILE
+    if not path.exists():
+        return None
+    return load_shortlist(path, vocabulary_fingerprint(tokenizer, config.src_vocab_size))
 
 
 class CTranslate2Translator:
@@ -117,6 +135,8 @@ class CTranslate2Translator:
         The tokenizer stored beside it.
     config : TransformerConfig
         Our config of the exported model (special ids, position limit).
+    use_vmap : bool
+        Restrict each batch's output to the export's vocabulary map (``vmap.txt``, our shortlist).
 
     Notes
     -----
@@ -128,8 +148,11 @@ class CTranslate2Translator:
     BOS, unless it is EOS) are never generated, as in our search.
     """
 
-    def __init__(self, translator: Any, tokenizer: TextTokenizer, config: TransformerConfig) -> None:
+    def __init__(
+        self, translator: Any, tokenizer: TextTokenizer, config: TransformerConfig, use_vmap: bool = False
+    ) -> None:
         self.translator = translator
+        self.use_vmap = use_vmap
         self.tokenizer = tokenizer
         self.config = config
         self.source_pieces, target_pieces = vocabulary_pieces(tokenizer)
@@ -141,7 +164,12 @@ class CTranslate2Translator:
 
     @classmethod
     def from_directory(
-        cls, ct2_dir: Path, device: str = "cpu", compute_type: str = "default", threads: int = 0
+        cls,
+        ct2_dir: Path,
+        device: str = "cpu",
+        compute_type: str = "default",
+        threads: int = 0,
+        use_vmap: bool = False,
     ) -> "CTranslate2Translator":
         """Load an exported CTranslate2 model and the tokenizer beside it.
 
@@ -155,6 +183,8 @@ class CTranslate2Translator:
             CTranslate2's computation type, e.g. "default" (the stored weight type), "int8" or "float16".
         threads : int
             CPU threads per translation (CTranslate2's ``intra_threads``); 0 lets CTranslate2 choose.
+        use_vmap : bool
+            Decode with the export's vocabulary map (the checkpoint's shortlist).
 
         Returns
         -------
@@ -164,7 +194,8 @@ class CTranslate2Translator:
         Raises
         ------
         ValueError
-            Naming the directory when it lacks the files :func:`export_ctranslate2` writes.
+            Naming the directory when it lacks the files :func:`export_ctranslate2` writes, or the missing
+            ``vmap.txt`` with ``use_vmap``.
         ImportError
             When ``ctranslate2`` is not installed.
 
@@ -179,13 +210,18 @@ class CTranslate2Translator:
                 f"{ct2_dir}: no {MODEL_CONFIG_FILE}, so not a CTranslate2 export; make one with "
                 "'transformer convert --to ctranslate2 CHECKPOINT OUTPUT_DIR' (or export_ctranslate2)"
             )
+        if use_vmap and not (ct2_dir / VOCABULARY_MAP_FILE).is_file():
+            raise ValueError(
+                f"{ct2_dir / VOCABULARY_MAP_FILE}: no vocabulary map in this export; build the checkpoint's "
+                "shortlist with 'transformer shortlist' and convert it again"
+            )
         config = TransformerConfig.from_dict(
             json.loads((ct2_dir / MODEL_CONFIG_FILE).read_text(encoding="utf-8"))
         )
         translator = import_ctranslate2().Translator(
             str(ct2_dir), device=device, compute_type=compute_type, intra_threads=threads
         )
-        return cls(translator, load_checkpoint_tokenizer(ct2_dir), config)
+        return cls(translator, load_checkpoint_tokenizer(ct2_dir), config, use_vmap)
 
     def translate(
         self,
@@ -313,6 +349,7 @@ class CTranslate2Translator:
                 return_end_token=True,
                 suppress_sequences=self.suppressed,
                 max_batch_size=max_batch_size,
+                use_vmap=self.use_vmap,
             )
             for index, result in zip(indices, results, strict=True):
                 pieces = result.hypotheses[0]

@@ -162,6 +162,7 @@ def translate_file_with_ctranslate2(
     prefix_path: str | None = None,
     alignments: bool = False,
     scores: bool = False,
+    use_vmap: bool = False,
 ) -> None:
     """Translate a file (or standard input) with a directory written by ``transformer convert --to ctranslate2``.
 
@@ -185,6 +186,8 @@ def translate_file_with_ctranslate2(
     prefix_path, alignments, scores : str or None, bool, bool
         ``--prefix-file``, ``--alignments`` and ``--scores`` as given: outputs only this project's translator
         produces, each refused when given.
+    use_vmap : bool
+        Decode with the export's vocabulary map (``--shortlist``: the checkpoint's shortlist, exported).
 
     Returns
     -------
@@ -209,7 +212,7 @@ def translate_file_with_ctranslate2(
     given = {"--prefix-file": prefix_path is not None, "--alignments": alignments, "--scores": scores}
     check_ctranslate2_search(settings, precision, [flag for flag, used in given.items() if used])
     translator = CTranslate2Translator.from_directory(
-        model_dir, "cuda" if device.startswith("cuda") else "cpu", compute_type
+        model_dir, "cuda" if device.startswith("cuda") else "cpu", compute_type, use_vmap=use_vmap
     )
     sentences = read_input_lines(input_path)
     translations = translator.translate(
@@ -219,3 +222,34 @@ def translate_file_with_ctranslate2(
         max_length_offset=settings.max_length_offset,
     )
     write_output_lines(translations, output_path)
+
+
+def ctranslate2_vocabulary_map(shortlist: bool | str) -> bool:
+    """Turn ``--shortlist`` into CTranslate2's ``use_vmap``: the export's own map, never another file.
+
+    Parameters
+    ----------
+    shortlist : bool or str
+        ``--shortlist`` as parsed: False (absent), True (given alone) or a file name.
+
+    Returns
+    -------
+    bool
+        Whether to decode with the export's ``vmap.txt``.
+
+    Raises
+    ------
+    ValueError
+        For a file name: an export carries its checkpoint's shortlist as ``vmap.txt``, written by ``convert``.
+
+    Notes
+    -----
+    CTranslate2 reads the map from the model directory only, so a shortlist file cannot be handed to it at
+    translation time; convert the checkpoint again after ``transformer shortlist``.
+    """
+    if isinstance(shortlist, str):
+        raise ValueError(
+            f"--shortlist {shortlist}: with --engine ctranslate2 the export's own vmap.txt is used (written by "
+            "'convert --to ctranslate2' from the checkpoint's shortlist); pass --shortlist alone"
+        )
+    return shortlist

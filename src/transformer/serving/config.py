@@ -42,6 +42,9 @@ class ServeConfig:
     fp32_kernels : {"auto", "mkl", "onednn"}
         At fp32 on the CPU, MKL's or oneDNN's linear kernel per layer shape, as ``transformer translate
         --fp32-kernels`` (PyTorch engine only).
+    shortlist : bool
+        Decode each model with its checkpoint's vocabulary shortlist (``transformer serve --shortlist``);
+        with CTranslate2, the export's vocabulary map.
     batching : {"continuous", "request"}
         Step-level batching, or the request-level baseline.
     max_batch_tokens : int
@@ -80,6 +83,7 @@ class ServeConfig:
     device: str = "auto"
     precision: str = "fp32"
     fp32_kernels: str = "auto"
+    shortlist: bool = False
     batching: str = "continuous"
     max_batch_tokens: int = 4096
     max_queue: int = 1024

@@ -26,8 +26,10 @@ from torch.nn import functional as F
 
 from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.batch import pad_sequences
+from transformer.data.shortlist import Shortlist
 from transformer.decoding.cache_rows import reorder_decoder_cache
 from transformer.decoding.search import Hypothesis, normalise_scores, output_length_limits
+from transformer.decoding.shortlist import RestrictedProjection
 from transformer.model.decoder import DecoderCache
 from transformer.model.masks import build_padding_mask
 from transformer.model.transformer import Transformer
@@ -105,21 +107,27 @@ class ContinuousBatch:
         ``torch.inference_mode``.
     beam_size : int
         Hypotheses per sentence (1: greedy search).
+    shortlist : Shortlist or None
+        A vocabulary shortlist: each sentence is scored over its own shortlist, as
+        :class:`~transformer.decoding.shortlist.ShortlistStepModel` scores it offline; None scores the whole
+        vocabulary.
 
     Notes
     -----
-    Row ``s * beam_size + b`` is beam ``b`` of running sentence ``s``; the projected encoder output is kept
+    With a shortlist the output projection covers the union of the running sentences' shortlists, gathered
+    again only when a sentence joins or leaves. Row ``s * beam_size + b`` is beam ``b`` of running sentence ``s``; the projected encoder output is kept
     once per sentence (``DecoderCache.rows_per_source = beam_size``). Sources of different lengths share
     the cross-attention cache right-padded to the longest, with ``cross_attend_mask`` False on the padding.
     Columns no row needs any more (of sentences that left) are trimmed after each step, so memory follows
     the sentences running now, not the longest one ever seen.
     """
 
-    def __init__(self, model: Transformer, beam_size: int) -> None:
+    def __init__(self, model: Transformer, beam_size: int, shortlist: Shortlist | None = None) -> None:
         if beam_size < 1:
             raise ValueError(f"beam_size must be at least 1, got {beam_size}")
         self.model = model
         self.beam_size = beam_size
+        self.shortlist = shortlist
         self.device = model_device(model)
         self._clear()
 
@@ -129,6 +137,8 @@ class ContinuousBatch:
         self.configs: list[DecodeConfig] = []
         self.src_lengths: list[int] = []
         self.finished: list[_Finished] = []
+        self.sentence_tokens: list[Tensor] = []  # with a shortlist: each sentence's allowed target ids
+        self._projection: RestrictedProjection | None = None  # their union's; None: gather it again
         self.cache = DecoderCache(rows_per_source=beam)
         self.self_valid = torch.zeros((0, 0), dtype=torch.bool, device=device)  # (rows, key_len)
         self.steps = torch.zeros(0, dtype=torch.long, device=device)  # (sentences,)
@@ -223,6 +233,9 @@ class ContinuousBatch:
         self.configs += [s.decode_config for s in sentences]
         self.src_lengths += [len(s.src_ids) for s in sentences]
         self.finished += [_Finished() for _ in sentences]
+        if self.shortlist is not None:
+            self.sentence_tokens += [self.shortlist.sentence_tokens(s.src_ids) for s in sentences]
+            self._projection = None
         zeros = torch.zeros(count, dtype=torch.long, device=device)
         self.steps = torch.cat([self.steps, zeros])
         self.min_lengths = torch.cat(
@@ -338,6 +351,12 @@ class ContinuousBatch:
         )  # (rows, key_len)
         self_mask = self._self_attend_mask(positions)
         hidden, _, _ = model.decoder(hidden, None, self_mask, self.cache.cross_attend_mask, self.cache)
+        if self.shortlist is not None:
+            if self._projection is None:
+                self._projection = RestrictedProjection(model, self.sentence_tokens)
+            sentences = torch.arange(len(self.keys), device=self.device)  # (sentences,)
+            row_sentences = sentences.repeat_interleave(beam)  # (rows,)
+            return self._projection.log_probs(hidden[:, -1], row_sentences)
         logits = model.project_output(hidden)  # (rows, 1, vocab)
         return F.log_softmax(logits[:, -1], dim=-1, dtype=torch.float32)
 
@@ -456,6 +475,9 @@ class ContinuousBatch:
         self.configs = [self.configs[index] for index in kept_list]
         self.src_lengths = [self.src_lengths[index] for index in kept_list]
         self.finished = [self.finished[index] for index in kept_list]
+        if self.shortlist is not None and len(kept_list) != len(self.sentence_tokens):
+            self.sentence_tokens = [self.sentence_tokens[index] for index in kept_list]
+            self._projection = None
         self.steps, self.min_lengths = self.steps[kept], self.min_lengths[kept]
         self.max_lengths, self.log_probs = self.max_lengths[kept], self.log_probs[kept]
         # Tokens sit at their step's column: the longest running sentence's step count is all the width needed.

@@ -364,9 +364,11 @@ class ModelWorker:
         for job in admitted:
             key = (job.model, job.decode_config.beam_size)
             if key not in self._batches:
-                model = self.models[job.model].engine_model
+                served = self.models[job.model]
+                model = served.engine_model
                 assert isinstance(model, Transformer)
-                self._batches[key] = ContinuousBatch(model, job.decode_config.beam_size)
+                shortlist = served.translator.shortlist if served.translator is not None else None
+                self._batches[key] = ContinuousBatch(model, job.decode_config.beam_size, shortlist)
         for key, batch in self._batches.items():
             joining = [job for job in admitted if (job.model, job.decode_config.beam_size) == key]
             try:

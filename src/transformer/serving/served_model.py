@@ -190,6 +190,7 @@ def load_served_model(
     device: str,
     precision: str,
     fp32_kernels: str = "auto",
+    shortlist: bool = False,
 ) -> ServedModel:
     """Load a checkpoint (or an ensemble, or a CTranslate2 export) for serving.
 
@@ -207,6 +208,8 @@ def load_served_model(
         "auto", "cpu", "cuda" or "cuda:N" ("cuda:N" is PyTorch only).
     precision : {"fp32", "bf16", "int8"}
         As ``transformer translate --precision``; for CTranslate2 its compute type.
+    shortlist : bool
+        Decode with the checkpoint's vocabulary shortlist (with CTranslate2, the export's vocabulary map).
     fp32_kernels : {"auto", "mkl", "onednn"}
         As ``transformer translate --fp32-kernels`` (PyTorch engine only).
 
@@ -231,9 +234,14 @@ def load_served_model(
             raise ValueError(
                 f"--checkpoint {name}=...: CTranslate2 decodes one model; ensembles need --engine pytorch"
             )
-        return _load_ctranslate2(name, Path(checkpoints[0]), device, precision)
+        return _load_ctranslate2(name, Path(checkpoints[0]), device, precision, shortlist)
     translator = Translator.from_checkpoints(
-        [Path(path) for path in checkpoints], None, device, precision, fp32_kernels=fp32_kernels
+        [Path(path) for path in checkpoints],
+        None,
+        device,
+        precision,
+        fp32_kernels=fp32_kernels,
+        shortlist=shortlist,
     )
     directory = resolve_checkpoint(Path(checkpoints[0]))
     source_lang, target_lang = checkpoint_languages(directory)
@@ -251,12 +259,12 @@ def load_served_model(
     )
 
 
-def _load_ctranslate2(name: str, directory: Path, device: str, precision: str) -> ServedModel:
-    """Load a CTranslate2 export; its compute type follows ``precision``."""
+def _load_ctranslate2(name: str, directory: Path, device: str, precision: str, use_vmap: bool) -> ServedModel:
+    """Load a CTranslate2 export; its compute type follows ``precision``, ``use_vmap`` its vocabulary map."""
     if device.startswith("cuda:"):
         raise ValueError(f"--device {device}: with --engine ctranslate2 use --device cuda (or auto, cpu)")
     compute_type = CTRANSLATE2_COMPUTE_TYPES[precision]
-    translator = CTranslate2Translator.from_directory(directory, device, compute_type)
+    translator = CTranslate2Translator.from_directory(directory, device, compute_type, use_vmap=use_vmap)
     source_lang, target_lang = checkpoint_languages(directory)
     return ServedModel(
         name,

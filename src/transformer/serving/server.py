@@ -84,7 +84,13 @@ def load_models_off_the_main_thread(config: ServeConfig) -> dict[str, ServedMode
         try:
             for name, directories in config.checkpoints.items():
                 models[name] = load_served_model(
-                    name, directories, config.engine, config.device, config.precision, config.fp32_kernels
+                    name,
+                    directories,
+                    config.engine,
+                    config.device,
+                    config.precision,
+                    config.fp32_kernels,
+                    config.shortlist,
                 )
         except BaseException as error:  # handed to the caller, which raises it in its own thread
             failure.append(error)

@@ -96,7 +96,7 @@ def _answer_head_wherever_get(app: FastAPI, routers: tuple[APIRouter, ...]) -> N
     """
     twinned: set[str] = set()
     for route in (*app.routes, *(route for router in routers for route in router.routes)):
-        if isinstance(route, APIRoute) and "GET" in route.methods and route.path not in twinned:
+        if isinstance(route, APIRoute) and "GET" in (route.methods or ()) and route.path not in twinned:
             twinned.add(route.path)
             app.add_api_route(
                 route.path,

@@ -188,3 +188,27 @@ def test_an_averaged_checkpoint_needs_the_files_named(tmp_path: Path, trained_ru
         build_checkpoint_shortlist(checkpoint_dir)
     with pytest.raises(ValueError, match="--source and --target go together"):
         build_checkpoint_shortlist(checkpoint_dir, source_file=tmp_path / "a")
+
+
+@pytest.mark.parametrize("fp32_kernels", ["mkl", "onednn"])
+def test_a_covering_shortlist_through_the_translator_whatever_the_fp32_kernel(
+    loaded, fp32_kernels: str
+) -> None:
+    from transformer.model.fp32_kernels import onednn_linear_unavailable_reason
+
+    if fp32_kernels == "onednn" and onednn_linear_unavailable_reason() is not None:
+        pytest.skip(str(onednn_linear_unavailable_reason()))
+    model, tokenizer, _ = loaded
+    config = DecodeConfig(beam_size=3, max_length_offset=8)
+    plain = Translator(copy.deepcopy(model), tokenizer, config, "cpu", fp32_kernels=fp32_kernels)
+    shortlisted = Translator(
+        copy.deepcopy(model),
+        tokenizer,
+        config,
+        "cpu",
+        fp32_kernels=fp32_kernels,
+        shortlist=covering(model, tokenizer),
+    )
+    expected = [[(item.text, item.score) for item in found] for found in plain.translate_nbest(SENTENCES)]
+    found = [[(item.text, item.score) for item in found] for found in shortlisted.translate_nbest(SENTENCES)]
+    assert found == expected

@@ -45,8 +45,9 @@ class RestrictedProjection:
     Built once per batch (offline) or whenever the server's batch changes sentences. Float weights are
     gathered with ``index_select``; an int8 projection is unpacked, its rows (int8 values, per-row scales)
     selected and packed again for the same kernel, so the restricted product is the int8 product of those
-    rows. When the union is the whole vocabulary the gathered matrix equals the original and so does every
-    logit: the translations are then the full vocabulary's exactly (tested).
+    rows. A oneDNN fp32 projection (:mod:`transformer.model.fp32_kernels`) keeps its dense weight, whose
+    rows are multiplied with ``F.linear``. When the union is the whole vocabulary the model's own projection
+    runs, so every logit and translation is the full vocabulary's exactly (tested), whatever the kernel.
     """
 
     def __init__(self, model: Transformer, sentence_tokens: list[Tensor]) -> None:
@@ -60,10 +61,15 @@ class RestrictedProjection:
         #: (sentences, shortlist) bool: True where the token is in that sentence's own shortlist.
         self.sentence_members = members.to(device)
         self.needs_mask = not bool(members.all())
-        bias = model.output_bias
-        self.bias = None if bias is None else bias.index_select(0, self.token_ids)
+        # The whole vocabulary: the model's own projection (its kernel, its int8 or oneDNN packing) is exact.
+        self.model = model if union.numel() == self.vocab_size else None
+        self.bias: Tensor | None = None
         self.int8_weight: tuple[Any, bool] | None = None  # (packed rows, reduce_range)
         self.weight: Tensor | None = None
+        if self.model is not None:
+            return
+        bias = model.output_bias
+        self.bias = None if bias is None else bias.index_select(0, self.token_ids)
         projection = model.output_projection
         if isinstance(projection, Int8Linear):
             self.int8_weight = _restricted_int8(projection, union)
@@ -106,7 +112,9 @@ class RestrictedProjection:
         The product and the log-softmax run over the union only; the full-width result is one fill and one
         column copy, so the searches need no change.
         """
-        if self.int8_weight is not None:
+        if self.model is not None:
+            logits = self.model.project_output(hidden[:, None])[:, 0]  # (rows, vocab), bias included
+        elif self.int8_weight is not None:
             packed, reduce_range = self.int8_weight
             logits = torch.ops.quantized.linear_dynamic(hidden, packed, reduce_range)  # (rows, shortlist)
         else:

@@ -60,6 +60,7 @@ class RestrictedProjection:
             members[sentence, torch.searchsorted(union, tokens)] = True
         #: (sentences, shortlist) bool: True where the token is in that sentence's own shortlist.
         self.sentence_members = members.to(device)
+        self._sentence_outside = ~self.sentence_members  # what each step masks, negated once per batch
         self.needs_mask = not bool(members.all())
         # The whole vocabulary: the model's own projection (its kernel, its int8 or oneDNN packing) is exact.
         self.model = model if union.numel() == self.vocab_size else None
@@ -123,7 +124,7 @@ class RestrictedProjection:
         if self.bias is not None:
             logits = logits + self.bias.to(logits.dtype)
         if self.needs_mask:
-            logits = logits.masked_fill(~self.sentence_members[row_sentences], float("-inf"))
+            logits = logits.masked_fill(self._sentence_outside[row_sentences], float("-inf"))
         restricted = F.log_softmax(logits, dim=-1, dtype=torch.float32)  # (rows, shortlist)
         full = restricted.new_full((restricted.size(0), self.vocab_size), float("-inf"))  # (rows, vocab)
         return full.index_copy_(1, self.token_ids, restricted)

@@ -30,7 +30,8 @@ from transformer.averaging import average_checkpoints, write_weights_checkpoint
 from transformer.checkpoint.layout import read_index
 from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.text_files import read_parallel_files
-from transformer.decoding.translator import TRANSLATION_PRECISIONS, Translator
+from transformer.decoding.inference_models import TRANSLATION_PRECISIONS
+from transformer.decoding.translator import Translator
 from transformer.device import bf16_unsupported_reason, describe_cpu
 from transformer.evaluation.bleu import score_translations
 from transformer.training.checkpoint import load_training_checkpoint

@@ -10,7 +10,8 @@ from tests.conftest import requires_cpu_bf16
 from transformer import device
 from transformer.checkpoint.model_checkpoint import load_checkpoint, load_checkpoint_tokenizer
 from transformer.config.decode import DecodeConfig
-from transformer.decoding.translator import TRANSLATION_PRECISIONS, Translator
+from transformer.decoding.inference_models import TRANSLATION_PRECISIONS
+from transformer.decoding.translator import Translator
 from transformer.model.quantization import Int8Linear, quantize_for_inference
 
 SENTENCES = ["the cat sees the dog", "a small house", "", "the dog runs to the small cat"]

@@ -26,7 +26,8 @@ from transformer.config.search_limits import (
 )
 from transformer.decoding.alignment import check_alignment_layer
 from transformer.decoding.ensemble import ENSEMBLE_MODES
-from transformer.decoding.translator import TRANSLATION_PRECISIONS, Translator
+from transformer.decoding.inference_models import TRANSLATION_PRECISIONS
+from transformer.decoding.translator import Translator
 from transformer.device import resolve_device
 
 # The flags' ranges are the config's and the server's: transformer.config.search_limits, and

@@ -13,7 +13,7 @@ from transformer.cli_arguments.parser import Subcommands
 from transformer.cli_arguments.search_options import add_decode_arguments
 from transformer.command_checks import integer_in_range, number_in_range
 from transformer.config.search_limits import MAX_BEAM, MIN_SENTENCE_CHARS
-from transformer.decoding.translator import TRANSLATION_PRECISIONS
+from transformer.decoding.inference_models import TRANSLATION_PRECISIONS
 
 if TYPE_CHECKING:
     from transformer.serving.config import ServeConfig

@@ -9,6 +9,7 @@ decoding, tested), and keeping them out of the step loop leaves the search's fas
 does not materialise the weights) untouched.
 """
 
+import dataclasses
 from collections.abc import Sequence
 
 import torch
@@ -17,6 +18,7 @@ from torch import Tensor
 from transformer.architectures import SequenceModel
 from transformer.data.pipeline.batch import pad_sequences
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
+from transformer.decoding.candidate import Candidate
 from transformer.model.transformer import Transformer
 
 #: The marker SentencePiece puts on a piece that starts a word.
@@ -240,3 +242,45 @@ def word_alignments(
         target_words = word_indices([tokenizer.id_to_piece(i) for i in output])
         alignments.append(hard_word_alignment(attention[row], source_words, target_words))
     return alignments
+
+
+def align_candidates(
+    model: SequenceModel,
+    tokenizer: TextTokenizer,
+    src_tokens: Tensor,
+    candidates: list[list[Candidate]],
+    layer: int,
+) -> list[list[Candidate]]:
+    """Add word alignments to a batch's candidates, from the model's cross-attention.
+
+    Parameters
+    ----------
+    model : SequenceModel
+        The (first) model decoded, a Transformer.
+    tokenizer : TextTokenizer
+        Its tokenizer (to map pieces to words).
+    src_tokens : torch.Tensor, shape (batch, src_len), int64
+        The batch's source ids, one row per sentence.
+    candidates : list of list of Candidate
+        Per sentence of the batch, its candidates.
+    layer : int
+        The decoder layer whose cross-attention aligns (negative counts from the end).
+
+    Returns
+    -------
+    list of list of Candidate
+        The same candidates, each with its ``alignment`` set.
+
+    Notes
+    -----
+    Every candidate of every sentence is aligned in one :func:`word_alignments` call (one teacher-forced
+    pass), each row against its own sentence's source.
+    """
+    sources = src_tokens.tolist()
+    rows = [sentence for sentence, found in enumerate(candidates) for _ in found]
+    outputs = [candidate.tokens for found in candidates for candidate in found]
+    row_sources = [sources[sentence] for sentence in rows]
+    pairs = iter(word_alignments(model, tokenizer, row_sources, outputs, layer))
+    return [
+        [dataclasses.replace(candidate, alignment=next(pairs)) for candidate in found] for found in candidates
+    ]

@@ -296,3 +296,75 @@ def vocabulary_mismatch(
             if other_piece(token_id) != first_piece(token_id):
                 return f"{side} token {token_id} is {other_piece(token_id)!r} here, {first_piece(token_id)!r} there"
     return None
+
+
+def check_ensemble(model: SequenceModel, ensemble: Sequence[SequenceModel], ensemble_mode: str) -> None:
+    """Refuse ensemble members whose special ids differ from the first model's, or an unknown mode.
+
+    Parameters
+    ----------
+    model : SequenceModel
+        The first model (model 1).
+    ensemble : sequence of SequenceModel
+        The other models, numbered from 2 in the messages.
+    ensemble_mode : str
+        How the ensemble averages; one of :data:`ENSEMBLE_MODES`.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        Naming the first member that differs and how (:func:`special_ids_mismatch`), or the unknown mode.
+
+    Notes
+    -----
+    The members are checked before the mode, so a bad member is reported first; the mode is checked even
+    with no other model, as :class:`~transformer.decoding.translator.Translator` always did.
+    """
+    for index, member in enumerate(ensemble, start=2):
+        mismatch = special_ids_mismatch(model, member)
+        if mismatch is not None:
+            raise ValueError(f"ensemble model {index} differs from model 1: {mismatch}")
+    if ensemble_mode not in ENSEMBLE_MODES:
+        raise ValueError(f"ensemble_mode={ensemble_mode!r} is not one of {ENSEMBLE_MODES}")
+
+
+def check_ensemble_vocabularies(
+    paths: Sequence[Any], tokenizers: Sequence[TextTokenizer], models: Sequence[SequenceModel]
+) -> None:
+    """Refuse checkpoints whose vocabulary differs from the first one's.
+
+    Parameters
+    ----------
+    paths : sequence of str or Path
+        The checkpoints, as named by the user (the messages name them).
+    tokenizers : sequence of TextTokenizer
+        Each checkpoint's tokenizer.
+    models : sequence of SequenceModel
+        Each checkpoint's model.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        Naming the first checkpoint that differs, the first one, and the first difference
+        (:func:`vocabulary_mismatch`).
+
+    Notes
+    -----
+    Every model reads the same source ids and must output the same target ids, so an ensemble needs one
+    vocabulary; the models may otherwise differ.
+    """
+    others = zip(paths[1:], tokenizers[1:], models[1:], strict=True)
+    for path, tokenizer, model in others:
+        mismatch = vocabulary_mismatch(tokenizers[0], tokenizer, models[0], model)
+        if mismatch is not None:
+            raise ValueError(
+                f"{path}: its vocabulary differs from {paths[0]}'s: {mismatch} (an ensemble needs one)"
+            )

@@ -7,9 +7,10 @@ translation reports its progress through a caller's display
 """
 
 from transformer.data.text_lines import read_input_lines, write_output_lines
+from transformer.decoding.prefix_limits import PrefixTooLongError
 from transformer.decoding.translation_lines import format_translations
 from transformer.decoding.translation_progress import TranslationProgress, open_progress
-from transformer.decoding.translator import PrefixTooLongError, Translator
+from transformer.decoding.translator import Translator
 
 
 def read_prefixes(prefix_path: str | None, input_path: str | None, num_sentences: int) -> list[str] | None:

@@ -1,14 +1,13 @@
 """Translate raw text with a trained checkpoint: BPE-encode, search, decode, keep the input order."""
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from transformer.architectures import SequenceModel, architecture_of
-from transformer.autotune.linear_probe import check_fp32_kernels, prepare_fp32_kernels
+from transformer.architectures import SequenceModel
+from transformer.autotune.linear_probe import check_fp32_kernels
 from transformer.checkpoint.layout import MODEL_FILE
 from transformer.checkpoint.model_checkpoint import load_checkpoint, load_checkpoint_tokenizer
 from transformer.config.decode import DecodeConfig
@@ -16,55 +15,25 @@ from transformer.data.pipeline.batch import pad_sequences
 from transformer.data.pipeline.inference_batches import inference_batches
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.data.shortlist import Shortlist
-from transformer.decoding.alignment import (
-    check_alignment_layer,
-    word_alignments,
-)
+from transformer.decoding.alignment import align_candidates, check_alignment_layer
 from transformer.decoding.beam_search import search
 from transformer.decoding.candidate import Candidate
-from transformer.decoding.checkpoint_shortlist import shortlist_for_tokenizer
-from transformer.decoding.ensemble import (
-    ENSEMBLE_MODES,
-    EnsembleStepModel,
-    special_ids_mismatch,
-    vocabulary_mismatch,
+from transformer.decoding.ensemble import EnsembleStepModel, check_ensemble, check_ensemble_vocabularies
+from transformer.decoding.inference_models import (
+    TRANSLATION_PRECISIONS,
+    check_precision,
+    checkpoint_shortlist,
+    input_token_limit,
+    prepare_for_inference,
 )
 from transformer.decoding.mbr import mbr_search
+from transformer.decoding.pausing_step_model import PausingStepModel
+from transformer.decoding.prefix_limits import check_prefix_lengths
 from transformer.decoding.search import Hypothesis, NonFiniteScoresError
 from transformer.decoding.shortlist import ShortlistStepModel, check_shortlist
-from transformer.decoding.step_model import PausingStepModel, StepModel, as_step_model
-from transformer.device import bf16_unsupported_reason, resolve_device
-from transformer.model.config import TransformerConfig
-from transformer.model.quantization import quantize_for_inference
+from transformer.decoding.step_model import StepModel, as_step_model
+from transformer.device import resolve_device
 from transformer.model.transformer import Transformer
-
-DEFAULT_MAX_INPUT_TOKENS = 1024
-
-
-class PrefixTooLongError(ValueError):
-    """A target prefix longer than any translation of its sentence may be.
-
-    Parameters
-    ----------
-    index : int
-        The sentence's position in the input (0-based).
-    reason : str
-        What is wrong, in one line (the message).
-
-    Notes
-    -----
-    Each forced token is one decoder step, so a prefix of 4,200 tokens (a 3,000-word line) ran 4,200 steps, one
-    at a time, and gave no output in 300 s; no search of any line could produce an output so long.
-    ``transformer translate`` names ``--prefix-file`` and the line from ``index``.
-    """
-
-    def __init__(self, index: int, reason: str) -> None:
-        super().__init__(reason)
-        self.index = index
-
-
-#: The ``precision`` values of :class:`Translator` (and of ``transformer translate --precision``).
-TRANSLATION_PRECISIONS = ("fp32", "bf16", "int8")
 
 
 class Translator:
@@ -140,27 +109,8 @@ class Translator:
                 f"tokenizer has {tokenizer.vocab_size} pieces, the model {model.config.tgt_vocab_size} outputs"
             )
         self.device = resolve_device(device, option="device")
-        if precision == "int8" and self.device.type != "cpu":
-            raise ValueError(
-                f"precision='int8' runs on the CPU only (PyTorch's int8 linear kernels, FBGEMM and oneDNN, have "
-                f"no {self.device.type} implementation); on {self.device} use precision='bf16'"
-            )
-        for member in (model, *ensemble):
-            if precision == "int8" and not isinstance(member, Transformer):
-                raise ValueError(
-                    f"precision='int8' quantizes Transformer models only; this model's architecture is "
-                    f"{architecture_of(member.config)!r} (use precision='fp32' or 'bf16')"
-                )
-        if precision == "bf16":
-            reason = bf16_unsupported_reason(self.device)
-            if reason is not None:
-                raise ValueError(f"precision='bf16': {reason}; use precision='fp32' or 'int8'")
-        for index, member in enumerate(ensemble, start=2):
-            mismatch = special_ids_mismatch(model, member)
-            if mismatch is not None:
-                raise ValueError(f"ensemble model {index} differs from model 1: {mismatch}")
-        if ensemble_mode not in ENSEMBLE_MODES:
-            raise ValueError(f"ensemble_mode={ensemble_mode!r} is not one of {ENSEMBLE_MODES}")
+        check_precision(precision, self.device, [model, *ensemble])
+        check_ensemble(model, ensemble, ensemble_mode)
         if shortlist is not None:
             check_shortlist(shortlist, [model, *ensemble], tokenizer)
         #: The vocabulary shortlist every search scores over (:mod:`transformer.decoding.shortlist`), or None.
@@ -180,13 +130,7 @@ class Translator:
         self.tokenizer = tokenizer
         self.decode_config = decode_config or DecodeConfig()
         self.max_tokens = max_tokens
-        learned_limits = [  # every member encodes the source: the smallest table bounds it
-            member.config.max_positions
-            for member in (model, *ensemble)
-            if isinstance(member.config, TransformerConfig) and member.config.positional_encoding == "learned"
-        ]
-        learned_limit = min(learned_limits) if learned_limits else None
-        self.max_input_tokens = max_input_tokens or learned_limit or DEFAULT_MAX_INPUT_TOKENS
+        self.max_input_tokens = input_token_limit([model, *ensemble], max_input_tokens)
         self.truncated_count = 0
         #: The weights file the model came from, named when its scores turn out NaN (set by from_checkpoint).
         self.weights_file: Path | None = None
@@ -234,7 +178,7 @@ class Translator:
         checkpoint = load_checkpoint(Path(path))
         tokenizer = load_checkpoint_tokenizer(checkpoint.path)
         decode_config = decode_config or checkpoint.decode_config
-        table = _checkpoint_shortlist(
+        table = checkpoint_shortlist(
             checkpoint.path, tokenizer, checkpoint.model_config.src_vocab_size, shortlist
         )
         model = checkpoint.build_model()
@@ -296,16 +240,10 @@ class Translator:
         checkpoints = [load_checkpoint(Path(path)) for path in paths]
         tokenizers = [load_checkpoint_tokenizer(checkpoint.path) for checkpoint in checkpoints]
         models = [checkpoint.build_model() for checkpoint in checkpoints]
-        others = zip(paths[1:], tokenizers[1:], models[1:], strict=True)
-        for path, tokenizer, model in others:
-            mismatch = vocabulary_mismatch(tokenizers[0], tokenizer, models[0], model)
-            if mismatch is not None:
-                raise ValueError(
-                    f"{path}: its vocabulary differs from {paths[0]}'s: {mismatch} (an ensemble needs one)"
-                )
+        check_ensemble_vocabularies(paths, tokenizers, models)
         settings = decode_config or checkpoints[0].decode_config
         source_size = checkpoints[0].model_config.src_vocab_size
-        table = _checkpoint_shortlist(checkpoints[0].path, tokenizers[0], source_size, shortlist)
+        table = checkpoint_shortlist(checkpoints[0].path, tokenizers[0], source_size, shortlist)
         translator = cls(
             models[0],
             tokenizers[0],
@@ -322,12 +260,8 @@ class Translator:
 
     def _prepare(self, model: SequenceModel) -> SequenceModel:
         """Move a model to the device, cast or quantise it for ``precision``, and put it in eval mode."""
-        dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
-        prepared: SequenceModel = model.to(device=self.device, dtype=dtype).eval()
-        if isinstance(prepared, Transformer) and self.precision == "int8":
-            prepared = quantize_for_inference(prepared)
-        elif isinstance(prepared, Transformer) and self.precision == "fp32" and self.device.type == "cpu":
-            self.kernel_notes += prepare_fp32_kernels(prepared, self.fp32_kernels)
+        prepared, notes = prepare_for_inference(model, self.device, self.precision, self.fp32_kernels)
+        self.kernel_notes += notes
         return prepared
 
     def batch_budget(self) -> int:
@@ -466,7 +400,9 @@ class Translator:
             self.tokenizer.encode_target(prefix) if prefix.strip() else [] for prefix in prefixes or []
         ]
         if prefixes is not None:
-            self._check_prefix_lengths(encoded, encoded_prefixes)
+            positions = getattr(self.step_model(), "max_output_length", None)
+            offset = self.decode_config.max_length_offset
+            check_prefix_lengths(encoded, encoded_prefixes, self.max_input_tokens, offset, positions)
         results: list[list[Candidate]] = [[] for _ in sentences]
         lengths = [len(ids) for ids in encoded]
         batches = inference_batches(lengths, self.batch_budget())
@@ -481,33 +417,14 @@ class Translator:
             hypotheses = self.search_tokens(src_tokens, batch_prefixes)
             candidates = [[self._candidate(item) for item in sentence] for sentence in hypotheses]
             if alignment_layer is not None:
-                candidates = self._align(src_tokens, candidates, alignment_layer)
+                candidates = align_candidates(
+                    self.model, self.tokenizer, src_tokens, candidates, alignment_layer
+                )
             for index, sentence_candidates in zip(batch_indices, candidates, strict=True):
                 results[index] = sentence_candidates
             if progress is not None:
                 progress(len(batch_indices))
         return results
-
-    def _check_prefix_lengths(self, sources: list[list[int]], prefixes: list[list[int]]) -> None:
-        """Refuse a prefix longer than the longest translation any line may get (PrefixTooLongError).
-
-        That is ``max_input_tokens + max_length_offset`` tokens (a learned position table may allow fewer):
-        a prefix wins over its own line's limits (it may be a whole translation of a longer sentence), but
-        never forces more steps than the longest search could take.
-        """
-        offset = self.decode_config.max_length_offset
-        limit = self.max_input_tokens + offset
-        reason = f"--max-length-offset {offset} past the {self.max_input_tokens:,}-token input limit"
-        positions = getattr(self.step_model(), "max_output_length", None)
-        if positions is not None and positions < limit:
-            limit, reason = positions, "the model's learned position table"
-        for index, (source, prefix) in enumerate(zip(sources, prefixes, strict=True)):
-            if source and len(prefix) > limit:
-                raise PrefixTooLongError(
-                    index,
-                    f"the prefix is {len(prefix):,} tokens, more than the {limit:,} any translation may have "
-                    f"({reason})",
-                )
 
     def search_tokens(
         self,
@@ -528,8 +445,8 @@ class Translator:
             The search; None uses ``decode_config``.
         between_steps : callable or None
             Called before the encoder, before every decoder step and before each MBR sentence's utilities
-            (:class:`~transformer.decoding.step_model.PausingStepModel`); it may raise to abandon the search.
-            None calls nothing.
+            (:class:`~transformer.decoding.pausing_step_model.PausingStepModel`); it may raise to abandon the
+            search. None calls nothing.
 
         Returns
         -------
@@ -573,20 +490,6 @@ class Translator:
             hypothesis.expected_utility,
         )
 
-    def _align(
-        self, src_tokens: torch.Tensor, candidates: list[list[Candidate]], layer: int
-    ) -> list[list[Candidate]]:
-        """Add word alignments to a batch's candidates, from the first model's cross-attention."""
-        sources = src_tokens.tolist()
-        rows = [sentence for sentence, found in enumerate(candidates) for _ in found]
-        outputs = [candidate.tokens for found in candidates for candidate in found]
-        row_sources = [sources[sentence] for sentence in rows]
-        pairs = iter(word_alignments(self.model, self.tokenizer, row_sources, outputs, layer))
-        return [
-            [dataclasses.replace(candidate, alignment=next(pairs)) for candidate in found]
-            for found in candidates
-        ]
-
     def _encode(self, sentence: str) -> list[int]:
         if not sentence.strip():
             return []
@@ -595,13 +498,3 @@ class Translator:
             ids = ids[: self.max_input_tokens - 1]
             self.truncated_count += 1
         return [*ids, self.model.config.eos_id]
-
-
-def _checkpoint_shortlist(
-    checkpoint_dir: Path, tokenizer: TextTokenizer, src_vocab_size: int, shortlist: bool | str | Path
-) -> Shortlist | None:
-    """Read the shortlist ``from_checkpoint``'s ``shortlist`` argument names: the checkpoint's, a file, or none."""
-    if shortlist is False:
-        return None
-    file = None if shortlist is True else Path(shortlist)
-    return shortlist_for_tokenizer(checkpoint_dir, tokenizer, src_vocab_size, file)

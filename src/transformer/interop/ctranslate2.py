@@ -21,7 +21,7 @@ from transformer.checkpoint.model_checkpoint import load_checkpoint_tokenizer
 from transformer.data.pipeline.marian_tokenizer import OPTIONAL_FILES, REQUIRED_FILES
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.data.shortlist import SHORTLIST_FILE, Shortlist, load_shortlist, vocabulary_fingerprint
-from transformer.decoding.translator import DEFAULT_MAX_INPUT_TOKENS
+from transformer.decoding.inference_models import DEFAULT_MAX_INPUT_TOKENS
 from transformer.interop.ctranslate2_spec import (
     build_transformer_spec,
     check_ctranslate2_exportable,

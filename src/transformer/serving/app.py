@@ -22,10 +22,10 @@ from transformer.serving import api_v1, libretranslate
 from transformer.serving.api_v1 import server_of
 from transformer.serving.connection_limits import BodyLimitMiddleware
 from transformer.serving.metrics import ServingMetrics
-from transformer.serving.model_worker import QueueFullError, WorkerStoppedError
 from transformer.serving.page import render_index_page
 from transformer.serving.server_state import ServerState
 from transformer.serving.translation_service import SearchOptions, TranslationError, translate_texts
+from transformer.serving.worker_errors import QueueFullError, WorkerStoppedError
 
 #: Seconds a client should wait before retrying when the queue is full.
 RETRY_AFTER_SECONDS = 1

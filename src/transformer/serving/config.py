@@ -6,7 +6,7 @@ from pathlib import Path
 
 from transformer.autotune.linear_probe import FP32_KERNEL_CHOICES
 from transformer.config.search_limits import MIN_SENTENCE_CHARS
-from transformer.decoding.translator import TRANSLATION_PRECISIONS
+from transformer.decoding.inference_models import TRANSLATION_PRECISIONS
 from transformer.serving.model_worker import BATCHING_MODES
 from transformer.typed_fields import check_choice
 

@@ -18,7 +18,6 @@ from fastapi.responses import JSONResponse, Response
 from transformer.serving.api_v1 import CLIENT_CLOSED_REQUEST, server_of, until_disconnected
 from transformer.serving.config import MAX_BEAM_SIZE
 from transformer.serving.html_text import HtmlPiece, join_html, split_html
-from transformer.serving.model_worker import QueueFullError, WorkerStoppedError
 from transformer.serving.request_body import parse_json_body, refuse_non_text_fields
 from transformer.serving.served_model import UNKNOWN_LANGUAGE, ServedModel
 from transformer.serving.server_state import ServerState
@@ -29,6 +28,7 @@ from transformer.serving.translation_service import (
     translate_texts,
 )
 from transformer.serving.work_budget import request_work, work_over_budget
+from transformer.serving.worker_errors import QueueFullError, WorkerStoppedError
 
 #: English names of the languages the LibreTranslate clients show; other codes are shown as they are.
 LANGUAGE_NAMES = {

@@ -41,39 +41,12 @@ from transformer.serving.continuous_batching import ContinuousBatch, DecodedSent
 from transformer.serving.metrics import ServingMetrics
 from transformer.serving.sentence_jobs import RequestHandle, SentenceJob, SentenceTiming
 from transformer.serving.served_model import ServedModel
+from transformer.serving.worker_errors import QueueFullError, SearchAbandonedError, WorkerStoppedError
 
 #: The values of ``--batching``.
 BATCHING_MODES = ("continuous", "request")
 #: Waiting sentences that join the running batch at once, without waiting for ``admit_every`` steps.
 ADMISSION_GROUP = 8
-
-
-class QueueFullError(RuntimeError):
-    """The waiting queue has no room for a request's sentences (HTTP 503 with Retry-After).
-
-    Notes
-    -----
-    Raised before any of the request's sentences is queued, so a refused request leaves nothing behind.
-    """
-
-
-class SearchAbandonedError(RuntimeError):
-    """Every client of a whole search has gone: raised between its steps to stop it.
-
-    Notes
-    -----
-    Raised by the worker's pause inside :class:`~transformer.decoding.step_model.PausingStepModel` and caught
-    by the worker, which delivers nothing: the requests are already answered (or closed).
-    """
-
-
-class WorkerStoppedError(RuntimeError):
-    """The worker is shutting down and accepts no more work (HTTP 503).
-
-    Notes
-    -----
-    Raised by :meth:`ModelWorker.submit` and :meth:`ModelWorker.call` after :meth:`ModelWorker.stop`.
-    """
 
 
 class ModelWorker:

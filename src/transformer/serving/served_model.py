@@ -11,8 +11,9 @@ from transformer.config.data import DataConfig
 from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.batch import pad_sequences
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
+from transformer.decoding.inference_models import DEFAULT_MAX_INPUT_TOKENS
 from transformer.decoding.search import Hypothesis
-from transformer.decoding.translator import DEFAULT_MAX_INPUT_TOKENS, Translator
+from transformer.decoding.translator import Translator
 from transformer.interop.ctranslate2 import CTranslate2Translator
 from transformer.serving.ctranslate2_engine import ctranslate2_search
 from transformer.serving.padded_cache import model_device

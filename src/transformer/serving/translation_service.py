@@ -232,7 +232,7 @@ async def translate_texts(
 
     Notes
     -----
-    All sentences are queued at once (all or none: :class:`~transformer.serving.model_worker.QueueFullError`
+    All sentences are queued at once (all or none: :class:`~transformer.serving.worker_errors.QueueFullError`
     when they do not fit). If this coroutine is cancelled (client gone), the request's handle is cancelled
     and its sentences are dropped. Raises :class:`TranslationError` when the model fails on a sentence.
     """

@@ -111,6 +111,19 @@ def test_a_model_swapped_by_role_keeps_its_outputs(tie: bool) -> None:
         torch.testing.assert_close(swapped(src_tokens, tgt_tokens), model(src_tokens, tgt_tokens))
 
 
+@requires_onednn
+def test_a_second_translator_over_a_swapped_model_decodes_the_same(trained_run: Path) -> None:
+    # The swap works in place; a second Translator over the same model rebuilt swapped attention from its
+    # weightless layers (AttributeError 'NoneType' object has no attribute 'shape').
+    mkl = Translator.from_checkpoint(trained_run, device="cpu", fp32_kernels="mkl")
+    model = copy.deepcopy(mkl.model)
+    first = Translator(model, mkl.tokenizer, device="cpu", fp32_kernels="onednn")
+    second = Translator(model, mkl.tokenizer, device="cpu", fp32_kernels="onednn")
+    assert isinstance(second.model.output_projection, OneDNNLinear)
+    assert isinstance(second.model.decoder.layers[0].feed_forward.linear_in, OneDNNLinear)
+    assert second.translate(SENTENCES) == first.translate(SENTENCES)
+
+
 def test_onednn_is_reported_unavailable_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
     assert onednn_linear_unavailable_reason() == (

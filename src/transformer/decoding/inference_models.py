@@ -101,7 +101,9 @@ def prepare_for_inference(
     Notes
     -----
     The fp32 kernel choice applies to Transformers at fp32 on the CPU only; a recurrent model is only placed
-    and cast. Pass a copy to keep the original model unchanged.
+    and cast. Like the cast, the fp32 kernel swap converts ``model`` in place for inference (its swapped layers
+    have no autograd and no ``state_dict`` entries): pass a copy to go on training or saving it. A second
+    translator over the same model finds it swapped and leaves it so.
     """
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     prepared: SequenceModel = model.to(device=device, dtype=dtype).eval()

@@ -274,6 +274,8 @@ def _swap_in(module: nn.Module, role: str, backend_for: BackendChooser) -> None:
     parameters, as the float module does.
     """
     for name, child in list(module.named_children()):
+        if isinstance(child, (OneDNNMultiHeadAttention, OneDNNLinear)):
+            continue  # swapped before (a second Translator over one model): its float weights are gone
         if isinstance(child, MultiHeadAttention):
             if _attention_wants_onednn(child, role, backend_for):
                 setattr(module, name, OneDNNMultiHeadAttention(child, role, backend_for))
@@ -321,6 +323,8 @@ def swap_fp32_linear_layers(model: Transformer, backend_for: BackendChooser) -> 
     _swap_in(model.encoder, "encoder", backend_for)
     _swap_in(model.decoder, "decoder", backend_for)
     projection = model.output_projection
+    if isinstance(projection, OneDNNLinear):
+        return model  # swapped before
     weight = model.tgt_embedding.weight if projection is None else projection.weight
     vocab_size, d_model = weight.shape
     if backend_for(d_model, vocab_size, "decoder") == "onednn":

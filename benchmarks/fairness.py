@@ -26,8 +26,6 @@ import argparse
 import asyncio
 import datetime
 import json
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -38,7 +36,7 @@ import httpx
 import torch
 
 from benchmarks.bench_environment import cpu_description, git_commit
-from benchmarks.serve import free_port, percentile
+from benchmarks.serve import LoopbackServer, percentile
 from transformer.command_checks import integer_in_range, number_in_range
 from transformer.config.decode import MAX_LENGTH_OFFSET
 from transformer.config.search_limits import MAX_NGRAM
@@ -254,45 +252,6 @@ async def run_phase(
     }
 
 
-class FairnessServer:
-    """``transformer serve`` on loopback with its defaults (but ``--max-chars``); stopped on exit."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.command = [
-            sys.executable, "-m", "transformer.cli", "serve", "--checkpoint", str(args.checkpoint),
-            "--port", str(self.port), "--device", "cpu", "--max-chars", str(args.max_chars),
-        ]  # fmt: skip
-        self.log_path = args.output_dir / "fairness-server.log"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def __enter__(self) -> "FairnessServer":
-        """Start the server and wait until ``/ready`` says yes."""
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + SERVER_TIMEOUT_S
-        while True:
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the server did not start; see {self.log_path}")
-            try:
-                if httpx.get(f"{self.url}/ready", timeout=2.0).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-
-    def __exit__(self, *exc_info: object) -> None:
-        """Stop the server with SIGTERM (killed if it does not end in time)."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(SERVER_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Size every worst case against a fresh server, then time the phases; the record to report."""
     sentences = [line.strip() for line in read_lines(args.sentences) if line.strip()]
@@ -300,7 +259,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     small = [sentence for sentence in sentences if len(sentence) <= args.small_chars] or sentences[:10]
     text, prefix_text = " ".join(sentences * 50), " ".join(targets * 50)
     phases: dict[str, dict[str, Any]] = {}
-    with FairnessServer(args) as server:
+    server_options = ["--max-chars", str(args.max_chars)]  # the server's defaults otherwise, glibc malloc
+    with LoopbackServer(
+        args.checkpoint, server_options, args.output_dir / "fairness-server.log", no_tcmalloc=True
+    ) as server:
         # Untimed first: the first steps meet every batch shape for the first time (allocator, kernels).
         asyncio.run(run_phase(server.url, small, args.clients, min(args.seconds, 5.0), None))
         phases["alone"] = asyncio.run(run_phase(server.url, small, args.clients, args.seconds, None))

@@ -118,23 +118,26 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-class ServerProcess:
-    """``transformer serve`` in a process of its own on loopback; a context manager that stops it."""
+class LoopbackServer:
+    """``transformer serve --checkpoint C`` with ``options`` in a process of its own on a free loopback port.
 
-    def __init__(self, args: argparse.Namespace, batching: str) -> None:
+    A context manager: entering starts it and waits for ``/ready`` (at most ``SERVER_TIMEOUT_S``), leaving stops
+    it with SIGTERM (killed if it does not end in time), so no server outlives the benchmark. ``no_tcmalloc``
+    False preloads tcmalloc where installed, as the suite runs PyTorch.
+    """
+
+    def __init__(self, checkpoint: Path, options: list[str], log_path: Path, no_tcmalloc: bool) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.command = [
-            sys.executable, "-m", "transformer.cli", "serve", "--checkpoint", str(args.checkpoint),
-            "--port", str(self.port), "--batching", batching, "--precision", args.precision, "--device", "cpu",
-            "--max-batch-tokens", str(args.max_batch_tokens), "--max-queue", "100000", "--max-chars", "100000",
-            "--admit-every", str(args.admit_every),
+            sys.executable, "-m", "transformer.cli", "serve", "--checkpoint", str(checkpoint),
+            "--port", str(self.port), "--device", "cpu", *options,
         ]  # fmt: skip
-        self.log_path = args.output_dir / f"serve-{batching}.log"
-        self.no_tcmalloc = args.no_tcmalloc
+        self.log_path = log_path
+        self.no_tcmalloc = no_tcmalloc
         self.process: subprocess.Popen[bytes] | None = None
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> "LoopbackServer":
         log = self.log_path.open("wb")
         environment = dict(os.environ)  # the server imports the same installed package as this process
         preload = os.environ.get("LD_PRELOAD", "")
@@ -204,6 +207,19 @@ async def run_clients(
         await asyncio.gather(*(client(session) for _ in range(clients)))
         elapsed = time.perf_counter() - start
     return LoadResult(clients, len(latencies), errors, elapsed, latencies)
+
+
+class ServerProcess(LoopbackServer):
+    """The server under this benchmark's options (``batching``, precision, batch tokens, no queue limit)."""
+
+    def __init__(self, args: argparse.Namespace, batching: str) -> None:
+        options = [
+            "--batching", batching, "--precision", args.precision, "--max-batch-tokens", str(args.max_batch_tokens),
+            "--max-queue", "100000", "--max-chars", "100000", "--admit-every", str(args.admit_every),
+        ]  # fmt: skip
+        super().__init__(
+            args.checkpoint, options, args.output_dir / f"serve-{batching}.log", args.no_tcmalloc
+        )
 
 
 def offline_baseline(args: argparse.Namespace, sentences: list[str], alone_count: int) -> dict[str, Any]:

@@ -1,5 +1,7 @@
 """The shortlist builder and its file: counts by hand, atomic writes, and one-line refusals."""
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,7 @@ from transformer.data.shortlist import (
     Shortlist,
     ShortlistError,
     build_shortlist,
+    check_shortlist_destination,
     load_shortlist,
     save_shortlist,
 )
@@ -71,6 +74,15 @@ def test_a_file_it_did_not_write_is_never_replaced(tmp_path: Path) -> None:
     with pytest.raises(ShortlistError, match=r"notes.safetensors: exists and is not a shortlist file"):
         save_shortlist(build(), path)
     assert path.read_text(encoding="utf-8") == "my notes"
+
+
+def test_a_fifo_as_destination_is_refused_unread(tmp_path: Path) -> None:
+    # Reading its header to see whether it is a shortlist blocked on a FIFO with no writer.
+    fifo = tmp_path / "out.safetensors"
+    os.mkfifo(fifo)
+    with pytest.raises(ShortlistError, match=r"out.safetensors: exists and is not a shortlist file"):
+        check_shortlist_destination(fifo)
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
 
 
 @pytest.mark.parametrize(

@@ -287,14 +287,16 @@ def check_shortlist_destination(path: Path) -> None:
     Raises
     ------
     ShortlistError
-        When ``path`` is a directory, or a file whose metadata does not mark it as a shortlist.
+        When ``path`` exists and is not a regular file (a directory, a FIFO, a device), or is a file whose
+        metadata does not mark it as a shortlist.
 
     Notes
     -----
     Called before the pairs are counted as well as by :func:`save_shortlist`, so a wrong ``--output`` fails at
     once rather than after the whole corpus has been read.
     """
-    if path.is_dir() or (path.exists() and _file_format(path) != SHORTLIST_FORMAT):
+    # is_file first: a FIFO or a device is refused unread (opening it to read the header would block or eat it).
+    if path.exists() and (not path.is_file() or _file_format(path) != SHORTLIST_FORMAT):
         raise ShortlistError(
             f"{path}: exists and is not a shortlist file written by `transformer shortlist`; not replacing it "
             f"(move it away or choose another --output)"

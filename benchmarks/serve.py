@@ -149,6 +149,8 @@ class LoopbackServer:
         deadline = time.monotonic() + SERVER_TIMEOUT_S
         while True:
             if self.process.poll() is not None or time.monotonic() > deadline:
+                self.process.kill()  # __exit__ does not run when __enter__ raises: no server may outlive us
+                self.process.wait()
                 raise RuntimeError(f"the server did not start; see {self.log_path}")
             try:
                 if httpx.get(f"{self.url}/ready", timeout=2.0).status_code == 200:

@@ -199,14 +199,14 @@ def check_ranges(instance: Any, prefix: str | None = None) -> None:
     fields annotated ``X | None`` can hold it, which the type check has made sure of.
     """
     owner = f"{type(instance).__name__}." if prefix is None else prefix
-    hints = typing.get_type_hints(type(instance))
     ranges: dict[str, FieldRange] = type(instance).FIELD_RANGES
     for name, bounds in ranges.items():
         value = getattr(instance, name)
         if value is None or bounds.contains(value):
             continue
         message = f"{owner}{name}={value} must be {bounds.describe()}"
-        if type(None) in typing.get_args(hints[name]):
+        # The hints only for the message: resolving them costs about 40 us, and the server builds a config a request.
+        if type(None) in typing.get_args(typing.get_type_hints(type(instance))[name]):
             message += " or null"
         raise ValueError(message + (f" ({bounds.reason})" if bounds.reason else ""))
 

@@ -23,6 +23,7 @@ from transformer.checkpoint.layout import (
     CheckpointError,
 )
 from transformer.checkpoint.weights import read_weights_metadata
+from transformer.data.pipeline.file_digests import sha256_of_file
 from transformer.data.pipeline.marian_tokenizer import OPTIONAL_FILES, REQUIRED_FILES
 
 #: Every file a checkpoint's tokenizer may be read from: this project's SentencePiece model, and the files of
@@ -230,6 +231,6 @@ def _check_against_trainer_state(directory: Path) -> None:
 def _file_sha256(path: Path) -> str:
     """Hash a file's bytes (hexadecimal SHA-256); an unreadable file is a CheckpointError naming it."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return sha256_of_file(path)
     except OSError as error:
         raise CheckpointError(f"{path}: cannot read it ({error.strerror})") from None

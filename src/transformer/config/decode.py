@@ -23,8 +23,6 @@ MBR_UTILITIES = ("chrf", "bleu")
 #: The largest ``decode.max_length_offset``: the translator cuts inputs at 1,024 tokens, and a larger offset made a
 #: search allocate and run for minutes with no output (a configuration typo, as on the command line).
 MAX_LENGTH_OFFSET = 1024
-#: The largest ``decode.length_penalty``: ``--alpha``'s (:data:`~transformer.config.search_limits.MAX_ALPHA`).
-MAX_LENGTH_PENALTY = MAX_ALPHA
 
 
 @dataclass(frozen=True)
@@ -36,7 +34,7 @@ class DecodeConfig:
     beam_size : int
         Hypotheses kept per sentence (4); 1 is greedy search. At least 1.
     length_penalty : float
-        alpha of the length penalty (0.6); 0 disables it. From 0 to :data:`MAX_LENGTH_PENALTY` (a negative
+        alpha of the length penalty (0.6); 0 disables it. From 0 to :data:`~transformer.config.search_limits.MAX_ALPHA` (a negative
         alpha rewards length, and the search never ends a hypothesis early).
     length_penalty_form : str
         "gnmt": scores are divided by ((5 + |Y|) / 6)^alpha (Wu et al., 2016; the paper's choice).
@@ -122,7 +120,7 @@ class DecodeConfig:
     #: The range of every numeric field (:func:`transformer.typed_fields.check_ranges`), as the docstring says.
     FIELD_RANGES: ClassVar[Mapping[str, FieldRange]] = {
         "beam_size": FieldRange(1),
-        "length_penalty": FieldRange(0, MAX_LENGTH_PENALTY),
+        "length_penalty": FieldRange(0, MAX_ALPHA),
         "max_length_offset": FieldRange(
             0, MAX_LENGTH_OFFSET, reason="the search sizes its tables by the limit before its first step"
         ),

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from transformer.visualization.checkpoint_attention import (
+    MAX_ATTENTION_CHARS,
     MAX_ATTENTION_WORDS,
     check_attention_text,
     draw_checkpoint_attention,
@@ -29,3 +30,12 @@ def test_a_long_text_is_refused_before_the_checkpoint_is_read(tmp_path: Path) ->
         "--text: 2,100 words; attention maps are drawn for at most 100 words"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_text_without_spaces_is_bounded_by_characters() -> None:
+    # One "word" of 5,000 characters is thousands of pieces: the word limit alone let it through.
+    check_attention_text("a" * MAX_ATTENTION_CHARS, "--text")
+    with pytest.raises(
+        ValueError, match=r"^--text: 5,000 characters; attention maps are drawn for at most 800 "
+    ):
+        check_attention_text("a" * 5000, "--text")

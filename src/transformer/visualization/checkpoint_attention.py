@@ -21,6 +21,9 @@ from transformer.visualization.attention_plot import plot_attention_maps
 #: the square of the length (2,100 words made a 362 MB page on the quick-start model, so 100 words make about
 #: 1 MB there), and a map of more rows than a screen holds cannot be read anyway.
 MAX_ATTENTION_WORDS = 100
+#: Most characters they may hold: a text without spaces (``aaaa...``, Chinese) is one word but as many pieces as
+#: characters, so words alone did not bound the page. 100 words of about 7 characters with their spaces.
+MAX_ATTENTION_CHARS = 800
 
 
 @dataclass(frozen=True)
@@ -98,13 +101,19 @@ def check_attention_text(text: str, option: str) -> None:
     Notes
     -----
     Words (split on whitespace) rather than tokens, so the check runs before the model and its tokenizer are
-    loaded and the limit is one a user can count; see :data:`MAX_ATTENTION_WORDS` for why it is there.
+    loaded and the limit is one a user can count; see :data:`MAX_ATTENTION_WORDS` for why it is there. A
+    character limit (:data:`MAX_ATTENTION_CHARS`) bounds a text without spaces, one word of many pieces.
     """
     words = len(text.split())
     if words > MAX_ATTENTION_WORDS:
         raise ValueError(
             f"{option}: {words:,} words; attention maps are drawn for at most {MAX_ATTENTION_WORDS} words "
             "(the page grows with the square of the length)"
+        )
+    if len(text) > MAX_ATTENTION_CHARS:
+        raise ValueError(
+            f"{option}: {len(text):,} characters; attention maps are drawn for at most {MAX_ATTENTION_CHARS} "
+            "characters (the page grows with the square of the length)"
         )
 
 

@@ -1,0 +1,423 @@
+"""The quality-speed benchmark's report: its targets beside their figures, the tables and a PNG of the front.
+
+Repeats of a row are summarised by their median. Speed ratios are of sentences/s on the same sentences in the
+same batches (the inverse ratio of the times); BLEU is lowercased sacreBLEU 13a, the Multi30k convention.
+"""
+
+import statistics
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from benchmarks.pareto_record import ParetoRecord
+
+#: The issue's targets (#49), checked by :func:`target_lines`.
+INT8_TARGET = 1.3
+FP32_TARGET = 1.0
+SHORTLIST_SPEED_TARGET = 1.4
+SHORTLIST_BLEU_TOLERANCE = 0.1
+COVERAGE_TARGET = 0.99
+#: The peer each of our precisions is compared with.
+PEER_OF = {"int8": "CTranslate2 int8", "fp32": "CTranslate2 fp32"}
+#: Fields summarised across repeats.
+MEASURED = (
+    "seconds", "sentences_per_second", "target_tokens", "tokens_per_second", "bleu", "bleu_cased", "chrf",
+    "p50_ms", "p90_ms", "mean_ms",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One system's summarised figures in one condition.
+
+    Parameters
+    ----------
+    system, engine, precision : str
+        As the rows name them.
+    shortlist : bool
+        Restricted output vocabulary.
+    search : str
+        ``greedy`` or ``beam 4``.
+    threads : int
+        Intra-op threads.
+    mode : str
+        ``throughput`` or ``latency``.
+    values : dict of str to float
+        Medians over repeats of the measured fields.
+    repeats : int
+        Rows summarised.
+
+    Notes
+    -----
+    What the tables and the plot read; the JSON keeps every row.
+    """
+
+    system: str
+    engine: str
+    precision: str
+    shortlist: bool
+    search: str
+    threads: int
+    mode: str
+    values: dict[str, float]
+    repeats: int
+
+
+def summarise(record: ParetoRecord) -> list[Cell]:
+    """Group the record's rows by (system, search, threads, mode) and take medians.
+
+    Parameters
+    ----------
+    record : ParetoRecord
+        The record.
+
+    Returns
+    -------
+    list of Cell
+        In the order the rows first appear.
+
+    Notes
+    -----
+    The median of two repeats is their mean.
+    """
+    groups: dict[tuple[str, str, int, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in record.rows:
+        groups[(row["system"], row["search"], row["threads"], row["mode"])].append(row)
+    cells = []
+    for (system, search, threads, mode), rows in groups.items():
+        values = {
+            field: statistics.median(row[field] for row in rows) for field in MEASURED if field in rows[0]
+        }
+        first = rows[0]
+        cells.append(
+            Cell(
+                system,
+                first["engine"],
+                first["precision"],
+                first["shortlist"],
+                search,
+                threads,
+                mode,
+                values,
+                len(rows),
+            )
+        )
+    return cells
+
+
+def render_markdown(record: ParetoRecord) -> str:
+    """The report: machine and runs, targets, throughput and latency tables, coverage, skipped systems.
+
+    Parameters
+    ----------
+    record : ParetoRecord
+        The record.
+
+    Returns
+    -------
+    str
+        Markdown.
+
+    Notes
+    -----
+    Every figure names its CPU through the header: the record belongs to one machine.
+    """
+    cells = summarise(record)
+    environment, settings = record.data["environment"], record.data["settings"]
+    lines = ["# Quality-speed front (`python -m benchmarks.pareto`)", ""]
+    lines += [
+        f"- CPU: {environment['cpu']['summary']}; all flags: `{' '.join(environment['cpu']['isa_flags'])}`"
+    ]
+    lines += [f"- torch {environment['torch']}; allocator: {environment['allocator']}"]
+    lines += [
+        f"- model: `{settings['checkpoint']}`; {settings['sentences']} sentences of `{settings['source']}`"
+    ]
+    for index, run in enumerate(record.data["runs"]):
+        lines += [f"- run {index}: {run['date_utc']}, commit {run['git_commit']}: `{run['command']}`"]
+    lines += ["", "## Targets (issue #49)", "", *target_lines(cells, record.coverage), ""]
+    lines += [f"## Throughput: batches of {settings['batch_size']}, every sentence", ""]
+    lines += throughput_lines([cell for cell in cells if cell.mode == "throughput"])
+    lines += ["", f"## Latency: one sentence at a time, {settings['latency_sentences']} sentences", ""]
+    lines += latency_lines([cell for cell in cells if cell.mode == "latency"])
+    if record.coverage is not None:
+        coverage = record.coverage
+        lines += ["", "## Shortlist step coverage", ""]
+        lines += [
+            f"Greedy over the whole vocabulary (fp32): the shortlist held the chosen token on {coverage['covered']:,} "
+            f"of {coverage['steps']:,} steps ({coverage['fraction']:.2%}), scoring {coverage['mean_shortlist_size']:.0f} "
+            f"of {coverage['vocabulary']:,} pieces per sentence on average."
+        ]
+    if record.data["skipped"]:
+        lines += ["", "## Not measured", ""]
+        lines += [f"- {name}: {reason}" for name, reason in sorted(record.data["skipped"].items())]
+    return "\n".join(lines) + "\n"
+
+
+def _find(cells: list[Cell], system: str, search: str, threads: int, mode: str) -> Cell | None:
+    """The cell of a system in a condition, if measured."""
+    return next(
+        (c for c in cells if (c.system, c.search, c.threads, c.mode) == (system, search, threads, mode)), None
+    )
+
+
+def _ratio_line(
+    cells: list[Cell],
+    label: str,
+    ours: str,
+    peer: str,
+    field: str,
+    better: Callable[[float, float], float],
+    goal: float,
+) -> list[str]:
+    """One table row per (search, threads, mode) where both systems were measured."""
+    rows = []
+    conditions = sorted(
+        {(c.search, c.threads, c.mode) for c in cells}, key=lambda item: (item[2], item[1], item[0])
+    )
+    for search, threads, mode in conditions:
+        mine, theirs = _find(cells, ours, search, threads, mode), _find(cells, peer, search, threads, mode)
+        if mine is None or theirs is None or field not in mine.values:
+            continue
+        ratio = better(mine.values[field], theirs.values[field])
+        verdict = "met" if ratio >= goal else "**not met**"
+        rows.append(f"| {label} | {search}, {threads} thr | {ratio:.2f}x (goal {goal:g}x) | {verdict} |")
+    return rows
+
+
+def target_lines(cells: list[Cell], coverage: dict[str, Any] | None) -> list[str]:
+    """The targets table: each target, the condition, the figure and whether it is met.
+
+    Parameters
+    ----------
+    cells : list of Cell
+        Summarised figures.
+    coverage : dict or None
+        The shortlist's step coverage.
+
+    Returns
+    -------
+    list of str
+        Markdown table lines.
+
+    Notes
+    -----
+    A target whose systems were not both measured has no row: the "Not measured" list says why.
+    """
+
+    def speed(mine: float, theirs: float) -> float:
+        return mine / theirs
+
+    def latency(mine: float, theirs: float) -> float:
+        return theirs / mine  # >= 1 when ours is at or below theirs
+
+    lines = ["| target | condition | figure | verdict |", "|---|---|---|---|"]
+    throughput = [cell for cell in cells if cell.mode == "throughput"]
+    for precision, goal in (("int8", INT8_TARGET), ("fp32", FP32_TARGET)):
+        label = f"ours {precision} / {PEER_OF[precision]}, sentences/s"
+        lines += _ratio_line(
+            throughput, label, f"ours {precision}", PEER_OF[precision], "sentences_per_second", speed, goal
+        )
+    label = "shortlist speed-up, fp32 greedy"
+    greedy = [cell for cell in throughput if cell.search == "greedy"]
+    lines += _ratio_line(
+        greedy,
+        label,
+        "ours fp32 + shortlist",
+        "ours fp32",
+        "sentences_per_second",
+        speed,
+        SHORTLIST_SPEED_TARGET,
+    )
+    for cell in throughput:
+        if cell.engine == "ours" and cell.shortlist and cell.threads == min(c.threads for c in throughput):
+            full = _find(
+                throughput, cell.system.removesuffix(" + shortlist"), cell.search, cell.threads, "throughput"
+            )
+            if full is not None:
+                delta = cell.values["bleu"] - full.values["bleu"]
+                verdict = "met" if abs(delta) <= SHORTLIST_BLEU_TOLERANCE + 1e-9 else "**not met**"
+                lines.append(
+                    f"| shortlist BLEU - full BLEU, {cell.precision} | {cell.search} | {delta:+.2f} "
+                    f"(goal within {SHORTLIST_BLEU_TOLERANCE}) | {verdict} |"
+                )
+    if coverage is not None:
+        verdict = "met" if coverage["fraction"] >= COVERAGE_TARGET else "**not met**"
+        lines.append(
+            f"| shortlist step coverage | greedy, fp32 | {coverage['fraction']:.2%} (goal 99%) | {verdict} |"
+        )
+    one_thread = [cell for cell in cells if cell.mode == "latency" and cell.threads == 1]
+    for precision in ("int8", "fp32"):
+        label = f"batch-1 p50, {PEER_OF[precision]} / ours {precision}"
+        lines += _ratio_line(
+            one_thread, label, f"ours {precision}", PEER_OF[precision], "p50_ms", latency, 1.0
+        )
+    return lines
+
+
+def throughput_lines(cells: list[Cell]) -> list[str]:
+    """The throughput table, with each row's speed against CTranslate2 int8 in its condition.
+
+    Parameters
+    ----------
+    cells : list of Cell
+        Throughput cells.
+
+    Returns
+    -------
+    list of str
+        Markdown table lines.
+
+    Notes
+    -----
+    Sorted by thread count, search, then speed.
+    """
+    lines = [
+        "| threads | search | system | BLEU (lc) | BLEU | chrF | sentences/s | target tokens/s | vs CT2 int8 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for cell in sorted(
+        cells, key=lambda c: (c.threads, c.search != "greedy", -c.values["sentences_per_second"])
+    ):
+        peer = _find(cells, "CTranslate2 int8", cell.search, cell.threads, "throughput")
+        ratio = (
+            f"{cell.values['sentences_per_second'] / peer.values['sentences_per_second']:.2f}x"
+            if peer
+            else "-"
+        )
+        values = cell.values
+        lines.append(
+            f"| {cell.threads} | {cell.search} | {cell.system} | {values['bleu']:.2f} | {values['bleu_cased']:.2f} | "
+            f"{values['chrf']:.1f} | {values['sentences_per_second']:.1f} | {values['tokens_per_second']:,.0f} | {ratio} |"
+        )
+    return lines
+
+
+def latency_lines(cells: list[Cell]) -> list[str]:
+    """The latency table, with each row's p50 against CTranslate2 int8's in its condition.
+
+    Parameters
+    ----------
+    cells : list of Cell
+        Latency cells.
+
+    Returns
+    -------
+    list of str
+        Markdown table lines.
+
+    Notes
+    -----
+    "p50 vs CT2 int8" is theirs over ours: above 1 means ours answers sooner.
+    """
+    lines = [
+        "| threads | search | system | p50 ms | p90 ms | CT2 int8 p50 / p50 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for cell in sorted(cells, key=lambda c: (c.threads, c.search != "greedy", c.values["p50_ms"])):
+        peer = _find(cells, "CTranslate2 int8", cell.search, cell.threads, "latency")
+        ratio = f"{peer.values['p50_ms'] / cell.values['p50_ms']:.2f}x" if peer else "-"
+        lines.append(
+            f"| {cell.threads} | {cell.search} | {cell.system} | {cell.values['p50_ms']:.1f} | "
+            f"{cell.values['p90_ms']:.1f} | {ratio} |"
+        )
+    return lines
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points no other point beats in both speed and quality, fastest first.
+
+    Parameters
+    ----------
+    points : list of (float, float)
+        (speed, quality) pairs.
+
+    Returns
+    -------
+    list of (float, float)
+        The front, by decreasing speed (and so increasing quality).
+
+    Notes
+    -----
+    A point is on the front when every faster point has lower quality; ties in speed keep the better one.
+    """
+    front: list[tuple[float, float]] = []
+    for speed, quality in sorted(points, key=lambda point: (-point[0], -point[1])):
+        if not front or quality > front[-1][1]:
+            front.append((speed, quality))
+    return front
+
+
+def write_plot(record: ParetoRecord) -> None:
+    """Draw BLEU against sentences/s (batch 32), one panel per thread count and search, front drawn.
+
+    Parameters
+    ----------
+    record : ParetoRecord
+        The record.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Written atomically to :attr:`ParetoRecord.plot_path` (matplotlib's Agg backend: no display needed).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from transformer.visualization.attention_plot import save_figure_atomically
+
+    cells = [cell for cell in summarise(record) if cell.mode == "throughput"]
+    conditions = sorted(
+        {(cell.threads, cell.search) for cell in cells}, key=lambda item: (item[0], item[1] != "greedy")
+    )
+    if not conditions:
+        return
+    columns = 2 if len(conditions) > 1 else 1
+    rows = (len(conditions) + columns - 1) // columns
+    figure, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, 4.5 * rows), squeeze=False)
+    colours = {"ours": "tab:blue", "ctranslate2": "tab:orange", "hf": "tab:green"}
+    for axis, (threads, search) in zip(axes.flat, conditions, strict=False):
+        shown = [cell for cell in cells if (cell.threads, cell.search) == (threads, search)]
+        for cell in shown:
+            x, y = cell.values["sentences_per_second"], cell.values["bleu"]
+            axis.scatter(x, y, color=colours[cell.engine], marker="s" if cell.shortlist else "o")
+            axis.annotate(cell.system, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        front = pareto_front([(cell.values["sentences_per_second"], cell.values["bleu"]) for cell in shown])
+        axis.plot([p[0] for p in front], [p[1] for p in front], color="grey", linestyle="--", linewidth=1)
+        axis.set_title(f"{search}, {threads} thread{'s' if threads > 1 else ''}, batch 32")
+        axis.set_xlabel("sentences / s")
+        axis.set_ylabel("BLEU (lowercased)")
+        axis.grid(alpha=0.3)
+    for axis in list(axes.flat)[len(conditions) :]:
+        axis.set_visible(False)
+    figure.suptitle(record.data["environment"]["cpu"]["summary"], fontsize=9)
+    figure.tight_layout()
+    save_figure_atomically(figure, record.plot_path)
+    plt.close(figure)
+
+
+def write_report(record: ParetoRecord) -> None:
+    """Write the Markdown report and the PNG beside the record.
+
+    Parameters
+    ----------
+    record : ParetoRecord
+        The record.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Both are rewritten whole after every row, so they always match the JSON.
+    """
+    from transformer.atomic_files import write_text_atomically
+
+    write_text_atomically(record.markdown_path, render_markdown(record))
+    write_plot(record)

@@ -32,6 +32,7 @@ from transformer.decoding.search import (
     note_nan_scores,
 )
 from transformer.decoding.step_model import Decodable, StepModel, as_step_model, inference_context
+from transformer.decoding.top_tokens import row_topk
 
 
 @dataclass
@@ -299,7 +300,10 @@ def _extend(live: LiveBeams, step_log_probs: Tensor) -> Candidates:
     # (a beam's running score shifts its whole row, so it does not change the row's order), then among
     # beam_size x per_beam survivors. Same result as one top-k over beam_size x vocab, far less work.
     per_beam = min(num_candidates, vocab_size)
-    beam_best, beam_tokens = step_log_probs.topk(per_beam, dim=2)  # (active, beam_size, per_beam)
+    row_log_probs = step_log_probs.flatten(0, 1)  # (active * beam_size, vocab_size)
+    beam_best, beam_tokens = row_topk(row_log_probs, per_beam)  # (active * beam_size, per_beam)
+    beam_best = beam_best.view(active, beam_size, per_beam)
+    beam_tokens = beam_tokens.view(active, beam_size, per_beam)
     totals = live.log_probs[:, :, None] + beam_best  # (active, beam_size, per_beam)
     log_probs, flat_indices = totals.view(active, -1).topk(num_candidates, dim=1)  # (active, num_candidates)
     origins = flat_indices // per_beam

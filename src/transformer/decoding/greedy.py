@@ -24,6 +24,7 @@ from transformer.decoding.search import (
     note_nan_scores,
 )
 from transformer.decoding.step_model import Decodable, StepModel, as_step_model, inference_context
+from transformer.decoding.top_tokens import row_max
 
 #: Chooses each active row's next token: ``(step_log_probs, totals, active_ids, step) -> tokens``, with
 #: step_log_probs and totals (running sum plus step) of shape (active, vocab), active_ids (active,) the rows'
@@ -271,7 +272,7 @@ def run_token_loop(
         # Rank running sums, not step log-probs, so beam search of size 1 does the same arithmetic.
         totals = rows.log_probs[active_ids, None] + step_log_probs  # (active, vocab)
         if choose is None:
-            best_totals, next_tokens = totals.max(dim=1)  # (active,)
+            best_totals, next_tokens = row_max(totals)  # (active,), as totals.max(dim=1)
         else:
             next_tokens = choose(step_log_probs, totals, active_ids, step)  # (active,)
             best_totals = totals.gather(1, next_tokens[:, None]).squeeze(1)

@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
                 key = (system.name, search, threads, mode, repeat)
                 if record.has(key):
                     continue
-                warm_up(system, SEARCHES[search])
+                warm_up(system, SEARCHES[search], sources)
                 if mode == "throughput":
                     row = measure_throughput(system, SEARCHES[search], batches, references, systems)
                 else:
@@ -244,7 +244,7 @@ def evenly_spaced(count: int, wanted: int) -> list[int]:
     return [index * count // wanted for index in range(wanted)]
 
 
-def warm_up(system: System, beam_size: int) -> None:
+def warm_up(system: System, beam_size: int, system_sentences: list[str]) -> None:
     """Translate a few sentences untimed, so a pass does not pay for first calls and lazy loads.
 
     Parameters
@@ -253,6 +253,8 @@ def warm_up(system: System, beam_size: int) -> None:
         The system.
     beam_size : int
         The search's beam size.
+    system_sentences : list of str
+        The sentences the systems translate (the first few are used).
 
     Returns
     -------
@@ -262,7 +264,7 @@ def warm_up(system: System, beam_size: int) -> None:
     -----
     Every condition warms up, since a thread-count change starts threads (and a CTranslate2 worker).
     """
-    system.translate(list(range(WARM_UP_SENTENCES)), beam_size)
+    system.translate(list(range(min(WARM_UP_SENTENCES, len(system_sentences)))), beam_size)
 
 
 def measure_throughput(

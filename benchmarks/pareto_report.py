@@ -1,6 +1,6 @@
 """The quality-speed benchmark's report: its targets beside their figures, the tables and a PNG of the front.
 
-Repeats of a row are summarised by their median. Speed ratios are of sentences/s on the same sentences in the
+Repeats of a row are summarised by their median (column ``n``: how many). Speed ratios are of sentences/s on the same sentences in the
 same batches (the inverse ratio of the times); BLEU is lowercased sacreBLEU 13a, the Multi30k convention.
 """
 
@@ -273,8 +273,8 @@ def throughput_lines(cells: list[Cell]) -> list[str]:
     Sorted by thread count, search, then speed.
     """
     lines = [
-        "| threads | search | system | BLEU (lc) | BLEU | chrF | sentences/s | target tokens/s | vs CT2 int8 |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| threads | search | system | BLEU (lc) | BLEU | chrF | sentences/s | target tokens/s | vs CT2 int8 | n |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for cell in sorted(
         cells, key=lambda c: (c.threads, c.search != "greedy", -c.values["sentences_per_second"])
@@ -288,7 +288,8 @@ def throughput_lines(cells: list[Cell]) -> list[str]:
         values = cell.values
         lines.append(
             f"| {cell.threads} | {cell.search} | {cell.system} | {values['bleu']:.2f} | {values['bleu_cased']:.2f} | "
-            f"{values['chrf']:.1f} | {values['sentences_per_second']:.1f} | {values['tokens_per_second']:,.0f} | {ratio} |"
+            f"{values['chrf']:.1f} | {values['sentences_per_second']:.1f} | {values['tokens_per_second']:,.0f} | {ratio} | "
+            f"{cell.repeats} |"
         )
     return lines
 
@@ -308,18 +309,18 @@ def latency_lines(cells: list[Cell]) -> list[str]:
 
     Notes
     -----
-    "p50 vs CT2 int8" is theirs over ours: above 1 means ours answers sooner.
+    "CT2 int8 p50 / p50" is theirs over ours: above 1 means ours answers sooner.
     """
     lines = [
-        "| threads | search | system | p50 ms | p90 ms | CT2 int8 p50 / p50 |",
-        "|---|---|---|---|---|---|",
+        "| threads | search | system | p50 ms | p90 ms | CT2 int8 p50 / p50 | n |",
+        "|---|---|---|---|---|---|---|",
     ]
     for cell in sorted(cells, key=lambda c: (c.threads, c.search != "greedy", c.values["p50_ms"])):
         peer = _find(cells, "CTranslate2 int8", cell.search, cell.threads, "latency")
         ratio = f"{peer.values['p50_ms'] / cell.values['p50_ms']:.2f}x" if peer else "-"
         lines.append(
             f"| {cell.threads} | {cell.search} | {cell.system} | {cell.values['p50_ms']:.1f} | "
-            f"{cell.values['p90_ms']:.1f} | {ratio} |"
+            f"{cell.values['p90_ms']:.1f} | {ratio} | {cell.repeats} |"
         )
     return lines
 

@@ -52,7 +52,7 @@ def row_max(scores: Tensor) -> tuple[Tensor, Tensor]:
     full_blocks = vocab_size // MAX_BLOCK_COLUMNS
     covered = full_blocks * MAX_BLOCK_COLUMNS
     # (rows, full_blocks, block_columns) -> (rows, full_blocks)
-    block_maxima = scores[:, :covered].unflatten(1, (full_blocks, MAX_BLOCK_COLUMNS)).amax(dim=2)
+    block_maxima = scores[:, :covered].view(rows, full_blocks, MAX_BLOCK_COLUMNS).amax(dim=2)
     if covered < vocab_size:
         block_maxima = torch.cat([block_maxima, scores[:, covered:].amax(dim=1, keepdim=True)], dim=1)
     best_blocks = block_maxima.argmax(dim=1)  # (rows,)
@@ -96,7 +96,7 @@ def row_topk(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
         return scores.topk(k, dim=1)
     covered = num_blocks * TOPK_BLOCK_ROWS
     # (rows, block_rows, num_blocks) -> (rows, num_blocks): amax down the strided blocks, across columns.
-    block_maxima = scores[:, :covered].unflatten(1, (TOPK_BLOCK_ROWS, num_blocks)).amax(dim=1)
+    block_maxima = scores[:, :covered].view(rows, TOPK_BLOCK_ROWS, num_blocks).amax(dim=1)
     leftover = vocab_size - covered
     block_rows = TOPK_BLOCK_ROWS
     if leftover:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import pareto
+from benchmarks import pareto, pareto_report
 from benchmarks.bench_common import describe_import_failure
 from benchmarks.pareto_record import ParetoRecord
 from benchmarks.pareto_report import pareto_front, render_markdown
@@ -152,3 +152,34 @@ def test_the_front_keeps_the_points_no_faster_point_beats_in_quality() -> None:
 def test_latency_sentences_are_spread_over_the_set() -> None:
     assert pareto.evenly_spaced(10, 3) == [0, 3, 6]
     assert pareto.evenly_spaced(2, 5) == [0, 1]
+
+
+def test_each_system_at_its_fastest_thread_count_and_the_report_rebuilt_from_its_record(
+    tmp_path: Path,
+) -> None:
+    environment = {"cpu": {"summary": "a CPU", "isa_flags": ["avx2"]}, "torch": "2", "allocator": "malloc"}
+    settings = {"checkpoint": "c", "source": "s", "sentences": 10, "batch_size": 32, "latency_sentences": 4}
+    rows = []
+    for threads, ours, theirs in ((1, 10.0, 30.0), (2, 18.0, 12.0)):  # the peer is fastest at 1 thread
+        for name, engine, speed in (("ours int8", "ours", ours), ("CTranslate2 int8", "ctranslate2", theirs)):
+            row = _row(name, engine, "int8", "greedy", "throughput", **_throughput(speed, 30.0))
+            rows.append(row | {"threads": threads})
+    path = tmp_path / "record.json"
+    data = {
+        "environment": environment,
+        "settings": settings,
+        "runs": [],
+        "rows": rows,
+        "skipped": {},
+        "coverage": None,
+    }
+    path.write_text(json.dumps(data))
+    pareto_report.main([str(path)])
+    markdown = path.with_suffix(".md").read_text()
+    assert (
+        "| ours int8 / CTranslate2 int8, sentences/s | greedy, 2 thr | 1.50x (goal 1.3x) | met |" in markdown
+    )
+    best = "| ours int8 / CTranslate2 int8, sentences/s | greedy, best thread count (2 / 1 thr) | 0.60x"
+    assert best + " (goal 1.3x) | **not met** |" in markdown
+    assert path.with_suffix(".png").read_bytes().startswith(b"\x89PNG")
+    assert json.loads(path.read_text())["runs"] == []  # rebuilt, not rerun

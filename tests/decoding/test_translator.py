@@ -26,8 +26,9 @@ def test_int8_from_checkpoint_quantises_the_loaded_weights(trained_run: Path) ->
     translator = Translator.from_checkpoint(trained_run, greedy, "cpu", "int8")
     assert translator.precision == "int8"
     assert isinstance(translator.model.output_projection, Int8Linear)
-    # The same as quantising the float32 checkpoint by hand: nothing else happens on the way.
-    expected_model = quantize_for_inference(load_checkpoint(trained_run).build_model())
+    # The same as quantising the float32 checkpoint by hand for the engine the probe chose: nothing else happens.
+    engine = translator.model.output_projection.engine
+    expected_model = quantize_for_inference(load_checkpoint(trained_run).build_model(), engine)
     src_tokens = torch.tensor([[5, 9, 12, 2], [7, 8, 2, 0]])
     with torch.inference_mode():
         assert torch.equal(translator.model.encode(src_tokens), expected_model.encode(src_tokens))

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from transformer.architectures import SequenceModel, architecture_of
+from transformer.autotune.int8_engine_probe import decide_int8_engine
 from transformer.autotune.linear_probe import prepare_fp32_kernels
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.data.shortlist import Shortlist
@@ -95,8 +96,9 @@ def prepare_for_inference(
     Returns
     -------
     tuple of (SequenceModel, list of str)
-        The prepared model, and what ``fp32_kernels`` chose, one line per product shape (empty where it does
-        not apply).
+        The prepared model, and what was measured for it: at fp32 what ``fp32_kernels`` chose, one line per
+        product shape; at int8 the engine that packs the weights
+        (:func:`~transformer.autotune.int8_engine_probe.decide_int8_engine`); empty otherwise.
 
     Notes
     -----
@@ -109,7 +111,9 @@ def prepare_for_inference(
     prepared: SequenceModel = model.to(device=device, dtype=dtype).eval()
     notes: list[str] = []
     if isinstance(prepared, Transformer) and precision == "int8":
-        prepared = quantize_for_inference(prepared)
+        decision = decide_int8_engine(prepared)
+        prepared = quantize_for_inference(prepared, decision.value)
+        notes = [f"auto int8 engine: {decision.reason}"]
     elif isinstance(prepared, Transformer) and precision == "fp32" and device.type == "cpu":
         notes = prepare_fp32_kernels(prepared, fp32_kernels)
     return prepared, notes

@@ -138,6 +138,9 @@ class Int8Linear(nn.Module):
         The float weight to quantise (copied; the original is not kept).
     bias : torch.Tensor or None, shape (out_features,), float
         Added in float32 after the product.
+    engine : str or None
+        The quantized engine that packs the weight, and so runs its products ("onednn" or "x86"); None
+        takes :func:`int8_packing_engine`'s.
 
     Notes
     -----
@@ -150,7 +153,7 @@ class Int8Linear(nn.Module):
     without VNNI, whose int8 multiply-add saturates 16-bit sums of two full-range products.
     """
 
-    def __init__(self, weight: Tensor, bias: Tensor | None) -> None:
+    def __init__(self, weight: Tensor, bias: Tensor | None, engine: str | None = None) -> None:
         super().__init__()
         self.out_features, self.in_features = weight.shape
         int8_weight, scales = quantize_weight_per_channel(weight)
@@ -164,20 +167,23 @@ class Int8Linear(nn.Module):
                 int8_weight.float() * scales[:, None], scales.double(), zero_points, axis=0, dtype=torch.qint8
             )
         float_bias = None if bias is None else bias.detach().float().clone()
-        with packing_engine(int8_packing_engine()) as engine:
+        with packing_engine(engine or int8_packing_engine()) as packed_by:
             self.packed_weight = torch.ops.quantized.linear_prepack(quantized_weight, float_bias)
         #: The engine that packed the weight (and so runs the products): "onednn" or "x86".
-        self.engine = engine
+        self.engine = packed_by
         self.reduce_range = not int8_kernels_have_vnni()
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear) -> "Int8Linear":
+    def from_linear(cls, linear: nn.Linear, engine: str | None = None) -> "Int8Linear":
         """Quantise an ``nn.Linear``.
 
         Parameters
         ----------
         linear : nn.Linear
             The float layer.
+        engine : str or None
+            The quantized engine that packs the weight ("onednn" or "x86"); None takes
+            :func:`int8_packing_engine`'s.
 
         Returns
         -------
@@ -189,7 +195,7 @@ class Int8Linear(nn.Module):
         The float layer is left as it was, and the int8 layer keeps no reference to its tensors, so the
         caller may free or keep training the original without affecting the int8 layer.
         """
-        return cls(linear.weight, linear.bias)
+        return cls(linear.weight, linear.bias, engine)
 
     def forward(self, hidden: Tensor) -> Tensor:
         """Apply the layer.
@@ -240,6 +246,8 @@ class Int8MultiHeadAttention(MultiHeadAttention):
     ----------
     attention : MultiHeadAttention
         The float module to copy settings and weights from (left unchanged).
+    engine : str or None
+        The quantized engine packing its projections (see :class:`Int8Linear`).
 
     Notes
     -----
@@ -249,7 +257,7 @@ class Int8MultiHeadAttention(MultiHeadAttention):
     else, the attention itself included, is inherited.
     """
 
-    def __init__(self, attention: MultiHeadAttention) -> None:
+    def __init__(self, attention: MultiHeadAttention, engine: str | None = None) -> None:
         super().__init__(
             attention.q_proj.in_features,
             attention.num_heads,
@@ -263,16 +271,18 @@ class Int8MultiHeadAttention(MultiHeadAttention):
         )
         self.explicit_max_length = attention.explicit_max_length
         self.additive_score = attention.additive_score
-        self.q_proj = Int8Linear.from_linear(attention.q_proj)  # type: ignore[assignment]
-        self.k_proj = Int8Linear.from_linear(attention.k_proj)  # type: ignore[assignment]
-        self.v_proj = Int8Linear.from_linear(attention.v_proj)  # type: ignore[assignment]
-        self.out_proj = Int8Linear.from_linear(attention.out_proj)  # type: ignore[assignment]
+        self.q_proj = Int8Linear.from_linear(attention.q_proj, engine)  # type: ignore[assignment]
+        self.k_proj = Int8Linear.from_linear(attention.k_proj, engine)  # type: ignore[assignment]
+        self.v_proj = Int8Linear.from_linear(attention.v_proj, engine)  # type: ignore[assignment]
+        self.out_proj = Int8Linear.from_linear(attention.out_proj, engine)  # type: ignore[assignment]
         projections = (attention.q_proj, attention.k_proj, attention.v_proj)
         biases = [projection.bias for projection in projections]
         stacked_bias = (
             torch.cat([bias for bias in biases if bias is not None]) if None not in biases else None
         )
-        self.qkv_proj = Int8Linear(torch.cat([projection.weight for projection in projections]), stacked_bias)
+        self.qkv_proj = Int8Linear(
+            torch.cat([projection.weight for projection in projections]), stacked_bias, engine
+        )
 
     def project_self(self, hidden: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Project one input into queries, keys and values with a single int8 product.
@@ -297,13 +307,17 @@ class Int8MultiHeadAttention(MultiHeadAttention):
         return split_fused_heads(projected, self.num_heads)
 
 
-def quantize_for_inference(model: Transformer) -> Transformer:
+def quantize_for_inference(model: Transformer, engine: str | None = None) -> Transformer:
     """Replace every linear layer of a float32 CPU model, the output projection included, by an int8 one.
 
     Parameters
     ----------
     model : Transformer
         A float32 model on the CPU; converted in place and put in eval mode.
+    engine : str or None
+        The quantized engine that packs every weight ("onednn" or "x86", e.g. as
+        :func:`~transformer.autotune.int8_engine_probe.decide_int8_engine` measured it); None takes
+        :func:`int8_packing_engine`'s, decided by the CPU's flags alone.
 
     Returns
     -------
@@ -327,18 +341,18 @@ def quantize_for_inference(model: Transformer) -> Transformer:
             f"int8 quantisation needs a float32 model on the CPU, got {first_parameter.dtype} on "
             f"{first_parameter.device}: PyTorch's int8 linear kernels (FBGEMM/oneDNN) run on CPUs only"
         )
-    _replace_linear_layers(model.eval())
+    _replace_linear_layers(model.eval(), engine)
     if model.output_projection is None:  # tied: the projection reads the target embedding
-        model.output_projection = Int8Linear(model.tgt_embedding.weight, None)  # type: ignore[assignment]
+        model.output_projection = Int8Linear(model.tgt_embedding.weight, None, engine)  # type: ignore[assignment]
     return model
 
 
-def _replace_linear_layers(module: nn.Module) -> None:
+def _replace_linear_layers(module: nn.Module, engine: str | None) -> None:
     """Swap attention modules and ``nn.Linear`` children for int8 ones, recursing into everything else."""
     for name, child in list(module.named_children()):
         if isinstance(child, MultiHeadAttention):
-            setattr(module, name, Int8MultiHeadAttention(child))
+            setattr(module, name, Int8MultiHeadAttention(child, engine))
         elif isinstance(child, nn.Linear):
-            setattr(module, name, Int8Linear.from_linear(child))
+            setattr(module, name, Int8Linear.from_linear(child, engine))
         else:
-            _replace_linear_layers(child)
+            _replace_linear_layers(child, engine)

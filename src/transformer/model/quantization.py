@@ -4,8 +4,9 @@ Decoding a batch streams every decoder weight and the vocabulary-sized output pr
 on a CPU its speed is bound by bytes of weights, not by arithmetic. Storing the weights of the linear layers as
 int8 (a quarter of float32) and multiplying in int8 (AVX-512 VNNI) is how CTranslate2 decodes fast on CPUs;
 this module does the same with PyTorch's own kernel, ``torch.ops.quantized.linear_dynamic``, on weights
-packed for the engine that is faster on the CPU at hand (:func:`int8_packing_engine`: oneDNN with VNNI, FBGEMM
-without). Embeddings, layer norms, attention and the softmax stay float32.
+packed for the engine that is faster on the CPU at hand: the translator times both
+(:mod:`transformer.autotune.int8_engine_probe`); without a measurement, :func:`int8_packing_engine` guesses from
+the flags (oneDNN with VNNI, FBGEMM without). Embeddings, layer norms, attention and the softmax stay float32.
 """
 
 import os

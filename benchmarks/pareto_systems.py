@@ -8,7 +8,6 @@ by this project's converters, so every row computes the same function up to each
 """
 
 import contextlib
-import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -21,9 +20,11 @@ import torch
 from benchmarks.bench_common import describe_import_failure
 from benchmarks.pareto_ct2 import LENGTH_PENALTY, MAX_LENGTH_OFFSET, ParetoCTranslate2Worker
 from transformer.checkpoint.layout import resolve_checkpoint
-from transformer.checkpoint.model_checkpoint import load_checkpoint_tokenizer
+from transformer.checkpoint.model_checkpoint import load_checkpoint, load_checkpoint_tokenizer
+from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.batch import pad_sequences
 from transformer.decoding.translator import Translator
+from transformer.model.config import TransformerConfig
 
 #: The benchmark's two searches, by row label.
 SEARCHES = {"greedy": 1, "beam 4": 4}
@@ -150,7 +151,7 @@ class SystemSet:
                 name = f"ours {precision}" + (" + shortlist" if shortlist else "")
                 try:
                     translator = Translator.from_checkpoint(
-                        self.checkpoint, precision=precision, shortlist=shortlist
+                        self.checkpoint, device="cpu", precision=precision, shortlist=shortlist
                     )
                 except ValueError as error:  # bf16 without native bf16; no shortlist file
                     self.skipped[name] = str(error)
@@ -161,10 +162,13 @@ class SystemSet:
                 )
 
     def _ours_function(self, translator: Translator) -> TranslateFunction:
-        """Translate with our translator at a beam size (the checkpoint's other search settings kept)."""
+        """Translate with our translator at a beam size, nothing of the checkpoint's search kept.
+
+        A checkpoint's ``decode`` section may hold settings CTranslate2 is never given (n-gram blocking,
+        minimum lengths), so the search is built from the defaults and the benchmark's settings alone.
+        """
         searches = {
-            beam: dataclasses.replace(
-                translator.decode_config,
+            beam: DecodeConfig(
                 beam_size=beam,
                 length_penalty=LENGTH_PENALTY,
                 length_penalty_form="power",
@@ -257,13 +261,12 @@ class SystemSet:
             return
         model = transformers.MarianMTModel.from_pretrained(output_dir)
         model.eval()  # type: ignore[no-untyped-call]
-        reference = Translator.from_checkpoint(self.checkpoint)  # our tokenizer and special ids
-        self.systems.append(System(name, "hf", "fp32", False, self._hf_function(model, reference)))
+        config = load_checkpoint(resolve_checkpoint(self.checkpoint)).model_config  # our special ids
+        self.systems.append(System(name, "hf", "fp32", False, self._hf_function(model, config)))
 
-    def _hf_function(self, model: Any, reference: Translator) -> TranslateFunction:
+    def _hf_function(self, model: Any, config: TransformerConfig) -> TranslateFunction:
         """Translate with ``generate()``, encoding and decoding with the checkpoint's own tokenizer."""
-        config = reference.model.config
-        tokenizer = reference.tokenizer
+        tokenizer = self.target_tokenizer()
 
         def translate(indices: list[int], beam_size: int) -> tuple[list[str], float]:
             started = time.perf_counter()

@@ -10,6 +10,7 @@ import yaml
 from transformer import TransformerConfig
 from transformer.cli import main
 from transformer.device import bf16_unsupported_reason, describe_cpu
+from transformer.model.quantization import int8_packing_engine
 
 # A helper module whose asserts fail tests: pytest rewrites only test modules' asserts unless told, and a
 # bare ``assert`` in a helper would fail with no values shown.
@@ -36,6 +37,9 @@ def fixed_seed() -> None:
 def private_probe_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Keep the automatic-default probes' answers out of the user's cache (subprocesses inherit it)."""
     os.environ["TRANSFORMER_CACHE_DIR"] = str(tmp_path_factory.mktemp("transformer-cache"))
+    # One int8 engine for the whole run: on a busy machine the probe's answers are not stored, and two int8
+    # translators compared with each other (the server against the offline command) must pack alike.
+    os.environ.setdefault("TRANSFORMER_INT8_ENGINE", int8_packing_engine())
 
 
 @pytest.fixture

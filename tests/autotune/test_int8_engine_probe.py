@@ -6,9 +6,11 @@ import pytest
 import torch
 
 from transformer import TransformerConfig
+from transformer.autotune import cache as cache_module
 from transformer.autotune import int8_engine_probe
 from transformer.autotune.cache import ProbeCache
 from transformer.autotune.int8_engine_probe import (
+    ENGINE_VARIABLE,
     PROBE_ROWS,
     available_int8_engines,
     choose_int8_engine,
@@ -23,6 +25,13 @@ from transformer.model.transformer import Transformer
 requires_both_engines = pytest.mark.skipif(
     len(available_int8_engines()) < 2, reason="this PyTorch build lacks one of the onednn and x86 engines"
 )
+
+
+@pytest.fixture(autouse=True)
+def quiet_machine_and_no_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Answers are stored only when the machine is not busy; the suite's own engine override is lifted here.
+    monkeypatch.setattr(cache_module.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    monkeypatch.delenv(ENGINE_VARIABLE, raising=False)
 
 
 def tiny_model() -> Transformer:
@@ -103,3 +112,29 @@ def test_the_real_probe_times_both_engines_at_every_shape_and_row_count() -> Non
     seconds = measure_int8_engine_seconds([(32, 64)], (1, 4))
     assert set(seconds) == {"32->64@1", "32->64@4"}
     assert all(set(value) == {"onednn", "x86"} and min(value.values()) > 0 for value in seconds.values())
+
+
+@requires_both_engines
+def test_the_variable_fixes_the_engine_untimed_and_a_wrong_one_is_named(tmp_path: Path, monkeypatch) -> None:
+    def must_not_run(*args: object) -> None:
+        pytest.fail("the probe ran although the engine was set")
+
+    monkeypatch.setenv(ENGINE_VARIABLE, "x86")
+    decision = decide_int8_engine(tiny_model(), ProbeCache(tmp_path / "autotune.json"), must_not_run)
+    assert (
+        decision.value == "x86"
+        and decision.reason == "x86 packs the int8 weights, as TRANSFORMER_INT8_ENGINE says"
+    )
+    monkeypatch.setenv(ENGINE_VARIABLE, "fast")
+    with pytest.raises(
+        ValueError, match=r"TRANSFORMER_INT8_ENGINE='fast': not an int8 engine of this build \(onednn, x86\)"
+    ):
+        decide_int8_engine(tiny_model(), ProbeCache(tmp_path / "autotune.json"), must_not_run)
+
+
+@requires_both_engines
+def test_onednn_capped_at_another_isa_is_measured_again(tmp_path: Path, monkeypatch) -> None:
+    cache, measure = ProbeCache(tmp_path / "autotune.json"), FakeMeasure("x86", 2.0)
+    decide_int8_engine(tiny_model(), cache, measure)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert not decide_int8_engine(tiny_model(), cache, measure).cached and len(measure.calls) == 2

@@ -4,12 +4,14 @@ Which engine's int8 kernels decode faster is not a fact of the CPU's flags alone
 as FBGEMM's at decoding's shapes on an Intel AVX-512 VNNI Xeon (BENCHMARKS.md section 1b), FBGEMM's 1.4-2.1x
 as fast on an AVX2-only AMD EPYC (section 1c), and on an AMD EPYC *with* AVX-512 VNNI, where the flags
 pointed to oneDNN, FBGEMM's ran 1.7-2.6x as fast at one to four rows (a few-row call costs oneDNN about 25 us
-against 14 us at d_model 256) and tied at 32 rows. So ``precision: int8`` times both engines on the model's
+against 14 us at d_model 256; geometric means over the Multi30k model's products 1.46x, 1.94x, 1.47x and 1.18x
+at 1, 4, 32 and 128 rows). So ``precision: int8`` times both engines on the model's
 own decoder products at a decoder's row counts, once per machine and shape set (cached like the other
 probes), and packs every weight for the faster one.
 """
 
 import math
+import os
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -33,6 +35,9 @@ PROBE_ROWS = (1, 4, 32, 128)
 REQUIRED_SPEEDUP = 1.05
 CPU = torch.device("cpu")
 
+#: Set to "onednn" or "x86", this environment variable fixes the engine without timing (the test suite sets it,
+#: so that two int8 translators in one run pack alike even when a busy machine keeps the probe's answer uncached).
+ENGINE_VARIABLE = "TRANSFORMER_INT8_ENGINE"
 #: Times products: ``(shapes, rows) -> {"IN->OUT@ROWS": {engine: seconds}}``.
 Int8EngineMeasure = Callable[[Sequence[tuple[int, int]], tuple[int, ...]], dict[str, dict[str, float]]]
 
@@ -186,21 +191,44 @@ def decide_int8_engine(
     TuningDecision
         The engine, and a line with the per-row geometric means behind it.
 
+    Raises
+    ------
+    ValueError
+        When :data:`ENGINE_VARIABLE` names an engine this build lacks.
+
     Notes
     -----
-    With one engine in the build, that one, untimed. Cached per machine (CPU model and flags, torch version,
-    threads) and shape set, so later runs agree.
+    With one engine in the build, that one, untimed; with :data:`ENGINE_VARIABLE` set, that one. Cached per
+    machine (CPU model and flags, torch version, threads), shape set and what caps the kernels (oneDNN's ISA
+    cap, ATen's CPU capability), so later runs agree; an answer measured on a busy machine is used but not
+    stored, so another translator may measure again.
     """
     engines = available_int8_engines()
     default = int8_packing_engine()
+    forced = os.environ.get(ENGINE_VARIABLE)
+    if forced:
+        if forced not in engines:
+            raise ValueError(
+                f"{ENGINE_VARIABLE}={forced!r}: not an int8 engine of this build ({', '.join(engines)})"
+            )
+        return TuningDecision(
+            forced, f"{forced} packs the int8 weights, as {ENGINE_VARIABLE} says", {}, False
+        )
     if len(engines) < 2:
         value = engines[0] if engines else default
         return TuningDecision(value, f"{value}: the only int8 engine of this PyTorch build", {}, False)
     cache = cache or default_probe_cache()
     machine = machine_fingerprint(CPU)
     shapes = decoder_product_shapes(model)
+    caps = {
+        "default": default,
+        "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA", ""),
+        "aten_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
     key = fingerprint_key(
-        machine, "int8_engine", {"shapes": [list(shape) for shape in shapes], "rows": list(PROBE_ROWS)}
+        machine,
+        "int8_engine",
+        {"shapes": [list(shape) for shape in shapes], "rows": list(PROBE_ROWS), **caps},
     )
 
     def probe() -> dict[str, object]:

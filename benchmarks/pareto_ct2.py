@@ -20,9 +20,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import TracebackType
-from typing import Any
 
+from benchmarks.bench_ctranslate2 import CTranslate2Worker
 from benchmarks.bench_worker import REPOSITORY, worker_command
 
 #: CTranslate2's length penalty in the benchmark's search: the power form, alpha 1 (configs/multi30k's decode).
@@ -33,7 +32,7 @@ MAX_LENGTH_OFFSET = 50
 ONE_GROUP_OFFSET = 1_000_000
 
 
-class ParetoCTranslate2Worker:
+class ParetoCTranslate2Worker(CTranslate2Worker):
     """A worker process holding one CTranslate2 translator per compute type, at one thread count.
 
     Parameters
@@ -51,7 +50,9 @@ class ParetoCTranslate2Worker:
 
     Notes
     -----
-    Use as a context manager: leaving it closes the worker's input and waits for it (killed after 30 s).
+    Use as a context manager: leaving it closes the worker's input and waits for it (killed after 30 s). Its
+    reading of replies and its closing are the suite's worker's (:class:`benchmarks.bench_ctranslate2.
+    CTranslate2Worker`); only the process it starts and its requests differ.
     """
 
     def __init__(
@@ -61,7 +62,7 @@ class ParetoCTranslate2Worker:
         compute_types: list[str],
         threads: int,
         stderr_path: Path,
-    ) -> None:
+    ) -> None:  # the suite's worker's __init__ starts another process: not called
         arguments: dict[str, object] = {
             "model-dir": model_dir,
             "sentences": sentences_file,
@@ -84,7 +85,7 @@ class ParetoCTranslate2Worker:
             self.close()
             raise
 
-    def translate(
+    def translate_sentences(
         self, compute_type: str, vmap: bool, beam_size: int, indices: list[int]
     ) -> tuple[list[str], float]:
         """Translate some of the file's sentences as one batch.
@@ -120,54 +121,6 @@ class ParetoCTranslate2Worker:
             pass  # reading the reply reports why, with the worker's stderr
         reply = self._read_reply()
         return [str(text) for text in reply["translations"]], float(reply["seconds"])
-
-    def _read_reply(self) -> dict[str, Any]:
-        """Read one reply line; raise with the worker's stderr when there is none."""
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line:
-            self.process.wait(timeout=30)
-            stderr = self.stderr_path.read_text(encoding="utf-8", errors="replace")
-            raise RuntimeError(f"CTranslate2 worker exited ({self.process.returncode}):\n{stderr[-2000:]}")
-        reply: dict[str, Any] = json.loads(line)
-        return reply
-
-    def close(self) -> None:
-        """Close the worker's input and wait for it to exit (killed after 30 s).
-
-        Parameters
-        ----------
-        None
-
-        Returns
-        -------
-        None
-
-        Notes
-        -----
-        Safe to call twice.
-        """
-        if self.process.stdin is not None and not self.process.stdin.closed:
-            self.process.stdin.close()
-        if self.process.poll() is None:
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-
-    def __enter__(self) -> "ParetoCTranslate2Worker":
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def serve(model_dir: str, sentences_file: str, threads: int, compute_types: list[str]) -> None:

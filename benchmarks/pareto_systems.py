@@ -221,7 +221,7 @@ class SystemSet:
         """Translate in the CTranslate2 worker of the current thread count."""
 
         def translate(indices: list[int], beam_size: int) -> tuple[list[str], float]:
-            return self._ct2_worker().translate(compute_type, vmap, beam_size, indices)
+            return self._ct2_worker().translate_sentences(compute_type, vmap, beam_size, indices)
 
         return translate
 
@@ -236,7 +236,8 @@ class SystemSet:
                 self.threads,
                 self.scratch / f"ct2-worker-{self.threads}.stderr",
             )
-            self._ct2_workers[self.threads] = self._stack.enter_context(worker)
+            self._stack.enter_context(worker)
+            self._ct2_workers[self.threads] = worker
         return self._ct2_workers[self.threads]
 
     def _add_hf(self) -> None:
@@ -262,6 +263,9 @@ class SystemSet:
         model = transformers.MarianMTModel.from_pretrained(output_dir)
         model.eval()  # type: ignore[no-untyped-call]
         config = load_checkpoint(resolve_checkpoint(self.checkpoint)).model_config  # our special ids
+        if not isinstance(config, TransformerConfig):
+            self.skipped[name] = "not a Transformer checkpoint"
+            return
         self.systems.append(System(name, "hf", "fp32", False, self._hf_function(model, config)))
 
     def _hf_function(self, model: Any, config: TransformerConfig) -> TranslateFunction:

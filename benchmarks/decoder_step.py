@@ -14,23 +14,24 @@ and scores. Sources are the first ``--sentences`` lines of ``--source`` (the Mul
 """
 
 import argparse
-import gzip
 import itertools
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from benchmarks.pareto import DEFAULT_VALID
 from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.batch import pad_sequences
+from transformer.data.pipeline.text_files import iter_lines
 from transformer.decoding import beam_search, greedy, top_tokens
 from transformer.decoding.translator import Translator
 
-DEFAULT_SOURCE = Path("/work/shared/data/multi30k/val.en.gz")
+DEFAULT_SOURCE = DEFAULT_VALID / "val.en.gz"  # where data.corpus: multi30k caches it
 
 
 def plain_note_nan_scores(nan_seen: Tensor, step_log_probs: Tensor) -> Tensor:
@@ -66,7 +67,8 @@ def measure(
     translator: Translator, sentences: list[str], batch_size: int, config: DecodeConfig, rounds: int
 ) -> tuple[float, float, bool]:
     """Median ms per sentence of "plain" and "blocked" in interleaved rounds, and whether results agree."""
-    encoded = [translator._encode(sentence) for sentence in sentences]
+    eos_id = translator.model.config.eos_id
+    encoded = [[*translator.tokenizer.encode(sentence), eos_id] for sentence in sentences]
     pad_id = translator.model.config.pad_id
     batches = [pad_sequences(encoded[i : i + batch_size], pad_id) for i in range(0, len(encoded), batch_size)]
     times: dict[str, list[float]] = {"plain": [], "blocked": []}
@@ -95,9 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--shortlist", action="store_true", help="also rows with the checkpoint's shortlist")
     args = parser.parse_args(argv)
-    opener: Callable[..., object] = gzip.open if args.source.suffix == ".gz" else open
-    with opener(args.source, "rt", encoding="utf-8") as handle:  # type: ignore[operator]
-        lines = [line.strip() for line in handle]  # type: ignore[attr-defined]
+    lines = list(iter_lines(args.source))  # plain or gzipped, a pipe read once; errors name the file
     print("| precision | shortlist | search | batch | threads | plain ms/sentence | blocked | ratio | same |")
     print("|---|---|---|---|---|---|---|---|---|")
     for precision, shortlist in itertools.product(

@@ -41,9 +41,9 @@ from benchmarks.bench_worker import REPOSITORY
 from benchmarks.pareto_record import ParetoRecord
 from benchmarks.pareto_report import write_report
 from benchmarks.pareto_systems import SEARCHES, System, SystemSet
-from transformer.checkpoint.layout import resolve_checkpoint
-from transformer.data.pipeline.text_files import read_parallel_files
-from transformer.data.shortlist import SHORTLIST_FILE
+from transformer.checkpoint.layout import CheckpointError, resolve_checkpoint
+from transformer.data.pipeline.text_files import CorpusError, read_parallel_files
+from transformer.data.shortlist import SHORTLIST_FILE, ShortlistError
 from transformer.decoding.checkpoint_shortlist import load_checkpoint_shortlist
 from transformer.decoding.shortlist_coverage import measure_step_coverage
 from transformer.decoding.translator import Translator
@@ -114,6 +114,28 @@ def main(argv: list[str] | None = None) -> None:
     """
     args = parse_arguments(argv)
     reexecute_under_tcmalloc(args.no_tcmalloc)  # as `transformer` itself runs, and benchmarks.run
+    try:
+        run_benchmark(args)
+    except (CheckpointError, CorpusError, ShortlistError) as error:  # each names its file
+        raise SystemExit(f"python -m benchmarks.pareto: {error}") from None
+
+
+def run_benchmark(args: argparse.Namespace) -> None:
+    """Measure every row the record lacks and rewrite the report after each (see the module docstring).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    :func:`main` turns the errors of a missing or damaged checkpoint, corpus or shortlist into one line.
+    """
     pairs = read_parallel_files(args.source, args.reference)[: args.limit]
     sources, references = [pair[0] for pair in pairs], [pair[1] for pair in pairs]
     environment = describe_environment(torch.get_num_threads(), REPOSITORY, args.no_tcmalloc)

@@ -40,7 +40,7 @@ from benchmarks.bench_environment import describe_environment
 from benchmarks.bench_worker import REPOSITORY
 from benchmarks.pareto_record import ParetoRecord
 from benchmarks.pareto_report import write_report
-from benchmarks.pareto_systems import SEARCHES, System, SystemSet
+from benchmarks.pareto_systems import OUR_PRECISIONS, SEARCHES, System, SystemSet
 from transformer.checkpoint.layout import CheckpointError, resolve_checkpoint
 from transformer.data.pipeline.text_files import CorpusError, read_parallel_files
 from transformer.data.shortlist import SHORTLIST_FILE, ShortlistError
@@ -83,6 +83,13 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--searches", nargs="+", choices=sorted(SEARCHES), default=list(SEARCHES))
     parser.add_argument("--engines", nargs="+", choices=["ours", "ctranslate2", "hf"], default=None)
+    parser.add_argument(
+        "--precisions",
+        nargs="+",
+        choices=list(OUR_PRECISIONS),
+        default=list(OUR_PRECISIONS),
+        help="ours only",
+    )
     parser.add_argument("--latency-sentences", type=int, default=200)
     parser.add_argument("--limit", type=int, default=None, help="only the first N sentences (a smoke test)")
     parser.add_argument("--repeats", type=int, default=1)
@@ -142,7 +149,9 @@ def run_benchmark(args: argparse.Namespace) -> None:
     record = ParetoRecord.open(args.output, environment, settings_of(args, len(sources)))
     with tempfile.TemporaryDirectory(prefix="pareto-") as scratch, contextlib.ExitStack() as stack:
         engines = set(args.engines or ["ours", "ctranslate2", "hf"])
-        systems = stack.enter_context(SystemSet(args.checkpoint, sources, Path(scratch), engines))
+        systems = stack.enter_context(
+            SystemSet(args.checkpoint, sources, Path(scratch), engines, args.precisions)
+        )
         record.note_skipped(systems.skipped)
         if record.coverage is None and "ours" in engines:
             record.set_coverage(shortlist_coverage(args.checkpoint, sources))

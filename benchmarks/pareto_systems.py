@@ -10,7 +10,7 @@ by this project's converters, so every row computes the same function up to each
 import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,8 @@ from transformer.model.config import TransformerConfig
 
 #: The benchmark's two searches, by row label.
 SEARCHES = {"greedy": 1, "beam 4": 4}
+#: Our translator's precisions, each run with and without the checkpoint's shortlist.
+OUR_PRECISIONS = ("fp32", "bf16", "int8")
 #: Our translator's source-token budget: large enough that each benchmark batch is one search.
 ONE_BATCH_TOKENS = 1_000_000
 #: CTranslate2's compute types in the benchmark: int8 (the comparison of the issue's targets) and float32.
@@ -89,8 +91,16 @@ class SystemSet:
     :mod:`benchmarks.pareto_ct2`).
     """
 
-    def __init__(self, checkpoint: Path, sentences: list[str], scratch: Path, engines: set[str]) -> None:
+    def __init__(
+        self,
+        checkpoint: Path,
+        sentences: list[str],
+        scratch: Path,
+        engines: set[str],
+        precisions: Sequence[str] = OUR_PRECISIONS,
+    ) -> None:
         self.checkpoint = checkpoint
+        self.precisions = tuple(precisions)
         self.sentences = sentences
         self.scratch = scratch
         self.systems: list[System] = []
@@ -146,7 +156,7 @@ class SystemSet:
 
     def _add_ours(self) -> None:
         """Our translator in fp32, bf16 and int8, each with and without the checkpoint's shortlist."""
-        for precision in ("fp32", "bf16", "int8"):
+        for precision in self.precisions:
             for shortlist in (False, True):
                 name = f"ours {precision}" + (" + shortlist" if shortlist else "")
                 try:

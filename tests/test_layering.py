@@ -28,6 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "model": {"typed_fields"},
     "baselines": {"model", "typed_fields"},
     "architectures": {"model", "baselines"},
+    "kernels": {"model"},
     "config": {"model", "baselines", "architectures", "typed_fields"},
     "data": {"config", "atomic_files", "command_checks"},
     "checkpoint": {
@@ -50,6 +51,7 @@ ALLOWED: dict[str, set[str]] = {
         "device",
         "evaluation",
         "autotune",  # fp32_kernels: auto, the probe that picks MKL or oneDNN per linear layer
+        "kernels",  # the native (C++) int8 decoder step
     },
     "evaluation": {"model", "architectures", "data", "loss"},
     "visualization": {"model", "architectures", "data", "decoding", "atomic_files", "metrics_log"},

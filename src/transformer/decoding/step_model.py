@@ -19,6 +19,7 @@ from torch.nn import functional as F
 from transformer.baselines.rnn import RNNEncoderDecoder
 from transformer.baselines.rnn_step_model import RNNStepModel
 from transformer.decoding.cache_rows import reorder_decoder_cache
+from transformer.kernels.native_step import NativeInt8DecoderStep
 from transformer.model.decoder import DecoderCache
 from transformer.model.masks import build_padding_mask
 from transformer.model.special_tokens import SpecialTokenIds
@@ -188,6 +189,9 @@ class TransformerStepModel(SpecialTokenIds):
     use_cache : bool
         Feed one token per step and reuse cached keys/values (``DecodeConfig.use_cache``); False re-runs
         the decoder over the whole prefix every step (same tokens, quadratic cost).
+    native_step : NativeInt8DecoderStep or None
+        With the cache, run each step through this C++ step of the same model
+        (:func:`transformer.kernels.native_step.native_int8_step`) instead of the Python decoder.
 
     Notes
     -----
@@ -198,9 +202,12 @@ class TransformerStepModel(SpecialTokenIds):
 
     model: Transformer
 
-    def __init__(self, model: Transformer, use_cache: bool = True) -> None:
+    def __init__(
+        self, model: Transformer, use_cache: bool = True, native_step: NativeInt8DecoderStep | None = None
+    ) -> None:
         self.model = model
         self.use_cache = use_cache
+        self.native_step = native_step
 
     @property
     def max_output_length(self) -> int | None:
@@ -264,6 +271,8 @@ class TransformerStepModel(SpecialTokenIds):
         -----
         Without a cache, the decoder sees the whole prefix and only the last position's logits are kept.
         """
+        if state.cache is not None and self.native_step is not None:
+            return self.native_step.log_probs(state.cache, last_tokens)
         if state.cache is not None:
             logits = self.model.decode(last_tokens[:, None], None, None, state.cache)  # (rows, 1, vocab)
         else:

@@ -1,0 +1,175 @@
+"""The native (C++) int8 decoder step: the Python step's log-probabilities bit for bit, and its fallbacks."""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+
+from transformer import TransformerConfig
+from transformer.config.decode import DecodeConfig
+from transformer.decoding.cache_rows import reorder_decoder_cache
+from transformer.decoding.step_model import TransformerStepModel
+from transformer.decoding.translator import Translator
+from transformer.kernels import native_step
+from transformer.kernels.native_step import (
+    NativeInt8DecoderStep,
+    build_native_extension,
+    native_int8_step,
+    unsupported_reason,
+)
+from transformer.model.quantization import quantize_for_inference
+from transformer.model.transformer import Transformer
+
+
+def built_extension():  # type: ignore[no-untyped-def]
+    """The extension, or a skip naming the probed reason it cannot be built here (no compiler, no ninja)."""
+    build = build_native_extension()
+    if build.module is None:
+        pytest.skip(build.note)
+    return build.module
+
+
+def int8_model(config: TransformerConfig, seed: int = 0) -> Transformer:
+    torch.manual_seed(seed)
+    return quantize_for_inference(Transformer(config).eval())
+
+
+def sources(config: TransformerConfig) -> torch.Tensor:
+    """Three sources: a full one, a shorter one right-padded, and one all padding (no key to attend to)."""
+    generator = torch.Generator().manual_seed(1)
+    tokens = torch.randint(4, config.vocab_size, (3, 7), generator=generator)
+    tokens[:, -1] = config.eos_id
+    tokens[1, 4:] = config.pad_id
+    tokens[1, 3] = config.eos_id
+    tokens[2] = config.pad_id
+    return tokens
+
+
+def run_steps(step_model: TransformerStepModel, src: torch.Tensor, beam: int) -> list[torch.Tensor]:
+    """Decode six steps as beam search lays rows out (beams of a source adjacent), reordering between steps."""
+    with torch.inference_mode():
+        state = step_model.start(src)
+        assert state.cache is not None
+        rows = torch.arange(src.size(0)).repeat_interleave(beam)
+        reorder_decoder_cache(state.cache, rows)
+        last = torch.full((rows.numel(),), step_model.model.config.bos_id)
+        outputs = []
+        for step in range(6):
+            log_probs = step_model.log_probs(state, last)
+            outputs.append(log_probs)
+            last = log_probs.topk(2, dim=-1).indices[:, step % 2]
+            # Swap the two beams of the first source: rows follow their hypotheses.
+            order = torch.arange(rows.numel())
+            if beam > 1:
+                order[0], order[1] = 1, 0
+            reorder_decoder_cache(state.cache, order)
+            last = last[order]
+        return outputs
+
+
+VARIANTS = {
+    "pre-norm relu sinusoidal": {},
+    "post-norm gelu learned": {"norm_first": False, "activation": "gelu", "positional_encoding": "learned"},
+    "silu, no positions, unscaled": {
+        "activation": "silu",
+        "positional_encoding": "none",
+        "attention_scaling": "none",
+    },
+    "fused attention, 1/d_k": {"attention_implementation": "fused", "attention_scaling": "linear"},
+    "explicit attention, untied output, bias": {
+        "attention_implementation": "explicit",
+        "tie_output_projection": False,
+        "share_embeddings": False,
+        "output_bias": True,
+    },
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("beam", [1, 2])
+def test_native_log_probs_equal_the_python_step_bit_for_bit(
+    tiny_config: TransformerConfig, variant: str, beam: int
+) -> None:
+    extension = built_extension()
+    config = dataclasses.replace(tiny_config, **VARIANTS[variant])
+    model = int8_model(config)
+    assert unsupported_reason(model) is None
+    src = sources(config)
+    python_outputs = run_steps(TransformerStepModel(model), src, beam)
+    native_outputs = run_steps(
+        TransformerStepModel(model, native_step=NativeInt8DecoderStep(model, extension)), src, beam
+    )
+    for python_log_probs, native_log_probs in zip(python_outputs, native_outputs, strict=True):
+        assert torch.equal(python_log_probs, native_log_probs)
+    # The all-padding source attends to nothing and gets zeros there, never NaN: every row stays finite.
+    assert all(bool(torch.isfinite(out).any(dim=-1).all()) for out in native_outputs)
+
+
+def test_the_sinusoidal_table_grows_past_its_initial_length(tiny_config: TransformerConfig) -> None:
+    extension = built_extension()
+    model = int8_model(tiny_config)
+    step = NativeInt8DecoderStep(model, extension)
+    assert step.position_table is not None
+    initial_rows = step.position_table.size(0)
+    src = sources(tiny_config)
+    with torch.inference_mode():
+        python_state = TransformerStepModel(model).start(src)
+        native_state = TransformerStepModel(model).start(src)
+        assert python_state.cache is not None and native_state.cache is not None
+        python_state.cache.decoded_len = native_state.cache.decoded_len = (
+            initial_rows  # as if that long already
+        )
+        last = torch.full((3,), tiny_config.bos_id)
+        expected = TransformerStepModel(model).log_probs(python_state, last)
+        actual = step.log_probs(native_state.cache, last)
+    assert torch.equal(expected, actual)
+    assert step.position_table.size(0) > initial_rows
+    assert native_state.cache.decoded_len == initial_rows + 1
+
+
+def test_translations_are_the_python_steps_in_greedy_and_beam_search(trained_run: Path) -> None:
+    built_extension()
+    translator = Translator.from_checkpoint(trained_run, device="cpu", precision="int8")
+    assert translator.native_steps, translator.kernel_notes
+    assert any(note.startswith("native decoder step: C++") for note in translator.kernel_notes)
+    sentences = ["the cat sat on the mat", "a dog runs", "two birds fly over the green hill today"]
+    saved = dict(translator.native_steps)
+    for beam_size in (1, 4):
+        translator.decode_config = DecodeConfig(beam_size=beam_size, nbest=2 if beam_size > 1 else 1)
+        native = translator.translate_nbest(sentences)
+        translator.native_steps.clear()
+        python = translator.translate_nbest(sentences)
+        translator.native_steps.update(saved)
+        assert [[(c.text, c.score) for c in n] for n in native] == [
+            [(c.text, c.score) for c in p] for p in python
+        ]
+
+
+def test_float_models_and_unsupported_layers_keep_the_python_step(tiny_config: TransformerConfig) -> None:
+    torch.manual_seed(0)
+    float_model = Transformer(tiny_config).eval()
+    step, note = native_int8_step(float_model)
+    assert step is None
+    assert note == "native decoder step: not used (the output projection is not int8)"
+    windowed = int8_model(dataclasses.replace(tiny_config, attention_window=3))
+    assert unsupported_reason(windowed) == "windowed self-attention"
+    training = int8_model(tiny_config).train()
+    assert unsupported_reason(training) == "the model is in training mode"
+
+
+def test_the_variable_turns_it_off_and_a_missing_compiler_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    build_native_extension.cache_clear()
+    try:
+        monkeypatch.setenv(native_step.NATIVE_STEP_VARIABLE, "off")
+        off = build_native_extension()
+        assert off.module is None
+        assert off.note == "native decoder step: off (TRANSFORMER_NATIVE_STEP=off)"
+        build_native_extension.cache_clear()
+        monkeypatch.delenv(native_step.NATIVE_STEP_VARIABLE)
+        monkeypatch.setenv("CXX", "no-such-compiler-here")
+        missing = build_native_extension()
+        assert missing.module is None
+        assert missing.note == "native decoder step: no C++ compiler ('no-such-compiler-here' not on PATH)"
+    finally:
+        build_native_extension.cache_clear()

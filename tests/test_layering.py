@@ -102,6 +102,7 @@ ALLOWED: dict[str, set[str]] = {
         "typed_fields",
         "command_checks",  # a request's text is refused as the command line refuses it
         "autotune",  # the fp32_kernels choices
+        "kernels",  # the native decoder step the continuous batch runs
     },
     "cli_arguments": {
         "command_checks",

@@ -1,6 +1,7 @@
-"""The native (C++) int8 decoder step: the Python step's log-probabilities bit for bit, and its fallbacks."""
+"""The native (C++) decoder step: the Python step's log-probabilities bit for bit, and its fallbacks."""
 
 import dataclasses
+import shutil
 from pathlib import Path
 
 import pytest
@@ -9,15 +10,17 @@ import torch
 from transformer import TransformerConfig
 from transformer.config.decode import DecodeConfig
 from transformer.decoding.cache_rows import reorder_decoder_cache
+from transformer.decoding.checkpoint_shortlist import build_checkpoint_shortlist
 from transformer.decoding.step_model import TransformerStepModel
 from transformer.decoding.translator import Translator
 from transformer.kernels import native_step
 from transformer.kernels.native_step import (
-    NativeInt8DecoderStep,
+    NativeDecoderStep,
     build_native_extension,
-    native_int8_step,
+    native_decoder_step,
     unsupported_reason,
 )
+from transformer.model.fp32_kernels import onednn_linear_unavailable_reason, swap_fp32_linear_layers
 from transformer.model.quantization import quantize_for_inference
 from transformer.model.transformer import Transformer
 
@@ -33,6 +36,20 @@ def built_extension():  # type: ignore[no-untyped-def]
 def int8_model(config: TransformerConfig, seed: int = 0) -> Transformer:
     torch.manual_seed(seed)
     return quantize_for_inference(Transformer(config).eval())
+
+
+def prepared_model(config: TransformerConfig, precision: str) -> Transformer:
+    """A random model as the translator prepares it: int8, fp32 (dense or every product on oneDNN) or bf16."""
+    if precision == "int8":
+        return int8_model(config)
+    torch.manual_seed(0)
+    model = Transformer(config).eval()
+    if precision == "fp32-onednn":
+        reason = onednn_linear_unavailable_reason()
+        if reason is not None:
+            pytest.skip(reason)
+        return swap_fp32_linear_layers(model, lambda in_features, out_features, role: "onednn")
+    return model.to(torch.bfloat16) if precision == "bf16" else model
 
 
 def sources(config: TransformerConfig) -> torch.Tensor:
@@ -86,19 +103,20 @@ VARIANTS = {
 }
 
 
+@pytest.mark.parametrize("precision", ["int8", "fp32", "fp32-onednn", "bf16"])
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize("beam", [1, 2])
 def test_native_log_probs_equal_the_python_step_bit_for_bit(
-    tiny_config: TransformerConfig, variant: str, beam: int
+    tiny_config: TransformerConfig, variant: str, beam: int, precision: str
 ) -> None:
     extension = built_extension()
     config = dataclasses.replace(tiny_config, **VARIANTS[variant])
-    model = int8_model(config)
+    model = prepared_model(config, precision)
     assert unsupported_reason(model) is None
     src = sources(config)
     python_outputs = run_steps(TransformerStepModel(model), src, beam)
     native_outputs = run_steps(
-        TransformerStepModel(model, native_step=NativeInt8DecoderStep(model, extension)), src, beam
+        TransformerStepModel(model, native_step=NativeDecoderStep(model, extension)), src, beam
     )
     for python_log_probs, native_log_probs in zip(python_outputs, native_outputs, strict=True):
         assert torch.equal(python_log_probs, native_log_probs)
@@ -109,7 +127,7 @@ def test_native_log_probs_equal_the_python_step_bit_for_bit(
 def test_the_sinusoidal_table_grows_past_its_initial_length(tiny_config: TransformerConfig) -> None:
     extension = built_extension()
     model = int8_model(tiny_config)
-    step = NativeInt8DecoderStep(model, extension)
+    step = NativeDecoderStep(model, extension)
     assert step.position_table is not None
     initial_rows = step.position_table.size(0)
     src = sources(tiny_config)
@@ -128,9 +146,18 @@ def test_the_sinusoidal_table_grows_past_its_initial_length(tiny_config: Transfo
     assert native_state.cache.decoded_len == initial_rows + 1
 
 
-def test_translations_are_the_python_steps_in_greedy_and_beam_search(trained_run: Path) -> None:
+@pytest.mark.parametrize("precision", ["int8", "fp32"])
+@pytest.mark.parametrize("shortlist", [False, True])
+def test_translations_are_the_python_steps_in_greedy_and_beam_search(
+    trained_run: Path, tmp_path: Path, precision: str, shortlist: bool
+) -> None:
     built_extension()
-    translator = Translator.from_checkpoint(trained_run, device="cpu", precision="int8")
+    run = trained_run
+    if shortlist:
+        run = tmp_path / "run"
+        shutil.copytree(trained_run, run)
+        build_checkpoint_shortlist(run, per_source=3, frequent=5)
+    translator = Translator.from_checkpoint(run, device="cpu", precision=precision, shortlist=shortlist)
     assert translator.native_steps, translator.kernel_notes
     assert any(note.startswith("native decoder step: C++") for note in translator.kernel_notes)
     sentences = ["the cat sat on the mat", "a dog runs", "two birds fly over the green hill today"]
@@ -146,12 +173,12 @@ def test_translations_are_the_python_steps_in_greedy_and_beam_search(trained_run
         ]
 
 
-def test_float_models_and_unsupported_layers_keep_the_python_step(tiny_config: TransformerConfig) -> None:
+def test_unsupported_models_keep_the_python_step(tiny_config: TransformerConfig) -> None:
     torch.manual_seed(0)
-    float_model = Transformer(tiny_config).eval()
-    step, note = native_int8_step(float_model)
+    additive = Transformer(dataclasses.replace(tiny_config, attention_scoring="additive")).eval()
+    step, note = native_decoder_step(additive)
     assert step is None
-    assert note == "native decoder step: not used (the output projection is not int8)"
+    assert note == "native decoder step: not used (additive attention or a logits hook)"
     windowed = int8_model(dataclasses.replace(tiny_config, attention_window=3))
     assert unsupported_reason(windowed) == "windowed self-attention"
     training = int8_model(tiny_config).train()
@@ -173,3 +200,20 @@ def test_the_variable_turns_it_off_and_a_missing_compiler_is_named(monkeypatch: 
         assert missing.note == "native decoder step: no C++ compiler ('no-such-compiler-here' not on PATH)"
     finally:
         build_native_extension.cache_clear()
+
+
+def test_a_weight_changed_in_place_is_seen_as_the_python_step_sees_it(tiny_config: TransformerConfig) -> None:
+    extension = built_extension()
+    model = prepared_model(tiny_config, "fp32")
+    native = NativeDecoderStep(model, extension)
+    src = sources(tiny_config)
+    before = run_steps(TransformerStepModel(model, native_step=native), src, 1)
+    layer = model.decoder.layers[0]
+    with torch.no_grad():  # the stacked q/k/v weight is the C++ step's one copy; a norm is shared as is
+        layer.self_attention.k_proj.weight.mul_(2.0)
+        layer.feed_forward_residual.norm.weight.add_(0.5)
+    python_after = run_steps(TransformerStepModel(model), src, 1)
+    native_after = run_steps(TransformerStepModel(model, native_step=native), src, 1)
+    assert not torch.equal(before[-1], native_after[-1])
+    for expected, actual in zip(python_after, native_after, strict=True):
+        assert torch.equal(expected, actual)

@@ -26,6 +26,7 @@ from transformer.architectures import SequenceModel, architecture_of
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.data.shortlist import Shortlist, vocabulary_fingerprint
 from transformer.decoding.step_model import TransformerSearchState, TransformerStepModel
+from transformer.kernels.native_step import NativeDecoderStep
 from transformer.model.quantization import Int8Linear, packing_engine
 from transformer.model.transformer import Transformer
 
@@ -184,6 +185,9 @@ class ShortlistStepModel(TransformerStepModel):
         The table; built for the model's vocabulary (the caller checks the fingerprint).
     use_cache : bool
         Incremental decoding, as for :class:`TransformerStepModel`.
+    native_step : NativeDecoderStep or None
+        The model's C++ step, as for :class:`TransformerStepModel`; it returns the decoder states, which this
+        projects.
 
     Notes
     -----
@@ -191,8 +195,14 @@ class ShortlistStepModel(TransformerStepModel):
     then costs ``size / vocab_size`` of the full projection.
     """
 
-    def __init__(self, model: Transformer, shortlist: Shortlist, use_cache: bool = True) -> None:
-        super().__init__(model, use_cache)
+    def __init__(
+        self,
+        model: Transformer,
+        shortlist: Shortlist,
+        use_cache: bool = True,
+        native_step: NativeDecoderStep | None = None,
+    ) -> None:
+        super().__init__(model, use_cache, native_step)
         self.shortlist = shortlist
 
     def start(self, src_tokens: Tensor) -> ShortlistSearchState:
@@ -243,7 +253,9 @@ class ShortlistStepModel(TransformerStepModel):
         """
         assert isinstance(state, ShortlistSearchState) and state.projection is not None
         assert state.row_sentences is not None
-        if state.cache is not None:
+        if state.cache is not None and self.native_step is not None:
+            hidden = self.native_step.hidden(state.cache, last_tokens)  # (rows, 1, d)
+        elif state.cache is not None:
             hidden = self.model.decode_hidden(last_tokens[:, None], None, None, state.cache)  # (rows, 1, d)
         else:
             state.tgt_prefix = torch.cat([state.tgt_prefix, last_tokens[:, None]], dim=1)  # (rows, len)

@@ -19,7 +19,7 @@ from torch.nn import functional as F
 from transformer.baselines.rnn import RNNEncoderDecoder
 from transformer.baselines.rnn_step_model import RNNStepModel
 from transformer.decoding.cache_rows import reorder_decoder_cache
-from transformer.kernels.native_step import NativeInt8DecoderStep
+from transformer.kernels.native_step import NativeDecoderStep
 from transformer.model.decoder import DecoderCache
 from transformer.model.masks import build_padding_mask
 from transformer.model.special_tokens import SpecialTokenIds
@@ -189,9 +189,9 @@ class TransformerStepModel(SpecialTokenIds):
     use_cache : bool
         Feed one token per step and reuse cached keys/values (``DecodeConfig.use_cache``); False re-runs
         the decoder over the whole prefix every step (same tokens, quadratic cost).
-    native_step : NativeInt8DecoderStep or None
+    native_step : NativeDecoderStep or None
         With the cache, run each step through this C++ step of the same model
-        (:func:`transformer.kernels.native_step.native_int8_step`) instead of the Python decoder.
+        (:func:`transformer.kernels.native_step.native_decoder_step`) instead of the Python decoder.
 
     Notes
     -----
@@ -203,7 +203,7 @@ class TransformerStepModel(SpecialTokenIds):
     model: Transformer
 
     def __init__(
-        self, model: Transformer, use_cache: bool = True, native_step: NativeInt8DecoderStep | None = None
+        self, model: Transformer, use_cache: bool = True, native_step: NativeDecoderStep | None = None
     ) -> None:
         self.model = model
         self.use_cache = use_cache

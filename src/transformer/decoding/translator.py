@@ -33,7 +33,7 @@ from transformer.decoding.search import Hypothesis, NonFiniteScoresError
 from transformer.decoding.shortlist import ShortlistStepModel, check_shortlist
 from transformer.decoding.step_model import StepModel, TransformerStepModel, as_step_model
 from transformer.device import resolve_device
-from transformer.kernels.native_step import NativeInt8DecoderStep, native_int8_step
+from transformer.kernels.native_step import NativeDecoderStep, native_decoder_step
 from transformer.model.transformer import Transformer
 
 
@@ -124,8 +124,8 @@ class Translator:
         self.fp32_kernels = fp32_kernels
         #: What ``fp32_kernels`` chose, one line per product shape (empty where it does not apply).
         self.kernel_notes: list[str] = []
-        #: The C++ decoder step of each int8 model it covers, by ``id`` of the prepared model.
-        self.native_steps: dict[int, NativeInt8DecoderStep] = {}
+        #: The C++ decoder step of each model it covers on the CPU, by ``id`` of the prepared model.
+        self.native_steps: dict[int, NativeDecoderStep] = {}
         self.model: SequenceModel = self._prepare(model)
         #: Every model decoded, ``model`` first; one model alone is not wrapped in an ensemble.
         self.models: list[SequenceModel] = [self.model, *(self._prepare(member) for member in ensemble)]
@@ -265,8 +265,8 @@ class Translator:
         """Move a model to the device, cast or quantise it for ``precision``, and put it in eval mode."""
         prepared, notes = prepare_for_inference(model, self.device, self.precision, self.fp32_kernels)
         self.kernel_notes += notes
-        if isinstance(prepared, Transformer) and self.precision == "int8":
-            native_step, note = native_int8_step(prepared)
+        if isinstance(prepared, Transformer) and self.device.type == "cpu":
+            native_step, note = native_decoder_step(prepared)
             self.kernel_notes.append(note)
             if native_step is not None:
                 self.native_steps[id(prepared)] = native_step
@@ -317,7 +317,7 @@ class Translator:
     def _member_step_model(self, model: SequenceModel, use_cache: bool) -> StepModel[Any]:
         """One model's step model: restricted to the shortlist when there is one (Transformers only)."""
         if self.shortlist is not None and isinstance(model, Transformer):
-            return ShortlistStepModel(model, self.shortlist, use_cache)
+            return ShortlistStepModel(model, self.shortlist, use_cache, self.native_steps.get(id(model)))
         if isinstance(model, Transformer):
             return TransformerStepModel(model, use_cache, self.native_steps.get(id(model)))
         return as_step_model(model, use_cache)

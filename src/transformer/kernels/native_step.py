@@ -1,13 +1,15 @@
-"""The int8 decoder's incremental step in C++: the same kernels as the Python decoder, without Python between them.
+"""A Transformer decoder's incremental step in C++: the same kernels as the Python decoder, without Python between.
 
-At decoding's small batches a CPU step is mostly Python: an int8 model of the Multi30k recipe (3 decoder layers,
-d_model 256) runs about 20 tiny matrix products per step, and the module calls, argument parsing and dispatch
-around them cost several times the products themselves. :class:`NativeInt8DecoderStep` runs the whole step
-(embedding, every layer, the output projection) in one C++ call (``int8_decoder_step.cpp``), through the same
-ATen kernels and the same packed int8 weights as :class:`~transformer.model.quantization.Int8Linear`. It is built
-on first use with PyTorch's extension builder (a C++ compiler and ninja, cached under
+At decoding's small batches a CPU step is mostly Python: the Multi30k recipe's model (3 decoder layers, d_model
+256) runs about 20 small matrix products per step, and the module calls, argument parsing and dispatch around
+them cost several times the products themselves (int8 most of all, whose products are the cheapest).
+:class:`NativeDecoderStep` runs the whole step (embedding, every layer, the output projection) in one C++ call
+(``decoder_step.cpp``), through the same ATen kernels and the same weights as the Python layers: int8 packed
+for FBGEMM or oneDNN (:class:`~transformer.model.quantization.Int8Linear`), fp32 packed for oneDNN
+(:class:`~transformer.model.fp32_kernels.OneDNNLinear`) or dense (``nn.Linear``, fp32 or bf16). It is built
+on first use with PyTorch's extension builder (a C++ compiler and ninja; cached under
 ``TORCH_EXTENSIONS_DIR``); where it cannot be built, or does not cover the model, decoding runs the Python
-step, and :func:`native_int8_step` says why.
+step, and :func:`native_decoder_step` says why.
 """
 
 import os
@@ -24,17 +26,19 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from transformer.model.decoder import DecoderCache, DecoderLayer
+from transformer.model.fp32_kernels import OneDNNLinear
+from transformer.model.multihead_attention import MultiHeadAttention
 from transformer.model.positional_encoding import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
-from transformer.model.quantization import Int8Linear, Int8MultiHeadAttention
+from transformer.model.quantization import Int8Linear
 from transformer.model.scaled_dot_product_attention import score_scale
 from transformer.model.transformer import Transformer
 
 #: Set to "off" (or "0", "no", "false") to decode with the Python step even where the native one builds.
 NATIVE_STEP_VARIABLE = "TRANSFORMER_NATIVE_STEP"
 #: The C++ source, shipped as package data beside this module.
-SOURCE_FILE = Path(__file__).with_name("int8_decoder_step.cpp")
+SOURCE_FILE = Path(__file__).with_name("decoder_step.cpp")
 #: The extension's name; PyTorch's builder keys its cache directory on it and rebuilds when the source changes.
-EXTENSION_NAME = "transformer_int8_decoder_step"
+EXTENSION_NAME = "transformer_decoder_step"
 
 
 @dataclass(frozen=True)
@@ -110,35 +114,46 @@ def unsupported_reason(model: Transformer) -> str | None:
 
     Notes
     -----
-    The C++ step implements the decoder of :mod:`transformer.model.decoder` with the int8 layers of
-    :mod:`transformer.model.quantization` and scaled dot-product attention, on the CPU, in eval mode; anything
-    else (float weights, additive scoring, an attention window, a logits hook, d_k != d_v) keeps the Python
-    step, which handles every configuration.
+    The C++ step implements the decoder of :mod:`transformer.model.decoder` with dot-product attention, on the
+    CPU, in eval mode, in float32 or bfloat16, with the linear layers the translator prepares (int8, oneDNN fp32
+    or dense); anything else (additive scoring, an attention window, a logits hook, d_k != d_v, another layer
+    type) keeps the Python step, which handles every configuration.
     """
     config = model.config
+    weight = model.tgt_embedding.embedding.weight
     if model.training:
         return "the model is in training mode"
-    if model.tgt_embedding.embedding.weight.device.type != "cpu":
+    if weight.device.type != "cpu":
         return "the model is not on the CPU"
+    if weight.dtype not in (torch.float32, torch.bfloat16):
+        return f"{weight.dtype} weights"
     if config.attention_window is not None:
         return "windowed self-attention"
-    if not isinstance(model.output_projection, Int8Linear):
-        return "the output projection is not int8"
+    if model.output_projection is not None and _linear_spec(model.output_projection) is None:
+        return f"output projection {type(model.output_projection).__name__}"
     first = model.decoder.layers[0].self_attention
+    assert isinstance(first, MultiHeadAttention)
     attention_settings = (first.implementation, first.explicit_max_length, first.scaling)
     for layer in model.decoder.layers:
         assert isinstance(layer, DecoderLayer)
         for attention in (layer.self_attention, layer.cross_attention):
-            if not isinstance(attention, Int8MultiHeadAttention) or not hasattr(attention, "qkv_proj"):
-                return "an attention layer is not int8 with stacked q/k/v"
             if attention.additive_score is not None or attention.logits_hook is not None:
                 return "additive attention or a logits hook"
+            if attention.d_k != attention.d_v:
+                return "d_k != d_v"
             settings = (attention.implementation, attention.explicit_max_length, attention.scaling)
             if settings != attention_settings:
                 return "attention layers with different implementations or scalings"
-        linears = (layer.feed_forward.linear_in, layer.feed_forward.linear_out)
-        if not all(isinstance(linear, Int8Linear) for linear in linears):
-            return "a feed-forward layer is not int8"
+        linears = (
+            layer.self_attention.out_proj,
+            layer.cross_attention.q_proj,
+            layer.cross_attention.out_proj,
+            layer.feed_forward.linear_in,
+            layer.feed_forward.linear_out,
+        )
+        unknown = [type(linear).__name__ for linear in linears if _linear_spec(linear) is None]
+        if unknown:
+            return f"linear layer {unknown[0]}"
     if model.positional_encoding is not None and not isinstance(
         model.positional_encoding, SinusoidalPositionalEncoding | LearnedPositionalEmbedding
     ):
@@ -146,32 +161,52 @@ def unsupported_reason(model: Transformer) -> str | None:
     return None
 
 
-class NativeInt8DecoderStep:
-    """Run an int8 Transformer's incremental decoder step in one C++ call.
+class NativeDecoderStep:
+    """Run a Transformer's incremental decoder step in one C++ call.
 
     Parameters
     ----------
     model : Transformer
-        An int8 model (:func:`~transformer.model.quantization.quantize_for_inference`) that
-        :func:`unsupported_reason` accepts.
+        A model prepared for inference that :func:`unsupported_reason` accepts.
     extension : ModuleType
         The built extension (:func:`build_native_extension`).
 
     Notes
     -----
-    The C++ object keeps references to the model's packed weights and norms, so build a new step after
-    changing the model. The caches it reads and extends are the model's own :class:`DecoderCache`, so beam
-    search's reordering, the shortlist-free searches and the Python step can take turns on one cache.
+    The C++ object holds the model's own tensors (norms, dense weights, packed weights), so a weight changed
+    in place is seen, as the Python step sees it; the one copy, a float self-attention's stacked q/k/v
+    weight, is rebuilt when a q/k/v parameter's version moves, as the module rebuilds its own. Replacing a
+    layer or a parameter object needs a new step. The caches it reads and extends are the model's own
+    :class:`DecoderCache`, so beam search's reordering and the Python step can take turns on one cache.
     """
 
     def __init__(self, model: Transformer, extension: ModuleType) -> None:
-        config = model.config
         self.model = model
+        self.extension = extension
+        #: The float q/k/v parameters the stacked weights copy; their versions say when to rebuild.
+        self.stacked_parameters: list[nn.Parameter] = []
+        for layer in model.decoder.layers:
+            assert isinstance(layer, DecoderLayer)
+            attention = layer.self_attention
+            if not isinstance(getattr(attention, "qkv_proj", None), nn.Module):
+                for projection in (attention.q_proj, attention.k_proj, attention.v_proj):
+                    self.stacked_parameters += list(projection.parameters())
+        self._build()
+
+    def _stacked_versions(self) -> int:
+        """Sum the versions of the stacked parameters (each in-place change adds one)."""
+        return sum(parameter._version for parameter in self.stacked_parameters)
+
+    def _build(self) -> None:
+        """Hand the model's weights to a new C++ step."""
+        model, extension = self.model, self.extension
+        config = model.config
+        self.built_versions = self._stacked_versions()
         self.num_heads = config.num_heads
+        self.dtype = model.tgt_embedding.embedding.weight.dtype
         layers = []
         for layer in model.decoder.layers:
             assert isinstance(layer, DecoderLayer)
-            self_attention, cross_attention = layer.self_attention, layer.cross_attention
             norms = [
                 residual.norm
                 for residual in (
@@ -180,30 +215,35 @@ class NativeInt8DecoderStep:
                     layer.feed_forward_residual,
                 )
             ]
+            linears = (
+                layer.self_attention.out_proj,
+                layer.cross_attention.q_proj,
+                layer.cross_attention.out_proj,
+                layer.feed_forward.linear_in,
+                layer.feed_forward.linear_out,
+            )
             layers.append(
                 (
                     *(tensor.detach() for norm in norms for tensor in (norm.weight, norm.bias)),
-                    _packed(self_attention.qkv_proj),
-                    _packed(self_attention.out_proj),
-                    _packed(cross_attention.q_proj),
-                    _packed(cross_attention.out_proj),
-                    _packed(layer.feed_forward.linear_in),
-                    _packed(layer.feed_forward.linear_out),
+                    _stacked_projection_spec(layer.self_attention),
+                    *(_required_spec(linear) for linear in linears),
                 )
             )
         first_attention = model.decoder.layers[0].self_attention
-        assert isinstance(first_attention, Int8MultiHeadAttention)
+        assert isinstance(first_attention, MultiHeadAttention)
         final_norm = model.decoder.final_norm
-        output_projection = model.output_projection
-        assert isinstance(output_projection, Int8Linear)
+        if model.output_projection is not None:
+            output_projection = _required_spec(model.output_projection)
+        else:  # tied to the target embedding (section 3.4), as Transformer.project_output multiplies
+            output_projection = ("dense", model.tgt_embedding.weight.detach(), None)
         #: Rows of positional encodings the C++ step adds (None without positions); regrown on demand.
         self.position_table: Tensor | None = self._position_table(0)
-        self._step: Any = extension.Int8DecoderStep(
+        self._step: Any = extension.DecoderStep(
             layers,
             final_norm.weight.detach() if final_norm is not None else None,
             final_norm.bias.detach() if final_norm is not None else None,
-            output_projection.packed_weight,
-            model.output_bias.detach().float() if model.output_bias is not None else None,
+            output_projection,
+            model.output_bias.detach().to(self.dtype) if model.output_bias is not None else None,
             model.tgt_embedding.embedding.weight.detach(),
             float(model.tgt_embedding.scale),
             config.num_heads,
@@ -214,18 +254,17 @@ class NativeInt8DecoderStep:
             config.norm_first,
             config.layer_norm_eps,
             config.activation,
-            output_projection.reduce_range,
         )
 
     def _position_table(self, length: int) -> Tensor | None:
-        """Positions 0 .. length - 1 (at least the encoding's current table), or None without positions."""
+        """Positions 0 .. length - 1 (at least the encoding's current table) in the model's dtype, or None."""
         encoding = self.model.positional_encoding
         if encoding is None:
             return None
         if isinstance(encoding, LearnedPositionalEmbedding):
-            return encoding.embedding.weight.detach()
+            return encoding.embedding.weight.detach().to(self.dtype)
         assert isinstance(encoding, SinusoidalPositionalEncoding)
-        return encoding(max(length, encoding.table.size(0)), 0).detach().float()
+        return encoding(max(length, encoding.table.size(0)), 0).detach().to(self.dtype)
 
     def log_probs(self, cache: DecoderCache, last_tokens: Tensor) -> Tensor:
         """Feed one token per row, extend the cache, and return the next-token log-probabilities.
@@ -245,14 +284,75 @@ class NativeInt8DecoderStep:
 
         Notes
         -----
-        A sinusoidal table shorter than the position is regrown (doubling), as the Python encoding grows its
-        own. Attention takes the path :func:`~transformer.model.scaled_dot_product_attention.scaled_dot_product_attention`
-        takes for the layer's settings (explicit formula at short lengths, fused kernel beyond), so the
-        log-probabilities are the Python step's, bit for bit (tested).
+        Attention takes the path
+        :func:`~transformer.model.scaled_dot_product_attention.scaled_dot_product_attention` takes for the
+        layer's settings (explicit formula at short lengths, fused kernel beyond), so the log-probabilities
+        are the Python step's, bit for bit (tested).
         """
+        logits = self.run(cache, last_tokens, project=True)  # (rows, 1, vocab)
+        return F.log_softmax(logits[:, -1], dim=-1, dtype=torch.float32)
+
+    def hidden(self, cache: DecoderCache, last_tokens: Tensor) -> Tensor:
+        """Feed one token per row, extend the cache, and return the final decoder states.
+
+        Parameters
+        ----------
+        cache : DecoderCache
+            As for :meth:`log_probs`.
+        last_tokens : torch.Tensor, shape (rows,), int64
+            The newest token of every row.
+
+        Returns
+        -------
+        torch.Tensor, shape (rows, 1, d_model)
+            What :meth:`Transformer.decode_hidden` returns for the new position.
+
+        Notes
+        -----
+        For the vocabulary shortlist, which projects onto a few rows of the output matrix itself.
+        """
+        return self.run(cache, last_tokens, project=False)
+
+    def run(
+        self,
+        cache: DecoderCache,
+        last_tokens: Tensor,
+        project: bool,
+        positions: Tensor | None = None,
+        self_attend_mask: Tensor | None = None,
+    ) -> Tensor:
+        """Run one step: the logits or the final states of every row.
+
+        Parameters
+        ----------
+        cache : DecoderCache
+            The rows' cache, extended in place; ``decoded_len`` advanced by one when ``positions`` is None.
+        last_tokens : torch.Tensor, shape (rows,), int64
+            The newest token of every row.
+        project : bool
+            Return logits rather than the final decoder states.
+        positions : torch.Tensor or None, shape (rows,), int64
+            Each row's own position (a continuous batch's rows start at different times); None places every
+            row at ``cache.decoded_len``.
+        self_attend_mask : torch.Tensor or None, shape (rows, 1, 1, key_len), bool
+            True on the cached keys (and the new one) each row may see; None: all of them.
+
+        Returns
+        -------
+        torch.Tensor, shape (rows, 1, tgt_vocab_size) or (rows, 1, d_model)
+            Logits or states, in the model's dtype.
+
+        Notes
+        -----
+        A sinusoidal table shorter than the furthest position is regrown (doubling), as the Python encoding
+        grows its own.
+        """
+        if self.stacked_parameters and self._stacked_versions() != self.built_versions:
+            self._build()
         position = cache.decoded_len
-        if self.position_table is not None and position >= self.position_table.size(0):
-            self.position_table = self._position_table(2 * (position + 1))
+        furthest = position if positions is None else int(positions.max())
+        if self.position_table is not None and furthest >= self.position_table.size(0):
+            self.position_table = self._position_table(2 * (furthest + 1))
         mask = cache.cross_attend_mask
         assert mask is not None
         rows = last_tokens.size(0)
@@ -262,27 +362,59 @@ class NativeInt8DecoderStep:
         self_values = [
             _self_cache(layer.self_value, rows, self.num_heads, layer.cross_value) for layer in cache.layers
         ]
-        logits, self_keys, self_values = self._step.step(
+        output, self_keys, self_values = self._step.step(
             last_tokens,
             self.position_table,
             position,
+            positions,
             self_keys,
             self_values,
+            self_attend_mask,
             [layer.cross_key for layer in cache.layers],
             [layer.cross_value for layer in cache.layers],
             mask,
             cache.rows_per_source,
+            project,
         )
         for layer, key, value in zip(cache.layers, self_keys, self_values, strict=True):
             layer.self_key, layer.self_value = key, value
-        cache.decoded_len = position + 1
-        return F.log_softmax(logits, dim=-1, dtype=torch.float32)
+        if positions is None:
+            cache.decoded_len = position + 1
+        return output
 
 
-def _packed(linear: Tensor | nn.Module) -> torch.ScriptObject:
-    """Return the packed int8 weight (and bias) of an :class:`Int8Linear`."""
-    assert isinstance(linear, Int8Linear)
-    return linear.packed_weight
+#: How the C++ step is told about one linear layer: ("int8", packed, reduce_range), ("onednn", packed weight,
+#: bias) or ("dense", weight, bias).
+LinearSpec = tuple[str, Any, Any]
+
+
+def _linear_spec(linear: Tensor | nn.Module) -> LinearSpec | None:
+    """Describe a linear layer for the C++ step, or None for a kind it does not know."""
+    if isinstance(linear, Int8Linear):
+        return ("int8", linear.packed_weight, linear.reduce_range)
+    if isinstance(linear, OneDNNLinear):
+        return ("onednn", linear.packed_weight, linear.bias)
+    if isinstance(linear, nn.Linear):
+        return ("dense", linear.weight.detach(), None if linear.bias is None else linear.bias.detach())
+    return None
+
+
+def _required_spec(linear: Tensor | nn.Module) -> LinearSpec:
+    """Describe a linear layer :func:`unsupported_reason` has accepted."""
+    spec = _linear_spec(linear)
+    assert spec is not None, type(linear).__name__
+    return spec
+
+
+def _stacked_projection_spec(attention: Tensor | nn.Module) -> LinearSpec:
+    """Describe the self-attention's one q/k/v product: its stacked layer, or the stacked float weight."""
+    assert isinstance(attention, MultiHeadAttention)
+    stacked = getattr(attention, "qkv_proj", None)  # int8 and oneDNN attention keep one
+    if isinstance(stacked, nn.Module):
+        return _required_spec(stacked)
+    with torch.no_grad():
+        weight, bias = attention._fused_projection()  # the very tensors project_self multiplies by
+    return ("dense", weight.detach(), None if bias is None else bias.detach())
 
 
 def _self_cache(cached: Tensor | None, rows: int, num_heads: int, like: Tensor) -> Tensor:
@@ -292,7 +424,7 @@ def _self_cache(cached: Tensor | None, rows: int, num_heads: int, like: Tensor) 
     return like.new_empty((rows, num_heads, 0, like.size(-1)))
 
 
-def native_int8_step(model: Transformer) -> tuple[NativeInt8DecoderStep | None, str]:
+def native_decoder_step(model: Transformer) -> tuple[NativeDecoderStep | None, str]:
     """Build the native step for a model, or say why decoding keeps the Python step.
 
     Parameters
@@ -302,12 +434,12 @@ def native_int8_step(model: Transformer) -> tuple[NativeInt8DecoderStep | None, 
 
     Returns
     -------
-    tuple of (NativeInt8DecoderStep or None, str)
+    tuple of (NativeDecoderStep or None, str)
         The step (None when unavailable) and one line for the translator's kernel notes.
 
     Notes
     -----
-    Checks the model before building, so a float model never triggers a compilation.
+    Checks the model before building, so a model the step does not cover never triggers a compilation.
     """
     reason = unsupported_reason(model)
     if reason is not None:
@@ -315,4 +447,4 @@ def native_int8_step(model: Transformer) -> tuple[NativeInt8DecoderStep | None, 
     build = build_native_extension()
     if build.module is None:
         return None, build.note
-    return NativeInt8DecoderStep(model, build.module), build.note
+    return NativeDecoderStep(model, build.module), build.note

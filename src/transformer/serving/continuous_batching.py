@@ -30,6 +30,7 @@ from transformer.data.shortlist import Shortlist
 from transformer.decoding.cache_rows import reorder_decoder_cache
 from transformer.decoding.search import Hypothesis, normalise_scores, output_length_limits
 from transformer.decoding.shortlist import RestrictedProjection
+from transformer.kernels.native_step import NativeDecoderStep
 from transformer.model.decoder import DecoderCache
 from transformer.model.masks import build_padding_mask
 from transformer.model.transformer import Transformer
@@ -111,6 +112,9 @@ class ContinuousBatch:
         A vocabulary shortlist: each sentence is scored over its own shortlist, as
         :class:`~transformer.decoding.shortlist.ShortlistStepModel` scores it offline; None scores the whole
         vocabulary.
+    native_step : NativeDecoderStep or None
+        The model's C++ decoder step (the translator's), run with each row's own position; None runs the
+        Python decoder. Both give the same bits.
 
     Notes
     -----
@@ -122,10 +126,17 @@ class ContinuousBatch:
     the sentences running now, not the longest one ever seen.
     """
 
-    def __init__(self, model: Transformer, beam_size: int, shortlist: Shortlist | None = None) -> None:
+    def __init__(
+        self,
+        model: Transformer,
+        beam_size: int,
+        shortlist: Shortlist | None = None,
+        native_step: NativeDecoderStep | None = None,
+    ) -> None:
         if beam_size < 1:
             raise ValueError(f"beam_size must be at least 1, got {beam_size}")
         self.model = model
+        self.native_step = native_step
         self.beam_size = beam_size
         self.shortlist = shortlist
         self.device = model_device(model)
@@ -340,17 +351,20 @@ class ContinuousBatch:
         """Feed every row's last token at its own position; return next-token log-probabilities."""
         model, beam = self.model, self.beam_size
         positions = self.steps.repeat_interleave(beam)  # (rows,)
-        hidden = model.tgt_embedding(self.last_tokens[:, None])  # (rows, 1, d_model)
-        if model.positional_encoding is not None:
-            table = model.positional_encoding(int(self.steps.max()) + 1, 0)  # (max_position + 1, d_model)
-            hidden = hidden + table[positions][:, None].to(hidden.dtype)
-        hidden = model.embedding_dropout(hidden)
         rows = positions.numel()
         self.self_valid = torch.cat(
             [self.self_valid, torch.ones((rows, 1), dtype=torch.bool, device=self.device)], dim=1
         )  # (rows, key_len)
         self_mask = self._self_attend_mask(positions)
-        hidden, _, _ = model.decoder(hidden, None, self_mask, self.cache.cross_attend_mask, self.cache)
+        if self.native_step is not None:
+            hidden = self.native_step.run(self.cache, self.last_tokens, False, positions, self_mask)
+        else:
+            hidden = model.tgt_embedding(self.last_tokens[:, None])  # (rows, 1, d_model)
+            if model.positional_encoding is not None:
+                table = model.positional_encoding(int(self.steps.max()) + 1, 0)  # (max_position + 1, d_model)
+                hidden = hidden + table[positions][:, None].to(hidden.dtype)
+            hidden = model.embedding_dropout(hidden)
+            hidden, _, _ = model.decoder(hidden, None, self_mask, self.cache.cross_attend_mask, self.cache)
         if self.shortlist is not None:
             if self._projection is None:
                 self._projection = RestrictedProjection(model, self.sentence_tokens)

@@ -340,8 +340,10 @@ class ModelWorker:
                 served = self.models[job.model]
                 model = served.engine_model
                 assert isinstance(model, Transformer)
-                shortlist = served.translator.shortlist if served.translator is not None else None
-                self._batches[key] = ContinuousBatch(model, job.decode_config.beam_size, shortlist)
+                translator = served.translator
+                shortlist = translator.shortlist if translator is not None else None
+                native_step = translator.native_steps.get(id(model)) if translator is not None else None
+                self._batches[key] = ContinuousBatch(model, job.decode_config.beam_size, shortlist, native_step)
         for key, batch in self._batches.items():
             joining = [job for job in admitted if (job.model, job.decode_config.beam_size) == key]
             try:

@@ -358,17 +358,17 @@ def inference_context(step_model: StepModel[Any]) -> Iterator[None]:
     -----
     Each submodule's own ``training`` flag is restored afterwards (not one flag for all), so a model that
     was partly in eval mode comes back exactly as it was. Eval mode turns dropout off, which makes the
-    search deterministic.
+    search deterministic. A model already in eval mode (a translator's) is left untouched: switching and
+    restoring every module's flag cost about 2 ms a search, a sixth of a one-sentence translation.
     """
     wrapped = getattr(step_model, "model", None)
     model = wrapped if isinstance(wrapped, nn.Module) else None
-    modules = list(model.modules()) if model is not None else []
-    training_flags = [module.training for module in modules]
-    if model is not None:
+    training_modules = [module for module in model.modules() if module.training] if model is not None else []
+    if model is not None and training_modules:
         model.eval()
     try:
         with torch.inference_mode():
             yield
     finally:
-        for module, training in zip(modules, training_flags, strict=True):
-            module.training = training
+        for module in training_modules:
+            module.training = True

@@ -343,7 +343,9 @@ class ModelWorker:
                 translator = served.translator
                 shortlist = translator.shortlist if translator is not None else None
                 native_step = translator.native_steps.get(id(model)) if translator is not None else None
-                self._batches[key] = ContinuousBatch(model, job.decode_config.beam_size, shortlist, native_step)
+                self._batches[key] = ContinuousBatch(
+                    model, job.decode_config.beam_size, shortlist, native_step
+                )
         for key, batch in self._batches.items():
             joining = [job for job in admitted if (job.model, job.decode_config.beam_size) == key]
             try:

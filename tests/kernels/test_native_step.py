@@ -217,3 +217,25 @@ def test_a_weight_changed_in_place_is_seen_as_the_python_step_sees_it(tiny_confi
     assert not torch.equal(before[-1], native_after[-1])
     for expected, actual in zip(python_after, native_after, strict=True):
         assert torch.equal(expected, actual)
+
+
+@pytest.mark.parametrize("precision", ["int8", "fp32", "fp32-onednn", "bf16"])
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_native_encoding_and_cache_equal_the_python_ones_bit_for_bit(
+    tiny_config: TransformerConfig, variant: str, precision: str
+) -> None:
+    extension = built_extension()
+    model = prepared_model(dataclasses.replace(tiny_config, **VARIANTS[variant]), precision)
+    src = sources(model.config)
+    with torch.inference_mode():
+        expected_memory = model.encode(src)
+        expected = model.init_decoder_cache(expected_memory, src.eq(model.config.pad_id))
+        memory, cache = NativeDecoderStep(model, extension).encode(src)
+    assert torch.equal(memory, expected_memory)
+    assert cache.cross_attend_mask is not None and expected.cross_attend_mask is not None
+    assert torch.equal(cache.cross_attend_mask, expected.cross_attend_mask)
+    for layer, expected_layer in zip(cache.layers, expected.layers, strict=True):
+        assert torch.equal(layer.cross_key, expected_layer.cross_key)
+        assert layer.cross_key.stride() == expected_layer.cross_key.stride()  # the layout the step reads
+        assert torch.equal(layer.cross_value, expected_layer.cross_value)
+        assert layer.self_key is None and cache.decoded_len == 0

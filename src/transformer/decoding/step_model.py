@@ -244,9 +244,12 @@ class TransformerStepModel(SpecialTokenIds):
         -----
         With the cache, the encoder output itself is dropped after projecting it.
         """
+        tgt_prefix = src_tokens.new_empty((src_tokens.size(0), 0))  # (batch, 0)
+        if self.use_cache and self.native_step is not None:
+            _, cache = self.native_step.encode(src_tokens)  # the same bits, one C++ call
+            return TransformerSearchState(cache, None, None, tgt_prefix)
         memory = self.model.encode(src_tokens)  # (batch, src_len, d_model)
         src_padding_mask = build_padding_mask(src_tokens, self.pad_id)  # (batch, src_len)
-        tgt_prefix = src_tokens.new_empty((src_tokens.size(0), 0))  # (batch, 0)
         if self.use_cache:
             cache = self.model.init_decoder_cache(memory, src_padding_mask)
             return TransformerSearchState(cache, None, None, tgt_prefix)

@@ -88,6 +88,57 @@ double lowest_of(at::ScalarType dtype) {
   }
 }
 
+// Eq. (1) as transformer.model.scaled_dot_product_attention computes it without weights or dropout: the explicit
+// formula while both lengths are at most explicit_max_length (unless the layer is set to "fused"), the fused
+// kernel beyond; a query with no key to attend to gets zeros either way.
+struct Attention {
+  Attention(double attention_scale, const std::string& scaling, bool fused_attention, int64_t explicit_max_length)
+      : attention_scale_(at::native::wrapped_scalar_tensor(attention_scale)),
+        scale_queries_(scaling != "none"),
+        fused_scale_(scaling == "sqrt" ? std::nullopt : std::optional<double>(attention_scale)),
+        fused_attention_(fused_attention),
+        explicit_max_length_(explicit_max_length) {}
+
+  at::Tensor attend(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                    const std::optional<at::Tensor>& attend_mask) const {
+    const bool is_short = std::max(query.size(-2), key.size(-2)) <= explicit_max_length_;
+    if (!fused_attention_ || is_short) {
+      at::Tensor scaled = scale_queries_ ? query * attention_scale_ : query;
+      at::Tensor scores = at::matmul(scaled, key.transpose(-2, -1));
+      const bool low_precision = scores.scalar_type() == at::kBFloat16 || scores.scalar_type() == at::kHalf;
+      const std::optional<at::ScalarType> softmax_dtype =
+          low_precision ? std::optional<at::ScalarType>(at::kFloat) : std::nullopt;
+      if (attend_mask.has_value()) {
+        at::Tensor blocked = attend_mask->logical_not();
+        scores = scores.masked_fill(blocked, lowest_of(scores.scalar_type()));
+        at::Tensor weights = at::softmax(scores, -1, softmax_dtype).to(value.scalar_type()).masked_fill(blocked, 0.0);
+        return at::matmul(weights, value);
+      }
+      return at::matmul(at::softmax(scores, -1, softmax_dtype).to(value.scalar_type()), value);
+    }
+    if (!attend_mask.has_value()) {
+      return at::scaled_dot_product_attention(query, key, value, std::nullopt, 0.0, false, fused_scale_);
+    }
+    at::Tensor query_has_key = attend_mask->any(-1, true);
+    at::Tensor output = at::scaled_dot_product_attention(query, key, value, *attend_mask | query_has_key.logical_not(),
+                                                         0.0, false, fused_scale_);
+    return output.masked_fill(query_has_key.logical_not(), 0.0);
+  }
+
+  // Python multiplies by a float as a "wrapped number" tensor; a C++ Scalar rounds differently in bfloat16.
+  at::Tensor attention_scale_;
+  bool scale_queries_;
+  std::optional<double> fused_scale_;
+  bool fused_attention_;
+  int64_t explicit_max_length_;
+};
+
+// The feed-forward network's activation (transformer/model/feed_forward.py).
+at::Tensor activate(const at::Tensor& inner, const std::string& activation) {
+  if (activation == "relu") return at::relu(inner);
+  return activation == "gelu" ? at::gelu(inner) : at::silu(inner);
+}
+
 struct DecoderLayerWeights {
   at::Tensor self_norm_weight, self_norm_bias, cross_norm_weight, cross_norm_bias, ff_norm_weight, ff_norm_bias;
   Linear qkv, self_out, cross_query, cross_out, ff_in, ff_out;
@@ -107,11 +158,7 @@ class DecoderStep {
         embedding_(std::move(embedding)),
         embedding_scale_(at::native::wrapped_scalar_tensor(embedding_scale)),
         num_heads_(num_heads),
-        attention_scale_(at::native::wrapped_scalar_tensor(attention_scale)),
-        scale_queries_(scaling != "none"),
-        fused_scale_(scaling == "sqrt" ? std::nullopt : std::optional<double>(attention_scale)),
-        fused_attention_(fused_attention),
-        explicit_max_length_(explicit_max_length),
+        attention_(attention_scale, scaling, fused_attention, explicit_max_length),
         norm_first_(norm_first),
         eps_(layer_norm_eps),
         activation_(std::move(activation)) {
@@ -170,7 +217,7 @@ class DecoderStep {
       }
       self_keys[index] = key;
       self_values[index] = value;
-      at::Tensor attended = attend(query, key, value, self_mask);  // (rows, heads, 1, head_dim)
+      at::Tensor attended = attention_.attend(query, key, value, self_mask);  // (rows, heads, 1, head_dim)
       hidden = residual(hidden, layer.self_out(attended.view({rows, 1, d_model})),
                         layer.self_norm_weight, layer.self_norm_bias);
       // Encoder-decoder attention: the beams of one source folded into one query block.
@@ -178,15 +225,14 @@ class DecoderStep {
       at::Tensor cross_query = layer.cross_query(input)
                                    .view({sentences, rows_per_source, num_heads_, head_dim})
                                    .transpose(1, 2);  // (sentences, heads, rows_per_source, head_dim)
-      attended = attend(cross_query, cross_keys[index], cross_values[index], cross_mask);
+      attended = attention_.attend(cross_query, cross_keys[index], cross_values[index], cross_mask);
       attended = attended.transpose(1, 2).reshape({rows, 1, d_model});
       hidden = residual(hidden, layer.cross_out(attended), layer.cross_norm_weight,
                         layer.cross_norm_bias);
       // Position-wise feed-forward network.
       input = normalize(hidden, layer.ff_norm_weight, layer.ff_norm_bias);
       at::Tensor inner = layer.ff_in(input);
-      inner = activation_ == "relu" ? inner.relu_() : (activation_ == "gelu" ? at::gelu(inner) : at::silu(inner));
-      hidden = residual(hidden, layer.ff_out(inner), layer.ff_norm_weight,
+      hidden = residual(hidden, layer.ff_out(activate(inner, activation_)), layer.ff_norm_weight,
                         layer.ff_norm_bias);
     }
     if (final_norm_weight_.has_value()) {
@@ -200,35 +246,6 @@ class DecoderStep {
   }
 
  private:
-  // Eq. (1) as transformer.model.scaled_dot_product_attention computes it without weights or dropout: the
-  // explicit formula while both lengths are at most explicit_max_length (unless the layer is set to "fused"),
-  // the fused kernel beyond; a query with no key to attend to gets zeros either way.
-  at::Tensor attend(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
-                    const std::optional<at::Tensor>& attend_mask) const {
-    const bool is_short = std::max(query.size(-2), key.size(-2)) <= explicit_max_length_;
-    if (!fused_attention_ || is_short) {
-      at::Tensor scaled = scale_queries_ ? query * attention_scale_ : query;
-      at::Tensor scores = at::matmul(scaled, key.transpose(-2, -1));
-      const bool low_precision = scores.scalar_type() == at::kBFloat16 || scores.scalar_type() == at::kHalf;
-      const std::optional<at::ScalarType> softmax_dtype =
-          low_precision ? std::optional<at::ScalarType>(at::kFloat) : std::nullopt;
-      if (attend_mask.has_value()) {
-        at::Tensor blocked = attend_mask->logical_not();
-        scores = scores.masked_fill(blocked, lowest_of(scores.scalar_type()));
-        at::Tensor weights = at::softmax(scores, -1, softmax_dtype).to(value.scalar_type()).masked_fill(blocked, 0.0);
-        return at::matmul(weights, value);
-      }
-      return at::matmul(at::softmax(scores, -1, softmax_dtype).to(value.scalar_type()), value);
-    }
-    if (!attend_mask.has_value()) {
-      return at::scaled_dot_product_attention(query, key, value, std::nullopt, 0.0, false, fused_scale_);
-    }
-    at::Tensor query_has_key = attend_mask->any(-1, true);
-    at::Tensor output = at::scaled_dot_product_attention(query, key, value, *attend_mask | query_has_key.logical_not(),
-                                                         0.0, false, fused_scale_);
-    return output.masked_fill(query_has_key.logical_not(), 0.0);
-  }
-
   // Pre-norm normalises a sub-layer's input; post-norm passes it through and normalises the sum instead.
   at::Tensor normalize(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& bias) const {
     return norm_first_ ? at::layer_norm(hidden, {hidden.size(-1)}, weight, bias, eps_) : hidden;
@@ -248,11 +265,109 @@ class DecoderStep {
   // Python multiplies by a float as a "wrapped number" tensor; a C++ Scalar rounds differently in bfloat16.
   at::Tensor embedding_scale_;
   int64_t num_heads_;
-  at::Tensor attention_scale_;
-  bool scale_queries_;
-  std::optional<double> fused_scale_;
-  bool fused_attention_;
-  int64_t explicit_max_length_;
+  Attention attention_;
+  bool norm_first_;
+  double eps_;
+  std::string activation_;
+};
+
+
+struct EncoderLayerWeights {
+  at::Tensor self_norm_weight, self_norm_bias, ff_norm_weight, ff_norm_bias;
+  Linear qkv, self_out, ff_in, ff_out;
+};
+
+// The encoder (transformer/model/encoder.py) and the decoder's projection of its output into every layer's
+// cross-attention keys and values (Decoder.init_cache), as the Python model runs them, op for op.
+class EncoderForward {
+ public:
+  EncoderForward(py::list layers, py::list cross_projections, std::optional<at::Tensor> final_norm_weight,
+                 std::optional<at::Tensor> final_norm_bias, at::Tensor embedding, double embedding_scale,
+                 int64_t num_heads, double attention_scale, std::string scaling, bool fused_attention,
+                 int64_t explicit_max_length, bool norm_first, double layer_norm_eps, std::string activation)
+      : final_norm_weight_(std::move(final_norm_weight)),
+        final_norm_bias_(std::move(final_norm_bias)),
+        embedding_(std::move(embedding)),
+        embedding_scale_(at::native::wrapped_scalar_tensor(embedding_scale)),
+        num_heads_(num_heads),
+        attention_(attention_scale, scaling, fused_attention, explicit_max_length),
+        norm_first_(norm_first),
+        eps_(layer_norm_eps),
+        activation_(std::move(activation)) {
+    for (py::handle item : layers) {
+      py::tuple fields = item.cast<py::tuple>();
+      TORCH_CHECK(fields.size() == 8, "an encoder layer needs 8 fields, got ", fields.size());
+      layers_.push_back({fields[0].cast<at::Tensor>(), fields[1].cast<at::Tensor>(), fields[2].cast<at::Tensor>(),
+                         fields[3].cast<at::Tensor>(), Linear::from_spec(fields[4]), Linear::from_spec(fields[5]),
+                         Linear::from_spec(fields[6]), Linear::from_spec(fields[7])});
+    }
+    for (py::handle item : cross_projections) {
+      py::tuple fields = item.cast<py::tuple>();
+      cross_projections_.emplace_back(Linear::from_spec(fields[0]), Linear::from_spec(fields[1]));
+    }
+  }
+
+  // src_tokens (batch, src_len) int64; position_table (positions, d_model) or None; attend_mask (batch, 1, 1,
+  // src_len) bool. Returns the memory (batch, src_len, d_model) and, per decoder layer, the cross-attention
+  // keys (laid out so that key.transpose(-2, -1) is contiguous) and values (batch, heads, src_len, head_dim).
+  std::tuple<at::Tensor, std::vector<at::Tensor>, std::vector<at::Tensor>> forward(
+      const at::Tensor& src_tokens, const std::optional<at::Tensor>& position_table,
+      const at::Tensor& attend_mask) const {
+    at::InferenceMode inference_mode;
+    const int64_t src_len = src_tokens.size(1);
+    at::Tensor hidden = at::embedding(embedding_, src_tokens).mul_(embedding_scale_);  // (batch, src_len, d)
+    if (position_table.has_value()) {
+      hidden = hidden + position_table->slice(0, 0, src_len);
+    }
+    for (const EncoderLayerWeights& layer : layers_) {
+      at::Tensor input = normalize(hidden, layer.self_norm_weight, layer.self_norm_bias);
+      std::vector<at::Tensor> qkv = layer.qkv(input).chunk(3, -1);
+      at::Tensor attended = attention_.attend(split_heads(qkv[0]), split_heads(qkv[1]), split_heads(qkv[2]),
+                                              attend_mask);
+      hidden = residual(hidden, layer.self_out(merge_heads(attended)), layer.self_norm_weight,
+                        layer.self_norm_bias);
+      input = normalize(hidden, layer.ff_norm_weight, layer.ff_norm_bias);
+      hidden = residual(hidden, layer.ff_out(activate(layer.ff_in(input), activation_)), layer.ff_norm_weight,
+                        layer.ff_norm_bias);
+    }
+    if (final_norm_weight_.has_value()) {
+      hidden = at::layer_norm(hidden, {hidden.size(-1)}, *final_norm_weight_, *final_norm_bias_, eps_);
+    }
+    std::vector<at::Tensor> keys, values;
+    for (const auto& [key_projection, value_projection] : cross_projections_) {
+      keys.push_back(split_heads(key_projection(hidden)).transpose(-2, -1).contiguous().transpose(-2, -1));
+      values.push_back(split_heads(value_projection(hidden)).contiguous());
+    }
+    return {hidden, keys, values};
+  }
+
+ private:
+  // (batch, len, d_model) -> (batch, heads, len, head_dim), a view (multihead_attention.split_heads).
+  at::Tensor split_heads(const at::Tensor& hidden) const {
+    return hidden.view({hidden.size(0), hidden.size(1), num_heads_, -1}).transpose(1, 2);
+  }
+
+  static at::Tensor merge_heads(const at::Tensor& heads) {
+    return heads.transpose(1, 2).reshape({heads.size(0), heads.size(2), heads.size(1) * heads.size(3)});
+  }
+
+  at::Tensor normalize(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& bias) const {
+    return norm_first_ ? at::layer_norm(hidden, {hidden.size(-1)}, weight, bias, eps_) : hidden;
+  }
+
+  at::Tensor residual(const at::Tensor& hidden, const at::Tensor& sublayer_output, const at::Tensor& weight,
+                      const at::Tensor& bias) const {
+    at::Tensor summed = hidden + sublayer_output;
+    return norm_first_ ? summed : at::layer_norm(summed, {summed.size(-1)}, weight, bias, eps_);
+  }
+
+  std::vector<EncoderLayerWeights> layers_;
+  std::vector<std::pair<Linear, Linear>> cross_projections_;
+  std::optional<at::Tensor> final_norm_weight_, final_norm_bias_;
+  at::Tensor embedding_;
+  at::Tensor embedding_scale_;
+  int64_t num_heads_;
+  Attention attention_;
   bool norm_first_;
   double eps_;
   std::string activation_;
@@ -275,4 +390,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
                                       cross_keys, cross_values, cross_mask, rows_per_source, project);
         return py::make_tuple(output, self_keys, self_values);
       });
+  py::class_<EncoderForward>(module, "EncoderForward")
+      .def(py::init<py::list, py::list, std::optional<at::Tensor>, std::optional<at::Tensor>, at::Tensor, double,
+                    int64_t, double, std::string, bool, int64_t, bool, double, std::string>())
+      .def("forward", &EncoderForward::forward);
 }

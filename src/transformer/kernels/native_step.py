@@ -25,8 +25,10 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from transformer.model.decoder import DecoderCache, DecoderLayer
+from transformer.model.decoder import DecoderCache, DecoderLayer, DecoderLayerCache
+from transformer.model.encoder import EncoderLayer
 from transformer.model.fp32_kernels import OneDNNLinear
+from transformer.model.masks import build_padding_mask, padding_to_attend_mask
 from transformer.model.multihead_attention import MultiHeadAttention
 from transformer.model.positional_encoding import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from transformer.model.quantization import Int8Linear
@@ -134,8 +136,27 @@ def unsupported_reason(model: Transformer) -> str | None:
     first = model.decoder.layers[0].self_attention
     assert isinstance(first, MultiHeadAttention)
     attention_settings = (first.implementation, first.explicit_max_length, first.scaling)
+    for encoder_layer in model.encoder.layers:
+        assert isinstance(encoder_layer, EncoderLayer)
+        attention = encoder_layer.self_attention
+        if attention.additive_score is not None or attention.logits_hook is not None:
+            return "additive attention or a logits hook"
+        if (attention.implementation, attention.explicit_max_length, attention.scaling) != attention_settings:
+            return "attention layers with different implementations or scalings"
+        encoder_linears = (
+            attention.out_proj,
+            encoder_layer.feed_forward.linear_in,
+            encoder_layer.feed_forward.linear_out,
+        )
+        if any(_linear_spec(linear) is None for linear in encoder_linears):
+            return "an encoder linear layer of another kind"
     for layer in model.decoder.layers:
         assert isinstance(layer, DecoderLayer)
+        if any(
+            _linear_spec(linear) is None
+            for linear in (layer.cross_attention.k_proj, layer.cross_attention.v_proj)
+        ):
+            return "a cross-attention key or value projection of another kind"
         for attention in (layer.self_attention, layer.cross_attention):
             if attention.additive_score is not None or attention.logits_hook is not None:
                 return "additive attention or a logits hook"
@@ -185,8 +206,8 @@ class NativeDecoderStep:
         self.extension = extension
         #: The float q/k/v parameters the stacked weights copy; their versions say when to rebuild.
         self.stacked_parameters: list[nn.Parameter] = []
-        for layer in model.decoder.layers:
-            assert isinstance(layer, DecoderLayer)
+        for layer in [*model.encoder.layers, *model.decoder.layers]:
+            assert isinstance(layer, EncoderLayer | DecoderLayer)
             attention = layer.self_attention
             if not isinstance(getattr(attention, "qkv_proj", None), nn.Module):
                 for projection in (attention.q_proj, attention.k_proj, attention.v_proj):
@@ -255,6 +276,75 @@ class NativeDecoderStep:
             config.layer_norm_eps,
             config.activation,
         )
+        encoder_layers = []
+        for encoder_layer in model.encoder.layers:
+            assert isinstance(encoder_layer, EncoderLayer)
+            encoder_layers.append(
+                (
+                    encoder_layer.self_attention_residual.norm.weight.detach(),
+                    encoder_layer.self_attention_residual.norm.bias.detach(),
+                    encoder_layer.feed_forward_residual.norm.weight.detach(),
+                    encoder_layer.feed_forward_residual.norm.bias.detach(),
+                    _stacked_projection_spec(encoder_layer.self_attention),
+                    _required_spec(encoder_layer.self_attention.out_proj),
+                    _required_spec(encoder_layer.feed_forward.linear_in),
+                    _required_spec(encoder_layer.feed_forward.linear_out),
+                )
+            )
+        cross_projections = []
+        for layer in model.decoder.layers:
+            assert isinstance(layer, DecoderLayer)
+            cross = layer.cross_attention
+            cross_projections.append((_required_spec(cross.k_proj), _required_spec(cross.v_proj)))
+        self._encoder: Any = extension.EncoderForward(
+            encoder_layers,
+            cross_projections,
+            model.encoder.final_norm.weight.detach() if model.encoder.final_norm is not None else None,
+            model.encoder.final_norm.bias.detach() if model.encoder.final_norm is not None else None,
+            model.src_embedding.embedding.weight.detach(),
+            float(model.src_embedding.scale),
+            config.num_heads,
+            score_scale(first_attention.d_k, first_attention.scaling),
+            first_attention.scaling,
+            first_attention.implementation != "explicit",
+            -1 if first_attention.implementation == "fused" else first_attention.explicit_max_length,
+            config.norm_first,
+            config.layer_norm_eps,
+            config.activation,
+        )
+
+    def encode(self, src_tokens: Tensor) -> tuple[Tensor, DecoderCache]:
+        """Encode sources and project them for every decoder layer's cross-attention, in one C++ call.
+
+        Parameters
+        ----------
+        src_tokens : torch.Tensor, shape (batch, src_len), int64
+            Source token ids, right-padded with ``pad_id``.
+
+        Returns
+        -------
+        memory : torch.Tensor, shape (batch, src_len, d_model)
+            What :meth:`Transformer.encode` returns.
+        cache : DecoderCache
+            What :meth:`Transformer.init_decoder_cache` returns for it: nothing decoded yet.
+
+        Notes
+        -----
+        The same operations as the Python encoder and :meth:`Decoder.init_cache`, on the same tensors, so
+        the same bits (tested); the keys are laid out as ``init_cache`` lays them out.
+        """
+        if self.stacked_parameters and self._stacked_versions() != self.built_versions:
+            self._build()
+        src_len = src_tokens.size(1)
+        if self.position_table is not None and src_len > self.position_table.size(0):
+            self.position_table = self._position_table(2 * src_len)
+        attend_mask = padding_to_attend_mask(build_padding_mask(src_tokens, self.model.config.pad_id))
+        memory, keys, values = self._encoder.forward(src_tokens, self.position_table, attend_mask)
+        layers = [
+            DecoderLayerCache(cross_key=key, cross_value=value)
+            for key, value in zip(keys, values, strict=True)
+        ]
+        return memory, DecoderCache(layers=layers, cross_attend_mask=attend_mask)
 
     def _position_table(self, length: int) -> Tensor | None:
         """Positions 0 .. length - 1 (at least the encoding's current table) in the model's dtype, or None."""

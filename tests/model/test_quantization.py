@@ -147,3 +147,14 @@ def test_weights_packed_for_either_engine_give_int8_accuracy(monkeypatch, engine
     assert f"int8 per-channel, {engine}" in repr(layer)
     hidden = torch.randn(5, 7, 64)
     assert relative_error(layer(hidden), linear(hidden).detach()) < RELATIVE_TOLERANCE
+
+
+def test_packed_rows_compute_those_columns_of_the_full_layer() -> None:
+    torch.manual_seed(0)
+    layer = Int8Linear(torch.randn(50, 16), None)
+    hidden = torch.randn(3, 16)
+    rows = torch.tensor([7, 0, 49, 7, 21])
+    for _ in range(2):  # the second call reads the rows kept by the first
+        packed = layer.pack_rows(rows)
+        restricted = torch.ops.quantized.linear_dynamic(hidden, packed, layer.reduce_range)
+        assert torch.equal(restricted, layer(hidden)[:, rows])

@@ -27,7 +27,7 @@ from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.data.shortlist import Shortlist, vocabulary_fingerprint
 from transformer.decoding.step_model import TransformerSearchState, TransformerStepModel
 from transformer.kernels.native_step import NativeDecoderStep
-from transformer.model.quantization import Int8Linear, packing_engine
+from transformer.model.quantization import Int8Linear
 from transformer.model.transformer import Transformer
 
 
@@ -132,18 +132,8 @@ class RestrictedProjection:
 
 
 def _restricted_int8(projection: Int8Linear, token_ids: Tensor) -> tuple[Any, bool]:
-    """Rows ``token_ids`` of an int8 layer's packed weight, packed again by the same engine, and its range flag."""
-    quantized, _ = torch.ops.quantized.linear_unpack(projection.packed_weight)
-    rows = token_ids.to(quantized.device)
-    selected = torch._make_per_channel_quantized_tensor(  # the same int8 values and scales, fewer rows
-        quantized.int_repr().index_select(0, rows),
-        quantized.q_per_channel_scales().index_select(0, rows),
-        quantized.q_per_channel_zero_points().index_select(0, rows),
-        0,
-    )
-    with packing_engine(projection.engine):
-        packed = torch.ops.quantized.linear_prepack(selected, None)
-    return packed, projection.reduce_range
+    """Rows ``token_ids`` of an int8 layer's weight, packed alone by its engine, and its range flag."""
+    return projection.pack_rows(token_ids), projection.reduce_range
 
 
 @dataclass

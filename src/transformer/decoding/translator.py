@@ -72,7 +72,9 @@ class Translator:
         At fp32 on the CPU, the kernel of each Transformer linear layer: "auto" times MKL's sgemm against
         oneDNN's packed linear per product shape (cached per machine,
         :func:`~transformer.autotune.linear_probe.prepare_fp32_kernels`); the others force one kernel
-        ("onednn" only at fp32 on the CPU). ``kernel_notes`` says what was chosen.
+        ("onednn" only at fp32 on the CPU). ``kernel_notes`` says what was chosen, and whether each model's
+        encoder and decoder step run in C++ (:mod:`transformer.kernels.native_step`, on the CPU: the same
+        bits, less time) or in Python, and why.
 
     Raises
     ------

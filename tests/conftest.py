@@ -10,6 +10,7 @@ import yaml
 from transformer import TransformerConfig
 from transformer.cli import main
 from transformer.device import bf16_unsupported_reason, describe_cpu
+from transformer.kernels.native_build import build_native_extension
 from transformer.model.quantization import int8_packing_engine
 
 # A helper module whose asserts fail tests: pytest rewrites only test modules' asserts unless told, and a
@@ -23,9 +24,14 @@ requires_cpu_bf16 = pytest.mark.skipif(CPU_BF16_UNSUPPORTED is not None, reason=
 
 
 def pytest_report_header() -> list[str]:
-    """Name the CPU kind in the report's header: the machines differ, and so do the tests they skip."""
+    """Name the CPU kind in the report's header: the machines differ, and so do the tests they skip.
+
+    Also builds the native decoder step first (30-40 s the first time on a machine), so that a server started
+    by a test, which has its seconds to become ready, loads the built library instead of compiling it.
+    """
     native = "native bf16" if CPU_BF16_UNSUPPORTED is None else "no native bf16: bf16 tests skipped"
-    return [f"cpu: {describe_cpu()}; {native}; torch {torch.__version__}, {torch.get_num_threads()} threads"]
+    header = f"cpu: {describe_cpu()}; {native}; torch {torch.__version__}, {torch.get_num_threads()} threads"
+    return [header, build_native_extension().note]
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,8 @@ from transformer.decoding.cache_rows import reorder_decoder_cache
 from transformer.decoding.checkpoint_shortlist import build_checkpoint_shortlist
 from transformer.decoding.step_model import TransformerStepModel
 from transformer.decoding.translator import Translator
-from transformer.kernels import native_step
+from transformer.kernels import native_build
+from transformer.kernels import native_step as native_step_module
 from transformer.kernels.native_step import (
     NativeDecoderStep,
     build_native_extension,
@@ -120,8 +121,8 @@ def test_native_log_probs_equal_the_python_step_bit_for_bit(
     )
     for python_log_probs, native_log_probs in zip(python_outputs, native_outputs, strict=True):
         assert torch.equal(python_log_probs, native_log_probs)
-    # The all-padding source attends to nothing and gets zeros there, never NaN: every row stays finite.
-    assert all(bool(torch.isfinite(out).any(dim=-1).all()) for out in native_outputs)
+    # The all-padding source attends to nothing and gets zeros there, never NaN.
+    assert all(not bool(torch.isnan(out).any()) for out in native_outputs)
 
 
 def test_the_sinusoidal_table_grows_past_its_initial_length(tiny_config: TransformerConfig) -> None:
@@ -188,12 +189,12 @@ def test_unsupported_models_keep_the_python_step(tiny_config: TransformerConfig)
 def test_the_variable_turns_it_off_and_a_missing_compiler_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     build_native_extension.cache_clear()
     try:
-        monkeypatch.setenv(native_step.NATIVE_STEP_VARIABLE, "off")
+        monkeypatch.setenv(native_build.NATIVE_STEP_VARIABLE, "off")
         off = build_native_extension()
         assert off.module is None
         assert off.note == "native decoder step: off (TRANSFORMER_NATIVE_STEP=off)"
         build_native_extension.cache_clear()
-        monkeypatch.delenv(native_step.NATIVE_STEP_VARIABLE)
+        monkeypatch.delenv(native_build.NATIVE_STEP_VARIABLE)
         monkeypatch.setenv("CXX", "no-such-compiler-here")
         missing = build_native_extension()
         assert missing.module is None
@@ -239,3 +240,62 @@ def test_native_encoding_and_cache_equal_the_python_ones_bit_for_bit(
         assert layer.cross_key.stride() == expected_layer.cross_key.stride()  # the layout the step reads
         assert torch.equal(layer.cross_value, expected_layer.cross_value)
         assert layer.self_key is None and cache.decoded_len == 0
+
+
+def test_attention_switches_to_the_fused_kernel_past_the_threshold_as_in_python(
+    tiny_config: TransformerConfig,
+) -> None:
+    extension = built_extension()
+    model = int8_model(tiny_config)
+    model.set_explicit_attention_max_length(3)  # sources of 7 and a cache past 3: both paths within six steps
+    src = sources(tiny_config)
+    python_outputs = run_steps(TransformerStepModel(model), src, 2)
+    native_outputs = run_steps(
+        TransformerStepModel(model, native_step=NativeDecoderStep(model, extension)), src, 2
+    )
+    for python_log_probs, native_log_probs in zip(python_outputs, native_outputs, strict=True):
+        assert torch.equal(python_log_probs, native_log_probs)
+
+
+def test_per_head_widths_other_than_d_model_over_heads_keep_python(tiny_config: TransformerConfig) -> None:
+    model = int8_model(dataclasses.replace(tiny_config, d_k=4, d_v=4))  # 4 heads x 4 = 16, not d_model 32
+    assert unsupported_reason(model) == "per-head widths other than d_model / num_heads"
+
+
+def test_a_failed_build_or_check_keeps_the_python_step(
+    tiny_config: TransformerConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = int8_model(tiny_config)
+    build_native_extension.cache_clear()
+    try:
+
+        def fail(*arguments: object, **keywords: object) -> None:
+            raise RuntimeError("error: no such header\nsecond line")
+
+        monkeypatch.setattr(native_build.cpp_extension, "load", fail)
+        monkeypatch.setattr(native_build.cpp_extension, "is_ninja_available", lambda: True)
+        step, note = native_decoder_step(model)
+        assert step is None and note == "native decoder step: build failed (second line)"
+    finally:
+        monkeypatch.undo()
+        build_native_extension.cache_clear()  # the failure is not kept for the tests after this one
+    built_extension()
+    monkeypatch.setattr(native_step_module, "_differs_from_python", lambda step: "decoded differently")
+    step, note = native_decoder_step(model)
+    assert step is None and note == "native decoder step: not used (its check decoded differently)"
+
+
+def test_learned_positions_past_the_table_are_refused_naming_the_limit(
+    tiny_config: TransformerConfig,
+) -> None:
+    extension = built_extension()
+    model = int8_model(dataclasses.replace(tiny_config, positional_encoding="learned", max_positions=8))
+    step = NativeDecoderStep(model, extension)
+    with torch.inference_mode():
+        state = TransformerStepModel(model).start(sources(model.config))
+        assert state.cache is not None
+        state.cache.decoded_len = 8
+        with pytest.raises(
+            ValueError, match=r"position 8 is beyond the learned positions \(max_positions=8\)"
+        ):
+            step.log_probs(state.cache, torch.full((3,), model.config.bos_id))

@@ -8,6 +8,8 @@ import torch
 from transformer import TransformerConfig
 from transformer.config.decode import DecodeConfig
 from transformer.decoding.beam_search import search
+from transformer.kernels.native_build import build_native_extension
+from transformer.kernels.native_step import NativeDecoderStep, unsupported_reason
 from transformer.model.transformer import Transformer
 from transformer.serving.continuous_batching import ContinuousBatch, DecodedSentence, SentenceToDecode
 
@@ -72,8 +74,19 @@ def alone(model: Transformer, src_ids: list[int], config: DecodeConfig) -> list:
         (2, {"norm_first": True}),
     ],
 )
-def test_each_sentence_decodes_as_alone_whatever_joins_and_leaves(beam_size: int, overrides: dict) -> None:
+@pytest.mark.parametrize("native", [False, True], ids=["python step", "native step"])
+def test_each_sentence_decodes_as_alone_whatever_joins_and_leaves(
+    beam_size: int, overrides: dict, native: bool
+) -> None:
     model = random_model(**overrides)
+    native_step = None
+    if native:  # the C++ step with each row's own position and self mask, against the Python search alone
+        if unsupported_reason(model) is not None:
+            pytest.skip(f"the native step does not cover this model: {unsupported_reason(model)}")
+        build = build_native_extension()
+        if build.module is None:
+            pytest.skip(build.note)
+        native_step = NativeDecoderStep(model, build.module)
     sources = random_sources(model, 30, seed=1)
     # Per-sentence settings that share a batch: length penalty, length limits, n-best.
     configs = [
@@ -87,7 +100,7 @@ def test_each_sentence_decodes_as_alone_whatever_joins_and_leaves(beam_size: int
         for index in range(len(sources))
     ]
     sentences = [SentenceToDecode(index, ids, configs[index]) for index, ids in enumerate(sources)]
-    batch = ContinuousBatch(model, beam_size)
+    batch = ContinuousBatch(model, beam_size, native_step=native_step)
     results, _, _ = run_staggered(batch, sentences, seed=2)
     assert sorted(results) == list(range(len(sources)))
     for index, ids in enumerate(sources):

@@ -386,12 +386,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
                       const std::optional<at::Tensor>& self_mask, const std::vector<at::Tensor>& cross_keys,
                       const std::vector<at::Tensor>& cross_values, const at::Tensor& cross_mask,
                       int64_t rows_per_source, bool project) {
-        at::Tensor output = self.step(tokens, position_table, position, positions, self_keys, self_values, self_mask,
-                                      cross_keys, cross_values, cross_mask, rows_per_source, project);
+        at::Tensor output;
+        {
+          py::gil_scoped_release release;  // ATen does not need it: the server's other threads may run meanwhile
+          output = self.step(tokens, position_table, position, positions, self_keys, self_values, self_mask,
+                             cross_keys, cross_values, cross_mask, rows_per_source, project);
+        }
         return py::make_tuple(output, self_keys, self_values);
       });
   py::class_<EncoderForward>(module, "EncoderForward")
       .def(py::init<py::list, py::list, std::optional<at::Tensor>, std::optional<at::Tensor>, at::Tensor, double,
                     int64_t, double, std::string, bool, int64_t, bool, double, std::string>())
-      .def("forward", &EncoderForward::forward);
+      .def("forward", &EncoderForward::forward, py::call_guard<py::gil_scoped_release>());
 }

@@ -12,12 +12,6 @@ on first use with PyTorch's extension builder (a C++ compiler and ninja; cached 
 step, and :func:`native_decoder_step` says why.
 """
 
-import os
-import shutil
-import time
-from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -25,6 +19,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from transformer.kernels.native_build import build_native_extension
 from transformer.model.decoder import DecoderCache, DecoderLayer, DecoderLayerCache
 from transformer.model.encoder import EncoderLayer
 from transformer.model.fp32_kernels import OneDNNLinear
@@ -34,71 +29,6 @@ from transformer.model.positional_encoding import LearnedPositionalEmbedding, Si
 from transformer.model.quantization import Int8Linear
 from transformer.model.scaled_dot_product_attention import score_scale
 from transformer.model.transformer import Transformer
-
-#: Set to "off" (or "0", "no", "false") to decode with the Python step even where the native one builds.
-NATIVE_STEP_VARIABLE = "TRANSFORMER_NATIVE_STEP"
-#: The C++ source, shipped as package data beside this module.
-SOURCE_FILE = Path(__file__).with_name("decoder_step.cpp")
-#: The extension's name; PyTorch's builder keys its cache directory on it and rebuilds when the source changes.
-EXTENSION_NAME = "transformer_decoder_step"
-
-
-@dataclass(frozen=True)
-class NativeBuild:
-    """The outcome of building (or loading) the extension.
-
-    Parameters
-    ----------
-    module : ModuleType or None
-        The compiled extension; None when it could not be built.
-    note : str
-        One line: how long the build or load took, or why there is no extension.
-
-    Notes
-    -----
-    Kept per process by :func:`build_native_extension`, so a failed build is not retried on every search.
-    """
-
-    module: ModuleType | None
-    note: str
-
-
-@cache
-def build_native_extension() -> NativeBuild:
-    """Compile the C++ step once per machine (PyTorch caches the build) and load it once per process.
-
-    Returns
-    -------
-    NativeBuild
-        The module, or None with the reason: opted out, no compiler, no ninja, or the compiler's failure.
-
-    Notes
-    -----
-    The first build compiles against PyTorch's headers, about 30-40 s on 2 cores; later processes load the
-    cached library in about a second. The result is memoised per process (``functools.cache``): one build or
-    one failure message, whoever asks. The compiler's output stays in the exception, reduced here to its last
-    line, because a search must not fail for want of a faster path.
-    """
-    setting = os.environ.get(NATIVE_STEP_VARIABLE, "").strip().lower()
-    if setting in ("off", "0", "no", "false"):
-        return NativeBuild(None, f"native decoder step: off ({NATIVE_STEP_VARIABLE}={setting})")
-    from torch.utils import cpp_extension
-
-    compiler = os.environ.get("CXX", "c++")
-    if shutil.which(compiler) is None:
-        return NativeBuild(None, f"native decoder step: no C++ compiler ({compiler!r} not on PATH)")
-    if not cpp_extension.is_ninja_available():
-        return NativeBuild(None, "native decoder step: ninja is not installed (pip install ninja)")
-    started = time.perf_counter()
-    try:
-        module = cpp_extension.load(
-            name=EXTENSION_NAME, sources=[str(SOURCE_FILE)], extra_cflags=["-O2"], verbose=False
-        )
-    except (RuntimeError, OSError, ImportError) as error:
-        last_line = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
-        return NativeBuild(None, f"native decoder step: build failed ({last_line})")
-    seconds = time.perf_counter() - started
-    return NativeBuild(module, f"native decoder step: C++ (built or loaded in {seconds:.1f} s)")
 
 
 def unsupported_reason(model: Transformer) -> str | None:
@@ -136,6 +66,10 @@ def unsupported_reason(model: Transformer) -> str | None:
     first = model.decoder.layers[0].self_attention
     assert isinstance(first, MultiHeadAttention)
     attention_settings = (first.implementation, first.explicit_max_length, first.scaling)
+    for stacked_owner in [*model.encoder.layers, *model.decoder.layers]:
+        stacked = getattr(stacked_owner.self_attention, "qkv_proj", None)
+        if isinstance(stacked, nn.Module) and _linear_spec(stacked) is None:
+            return f"a stacked q/k/v layer {type(stacked).__name__}"
     for encoder_layer in model.encoder.layers:
         assert isinstance(encoder_layer, EncoderLayer)
         attention = encoder_layer.self_attention
@@ -160,8 +94,8 @@ def unsupported_reason(model: Transformer) -> str | None:
         for attention in (layer.self_attention, layer.cross_attention):
             if attention.additive_score is not None or attention.logits_hook is not None:
                 return "additive attention or a logits hook"
-            if attention.d_k != attention.d_v:
-                return "d_k != d_v"
+            if attention.d_k != attention.d_v or attention.d_k * attention.num_heads != config.d_model:
+                return "per-head widths other than d_model / num_heads"
             settings = (attention.implementation, attention.explicit_max_length, attention.scaling)
             if settings != attention_settings:
                 return "attention layers with different implementations or scalings"
@@ -335,9 +269,7 @@ class NativeDecoderStep:
         """
         if self.stacked_parameters and self._stacked_versions() != self.built_versions:
             self._build()
-        src_len = src_tokens.size(1)
-        if self.position_table is not None and src_len > self.position_table.size(0):
-            self.position_table = self._position_table(2 * src_len)
+        self._cover_positions(src_tokens.size(1))
         attend_mask = padding_to_attend_mask(build_padding_mask(src_tokens, self.model.config.pad_id))
         memory, keys, values = self._encoder.forward(src_tokens, self.position_table, attend_mask)
         layers = [
@@ -345,6 +277,15 @@ class NativeDecoderStep:
             for key, value in zip(keys, values, strict=True)
         ]
         return memory, DecoderCache(layers=layers, cross_attend_mask=attend_mask)
+
+    def _cover_positions(self, length: int) -> None:
+        """Make the position table hold positions 0 .. length - 1, or refuse as the model would."""
+        if self.position_table is None or length <= self.position_table.size(0):
+            return
+        if isinstance(self.model.positional_encoding, LearnedPositionalEmbedding):
+            limit = self.model.positional_encoding.max_positions
+            raise ValueError(f"position {length - 1} is beyond the learned positions (max_positions={limit})")
+        self.position_table = self._position_table(2 * length)
 
     def _position_table(self, length: int) -> Tensor | None:
         """Positions 0 .. length - 1 (at least the encoding's current table) in the model's dtype, or None."""
@@ -441,8 +382,7 @@ class NativeDecoderStep:
             self._build()
         position = cache.decoded_len
         furthest = position if positions is None else int(positions.max())
-        if self.position_table is not None and furthest >= self.position_table.size(0):
-            self.position_table = self._position_table(2 * (furthest + 1))
+        self._cover_positions(furthest + 1)
         mask = cache.cross_attend_mask
         assert mask is not None
         rows = last_tokens.size(0)
@@ -537,4 +477,40 @@ def native_decoder_step(model: Transformer) -> tuple[NativeDecoderStep | None, s
     build = build_native_extension()
     if build.module is None:
         return None, build.note
-    return NativeDecoderStep(model, build.module), build.note
+    try:
+        step = NativeDecoderStep(model, build.module)
+        mismatch = _differs_from_python(step)
+    except (
+        RuntimeError,
+        ValueError,
+        TypeError,
+    ) as error:  # an operator this PyTorch lacks, a packing it reads differently
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return None, f"native decoder step: not used (its check failed: {first_line})"
+    if mismatch is not None:
+        return None, f"native decoder step: not used (its check {mismatch})"
+    return step, build.note
+
+
+def _differs_from_python(step: NativeDecoderStep) -> str | None:
+    """Encode two short sources and take two steps both ways; say where the bits differ, or None."""
+    model = step.model
+    config = model.config
+    special = {config.pad_id, config.bos_id, config.eos_id, config.unk_id}
+    token = next(index for index in range(config.vocab_size) if index not in special)
+    src_tokens = torch.tensor([[token, token, config.eos_id], [token, config.eos_id, config.pad_id]])
+    last_tokens = torch.tensor([config.bos_id, config.bos_id])
+    with torch.inference_mode():
+        memory = model.encode(src_tokens)
+        python_cache = model.init_decoder_cache(memory, build_padding_mask(src_tokens, config.pad_id))
+        native_memory, native_cache = step.encode(src_tokens)
+        if not torch.equal(memory, native_memory):
+            return "encoded differently from the Python encoder"
+        for _ in range(2):
+            expected = model.decode(last_tokens[:, None], None, None, python_cache)[:, -1]
+            expected = F.log_softmax(expected, dim=-1, dtype=torch.float32)
+            actual = step.log_probs(native_cache, last_tokens)
+            if not torch.equal(expected, actual):
+                return "decoded differently from the Python step"
+            last_tokens = expected.argmax(dim=-1)
+    return None

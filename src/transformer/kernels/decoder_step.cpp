@@ -139,6 +139,39 @@ at::Tensor activate(const at::Tensor& inner, const std::string& activation) {
   return activation == "gelu" ? at::gelu(inner) : at::silu(inner);
 }
 
+// What every layer of both stacks shares: the attention rule, pre- or post-norm, the activation. Built from the
+// settings tuple of native_step._stack_settings: (num_heads, attention_scale, scaling, fused_attention,
+// explicit_max_length, norm_first, layer_norm_eps, activation).
+struct Rules {
+  explicit Rules(const py::tuple& settings)
+      : num_heads(settings[0].cast<int64_t>()),
+        attention(settings[1].cast<double>(), settings[2].cast<std::string>(), settings[3].cast<bool>(),
+                  settings[4].cast<int64_t>()),
+        norm_first(settings[5].cast<bool>()),
+        eps(settings[6].cast<double>()),
+        activation(settings[7].cast<std::string>()) {
+    TORCH_CHECK(activation == "relu" || activation == "gelu" || activation == "silu", "unknown activation ",
+                activation);
+  }
+
+  // Pre-norm normalises a sub-layer's input; post-norm passes it through and normalises the sum instead.
+  at::Tensor normalize(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& bias) const {
+    return norm_first ? at::layer_norm(hidden, {hidden.size(-1)}, weight, bias, eps) : hidden;
+  }
+
+  at::Tensor residual(const at::Tensor& hidden, const at::Tensor& sublayer_output, const at::Tensor& weight,
+                      const at::Tensor& bias) const {
+    at::Tensor summed = hidden + sublayer_output;
+    return norm_first ? summed : at::layer_norm(summed, {summed.size(-1)}, weight, bias, eps);
+  }
+
+  int64_t num_heads;
+  Attention attention;
+  bool norm_first;
+  double eps;
+  std::string activation;
+};
+
 struct DecoderLayerWeights {
   at::Tensor self_norm_weight, self_norm_bias, cross_norm_weight, cross_norm_bias, ff_norm_weight, ff_norm_bias;
   Linear qkv, self_out, cross_query, cross_out, ff_in, ff_out;
@@ -147,21 +180,16 @@ struct DecoderLayerWeights {
 class DecoderStep {
  public:
   DecoderStep(py::list layers, std::optional<at::Tensor> final_norm_weight,
-                  std::optional<at::Tensor> final_norm_bias, py::object output_projection,
-                  std::optional<at::Tensor> output_bias, at::Tensor embedding, double embedding_scale,
-                  int64_t num_heads, double attention_scale, std::string scaling, bool fused_attention,
-                  int64_t explicit_max_length, bool norm_first, double layer_norm_eps, std::string activation)
+              std::optional<at::Tensor> final_norm_bias, py::object output_projection,
+              std::optional<at::Tensor> output_bias, at::Tensor embedding, double embedding_scale,
+              const py::tuple& settings)
       : final_norm_weight_(std::move(final_norm_weight)),
         final_norm_bias_(std::move(final_norm_bias)),
         output_projection_(Linear::from_spec(output_projection)),
         output_bias_(std::move(output_bias)),
         embedding_(std::move(embedding)),
         embedding_scale_(at::native::wrapped_scalar_tensor(embedding_scale)),
-        num_heads_(num_heads),
-        attention_(attention_scale, scaling, fused_attention, explicit_max_length),
-        norm_first_(norm_first),
-        eps_(layer_norm_eps),
-        activation_(std::move(activation)) {
+        rules_(settings) {
     for (py::handle item : layers) {
       py::tuple fields = item.cast<py::tuple>();
       TORCH_CHECK(fields.size() == 12, "a decoder layer needs 12 fields, got ", fields.size());
@@ -171,8 +199,6 @@ class DecoderStep {
                          Linear::from_spec(fields[8]), Linear::from_spec(fields[9]),
                          Linear::from_spec(fields[10]), Linear::from_spec(fields[11])});
     }
-    TORCH_CHECK(activation_ == "relu" || activation_ == "gelu" || activation_ == "silu",
-                "unknown activation ", activation_);
   }
 
   // tokens (rows,) int64. position_table (positions, d_model) or None: row ``position`` is added to every row, or
@@ -189,7 +215,7 @@ class DecoderStep {
     at::InferenceMode inference_mode;
     const int64_t rows = tokens.size(0);
     const int64_t d_model = embedding_.size(1);
-    const int64_t head_dim = d_model / num_heads_;
+    const int64_t head_dim = d_model / rules_.num_heads;
     const int64_t sentences = rows / rows_per_source;
     TORCH_CHECK(self_keys.size() == layers_.size() && cross_keys.size() == layers_.size(),
                 "one cache entry per decoder layer");
@@ -203,8 +229,8 @@ class DecoderStep {
     for (size_t index = 0; index < layers_.size(); ++index) {
       const DecoderLayerWeights& layer = layers_[index];
       // Masked self-attention over the cached positions and the new one.
-      at::Tensor input = normalize(hidden, layer.self_norm_weight, layer.self_norm_bias);
-      at::Tensor projected = layer.qkv(input).view({rows, 3, num_heads_, 1, head_dim});
+      at::Tensor input = rules_.normalize(hidden, layer.self_norm_weight, layer.self_norm_bias);
+      at::Tensor projected = layer.qkv(input).view({rows, 3, rules_.num_heads, 1, head_dim});
       at::Tensor query = projected.select(1, 0);
       at::Tensor key = projected.select(1, 1);
       at::Tensor value = projected.select(1, 2);
@@ -217,26 +243,26 @@ class DecoderStep {
       }
       self_keys[index] = key;
       self_values[index] = value;
-      at::Tensor attended = attention_.attend(query, key, value, self_mask);  // (rows, heads, 1, head_dim)
-      hidden = residual(hidden, layer.self_out(attended.view({rows, 1, d_model})),
+      at::Tensor attended = rules_.attention.attend(query, key, value, self_mask);  // (rows, heads, 1, head_dim)
+      hidden = rules_.residual(hidden, layer.self_out(attended.view({rows, 1, d_model})),
                         layer.self_norm_weight, layer.self_norm_bias);
       // Encoder-decoder attention: the beams of one source folded into one query block.
-      input = normalize(hidden, layer.cross_norm_weight, layer.cross_norm_bias);
+      input = rules_.normalize(hidden, layer.cross_norm_weight, layer.cross_norm_bias);
       at::Tensor cross_query = layer.cross_query(input)
-                                   .view({sentences, rows_per_source, num_heads_, head_dim})
+                                   .view({sentences, rows_per_source, rules_.num_heads, head_dim})
                                    .transpose(1, 2);  // (sentences, heads, rows_per_source, head_dim)
-      attended = attention_.attend(cross_query, cross_keys[index], cross_values[index], cross_mask);
+      attended = rules_.attention.attend(cross_query, cross_keys[index], cross_values[index], cross_mask);
       attended = attended.transpose(1, 2).reshape({rows, 1, d_model});
-      hidden = residual(hidden, layer.cross_out(attended), layer.cross_norm_weight,
+      hidden = rules_.residual(hidden, layer.cross_out(attended), layer.cross_norm_weight,
                         layer.cross_norm_bias);
       // Position-wise feed-forward network.
-      input = normalize(hidden, layer.ff_norm_weight, layer.ff_norm_bias);
+      input = rules_.normalize(hidden, layer.ff_norm_weight, layer.ff_norm_bias);
       at::Tensor inner = layer.ff_in(input);
-      hidden = residual(hidden, layer.ff_out(activate(inner, activation_)), layer.ff_norm_weight,
+      hidden = rules_.residual(hidden, layer.ff_out(activate(inner, rules_.activation)), layer.ff_norm_weight,
                         layer.ff_norm_bias);
     }
     if (final_norm_weight_.has_value()) {
-      hidden = at::layer_norm(hidden, {d_model}, *final_norm_weight_, *final_norm_bias_, eps_);
+      hidden = at::layer_norm(hidden, {d_model}, *final_norm_weight_, *final_norm_bias_, rules_.eps);
     }
     if (!project) {
       return hidden;  // (rows, 1, d_model)
@@ -246,17 +272,6 @@ class DecoderStep {
   }
 
  private:
-  // Pre-norm normalises a sub-layer's input; post-norm passes it through and normalises the sum instead.
-  at::Tensor normalize(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& bias) const {
-    return norm_first_ ? at::layer_norm(hidden, {hidden.size(-1)}, weight, bias, eps_) : hidden;
-  }
-
-  at::Tensor residual(const at::Tensor& hidden, const at::Tensor& sublayer_output, const at::Tensor& weight,
-                      const at::Tensor& bias) const {
-    at::Tensor summed = hidden + sublayer_output;
-    return norm_first_ ? summed : at::layer_norm(summed, {summed.size(-1)}, weight, bias, eps_);
-  }
-
   std::vector<DecoderLayerWeights> layers_;
   std::optional<at::Tensor> final_norm_weight_, final_norm_bias_;
   Linear output_projection_;
@@ -264,11 +279,7 @@ class DecoderStep {
   at::Tensor embedding_;
   // Python multiplies by a float as a "wrapped number" tensor; a C++ Scalar rounds differently in bfloat16.
   at::Tensor embedding_scale_;
-  int64_t num_heads_;
-  Attention attention_;
-  bool norm_first_;
-  double eps_;
-  std::string activation_;
+  Rules rules_;
 };
 
 
@@ -283,17 +294,12 @@ class EncoderForward {
  public:
   EncoderForward(py::list layers, py::list cross_projections, std::optional<at::Tensor> final_norm_weight,
                  std::optional<at::Tensor> final_norm_bias, at::Tensor embedding, double embedding_scale,
-                 int64_t num_heads, double attention_scale, std::string scaling, bool fused_attention,
-                 int64_t explicit_max_length, bool norm_first, double layer_norm_eps, std::string activation)
+                 const py::tuple& settings)
       : final_norm_weight_(std::move(final_norm_weight)),
         final_norm_bias_(std::move(final_norm_bias)),
         embedding_(std::move(embedding)),
         embedding_scale_(at::native::wrapped_scalar_tensor(embedding_scale)),
-        num_heads_(num_heads),
-        attention_(attention_scale, scaling, fused_attention, explicit_max_length),
-        norm_first_(norm_first),
-        eps_(layer_norm_eps),
-        activation_(std::move(activation)) {
+        rules_(settings) {
     for (py::handle item : layers) {
       py::tuple fields = item.cast<py::tuple>();
       TORCH_CHECK(fields.size() == 8, "an encoder layer needs 8 fields, got ", fields.size());
@@ -320,18 +326,18 @@ class EncoderForward {
       hidden = hidden + position_table->slice(0, 0, src_len);
     }
     for (const EncoderLayerWeights& layer : layers_) {
-      at::Tensor input = normalize(hidden, layer.self_norm_weight, layer.self_norm_bias);
+      at::Tensor input = rules_.normalize(hidden, layer.self_norm_weight, layer.self_norm_bias);
       std::vector<at::Tensor> qkv = layer.qkv(input).chunk(3, -1);
-      at::Tensor attended = attention_.attend(split_heads(qkv[0]), split_heads(qkv[1]), split_heads(qkv[2]),
+      at::Tensor attended = rules_.attention.attend(split_heads(qkv[0]), split_heads(qkv[1]), split_heads(qkv[2]),
                                               attend_mask);
-      hidden = residual(hidden, layer.self_out(merge_heads(attended)), layer.self_norm_weight,
+      hidden = rules_.residual(hidden, layer.self_out(merge_heads(attended)), layer.self_norm_weight,
                         layer.self_norm_bias);
-      input = normalize(hidden, layer.ff_norm_weight, layer.ff_norm_bias);
-      hidden = residual(hidden, layer.ff_out(activate(layer.ff_in(input), activation_)), layer.ff_norm_weight,
-                        layer.ff_norm_bias);
+      input = rules_.normalize(hidden, layer.ff_norm_weight, layer.ff_norm_bias);
+      at::Tensor inner = activate(layer.ff_in(input), rules_.activation);
+      hidden = rules_.residual(hidden, layer.ff_out(inner), layer.ff_norm_weight, layer.ff_norm_bias);
     }
     if (final_norm_weight_.has_value()) {
-      hidden = at::layer_norm(hidden, {hidden.size(-1)}, *final_norm_weight_, *final_norm_bias_, eps_);
+      hidden = at::layer_norm(hidden, {hidden.size(-1)}, *final_norm_weight_, *final_norm_bias_, rules_.eps);
     }
     std::vector<at::Tensor> keys, values;
     for (const auto& [key_projection, value_projection] : cross_projections_) {
@@ -344,21 +350,11 @@ class EncoderForward {
  private:
   // (batch, len, d_model) -> (batch, heads, len, head_dim), a view (multihead_attention.split_heads).
   at::Tensor split_heads(const at::Tensor& hidden) const {
-    return hidden.view({hidden.size(0), hidden.size(1), num_heads_, -1}).transpose(1, 2);
+    return hidden.view({hidden.size(0), hidden.size(1), rules_.num_heads, -1}).transpose(1, 2);
   }
 
   static at::Tensor merge_heads(const at::Tensor& heads) {
     return heads.transpose(1, 2).reshape({heads.size(0), heads.size(2), heads.size(1) * heads.size(3)});
-  }
-
-  at::Tensor normalize(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& bias) const {
-    return norm_first_ ? at::layer_norm(hidden, {hidden.size(-1)}, weight, bias, eps_) : hidden;
-  }
-
-  at::Tensor residual(const at::Tensor& hidden, const at::Tensor& sublayer_output, const at::Tensor& weight,
-                      const at::Tensor& bias) const {
-    at::Tensor summed = hidden + sublayer_output;
-    return norm_first_ ? summed : at::layer_norm(summed, {summed.size(-1)}, weight, bias, eps_);
   }
 
   std::vector<EncoderLayerWeights> layers_;
@@ -366,11 +362,7 @@ class EncoderForward {
   std::optional<at::Tensor> final_norm_weight_, final_norm_bias_;
   at::Tensor embedding_;
   at::Tensor embedding_scale_;
-  int64_t num_heads_;
-  Attention attention_;
-  bool norm_first_;
-  double eps_;
-  std::string activation_;
+  Rules rules_;
 };
 
 }  // namespace
@@ -378,8 +370,7 @@ class EncoderForward {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   py::class_<DecoderStep>(module, "DecoderStep")
       .def(py::init<py::list, std::optional<at::Tensor>, std::optional<at::Tensor>, py::object,
-                    std::optional<at::Tensor>, at::Tensor, double, int64_t, double, std::string, bool, int64_t,
-                    bool, double, std::string>())
+                    std::optional<at::Tensor>, at::Tensor, double, const py::tuple&>())
       .def("step", [](DecoderStep& self, const at::Tensor& tokens, const std::optional<at::Tensor>& position_table,
                       int64_t position, const std::optional<at::Tensor>& positions,
                       std::vector<at::Tensor> self_keys, std::vector<at::Tensor> self_values,
@@ -396,6 +387,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
       });
   py::class_<EncoderForward>(module, "EncoderForward")
       .def(py::init<py::list, py::list, std::optional<at::Tensor>, std::optional<at::Tensor>, at::Tensor, double,
-                    int64_t, double, std::string, bool, int64_t, bool, double, std::string>())
+                    const py::tuple&>())
       .def("forward", &EncoderForward::forward, py::call_guard<py::gil_scoped_release>());
 }

@@ -184,8 +184,6 @@ class NativeDecoderStep:
                     *(_required_spec(linear) for linear in linears),
                 )
             )
-        first_attention = model.decoder.layers[0].self_attention
-        assert isinstance(first_attention, MultiHeadAttention)
         final_norm = model.decoder.final_norm
         if model.output_projection is not None:
             output_projection = _required_spec(model.output_projection)
@@ -193,6 +191,7 @@ class NativeDecoderStep:
             output_projection = ("dense", model.tgt_embedding.weight.detach(), None)
         #: Rows of positional encodings the C++ step adds (None without positions); regrown on demand.
         self.position_table: Tensor | None = self._position_table(0)
+        settings = _stack_settings(model)
         self._step: Any = extension.DecoderStep(
             layers,
             final_norm.weight.detach() if final_norm is not None else None,
@@ -201,14 +200,7 @@ class NativeDecoderStep:
             model.output_bias.detach().to(self.dtype) if model.output_bias is not None else None,
             model.tgt_embedding.embedding.weight.detach(),
             float(model.tgt_embedding.scale),
-            config.num_heads,
-            score_scale(first_attention.d_k, first_attention.scaling),
-            first_attention.scaling,
-            first_attention.implementation != "explicit",
-            -1 if first_attention.implementation == "fused" else first_attention.explicit_max_length,
-            config.norm_first,
-            config.layer_norm_eps,
-            config.activation,
+            settings,
         )
         encoder_layers = []
         for encoder_layer in model.encoder.layers:
@@ -237,14 +229,7 @@ class NativeDecoderStep:
             model.encoder.final_norm.bias.detach() if model.encoder.final_norm is not None else None,
             model.src_embedding.embedding.weight.detach(),
             float(model.src_embedding.scale),
-            config.num_heads,
-            score_scale(first_attention.d_k, first_attention.scaling),
-            first_attention.scaling,
-            first_attention.implementation != "explicit",
-            -1 if first_attention.implementation == "fused" else first_attention.explicit_max_length,
-            config.norm_first,
-            config.layer_norm_eps,
-            config.activation,
+            settings,
         )
 
     def encode(self, src_tokens: Tensor) -> tuple[Tensor, DecoderCache]:
@@ -445,6 +430,27 @@ def _stacked_projection_spec(attention: Tensor | nn.Module) -> LinearSpec:
     with torch.no_grad():
         weight, bias = attention._fused_projection()  # the very tensors project_self multiplies by
     return ("dense", weight.detach(), None if bias is None else bias.detach())
+
+
+def _stack_settings(model: Transformer) -> tuple[int, float, str, bool, int, bool, float, str]:
+    """Both stacks' shared rules, as the C++ ``Rules`` reads them.
+
+    (num_heads, attention_scale, scaling, fused_attention, explicit_max_length, norm_first, layer_norm_eps,
+    activation); :func:`unsupported_reason` has checked that every attention layer has the first one's.
+    """
+    config = model.config
+    attention = model.decoder.layers[0].self_attention
+    assert isinstance(attention, MultiHeadAttention)
+    return (
+        config.num_heads,
+        score_scale(attention.d_k, attention.scaling),
+        attention.scaling,
+        attention.implementation != "explicit",
+        -1 if attention.implementation == "fused" else attention.explicit_max_length,
+        config.norm_first,
+        config.layer_norm_eps,
+        config.activation,
+    )
 
 
 def _self_cache(cached: Tensor | None, rows: int, num_heads: int, like: Tensor) -> Tensor:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.conftest import CPU_BF16_UNSUPPORTED
 from transformer import TransformerConfig
 from transformer.config.decode import DecodeConfig
 from transformer.decoding.cache_rows import reorder_decoder_cache
@@ -45,6 +46,8 @@ def prepared_model(config: TransformerConfig, precision: str) -> Transformer:
         return int8_model(config)
     torch.manual_seed(0)
     model = Transformer(config).eval()
+    if precision == "bf16" and CPU_BF16_UNSUPPORTED is not None:
+        pytest.skip(CPU_BF16_UNSUPPORTED)  # probed: oneDNN refuses some bf16 primitives on AVX2-only CPUs
     if precision == "fp32-onednn":
         reason = onednn_linear_unavailable_reason()
         if reason is not None:
@@ -193,6 +196,11 @@ def test_the_variable_turns_it_off_and_a_missing_compiler_is_named(monkeypatch: 
         off = build_native_extension()
         assert off.module is None
         assert off.note == "native decoder step: off (TRANSFORMER_NATIVE_STEP=off)"
+        build_native_extension.cache_clear()
+        monkeypatch.setenv(native_build.NATIVE_STEP_VARIABLE, "of")
+        typo = build_native_extension()
+        assert typo.module is None
+        assert typo.note == "native decoder step: off (TRANSFORMER_NATIVE_STEP='of' is not on or off)"
         build_native_extension.cache_clear()
         monkeypatch.delenv(native_build.NATIVE_STEP_VARIABLE)
         monkeypatch.setenv("CXX", "no-such-compiler-here")

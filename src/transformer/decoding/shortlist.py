@@ -74,7 +74,7 @@ class RestrictedProjection:
         self.bias = None if bias is None else bias.index_select(0, self.token_ids)
         projection = model.output_projection
         if isinstance(projection, Int8Linear):
-            self.int8_weight = _restricted_int8(projection, union)
+            self.int8_weight = (projection.pack_rows(union), projection.reduce_range)
         else:
             weight = projection.weight if projection is not None else model.tgt_embedding.weight
             self.weight = weight.index_select(0, self.token_ids)  # (shortlist, d_model)
@@ -129,11 +129,6 @@ class RestrictedProjection:
         restricted = F.log_softmax(logits, dim=-1, dtype=torch.float32)  # (rows, shortlist)
         full = restricted.new_full((restricted.size(0), self.vocab_size), float("-inf"))  # (rows, vocab)
         return full.index_copy_(1, self.token_ids, restricted)
-
-
-def _restricted_int8(projection: Int8Linear, token_ids: Tensor) -> tuple[Any, bool]:
-    """Rows ``token_ids`` of an int8 layer's weight, packed alone by its engine, and its range flag."""
-    return projection.pack_rows(token_ids), projection.reduce_range
 
 
 @dataclass

@@ -68,6 +68,10 @@ def build_native_extension() -> NativeBuild:
     setting = os.environ.get(NATIVE_STEP_VARIABLE, "").strip().lower()
     if setting in ("off", "0", "no", "false"):
         return NativeBuild(None, f"native decoder step: off ({NATIVE_STEP_VARIABLE}={setting})")
+    if setting not in ("", "on", "1", "yes", "true"):  # a typo must not silently mean "on"
+        return NativeBuild(
+            None, f"native decoder step: off ({NATIVE_STEP_VARIABLE}={setting!r} is not on or off)"
+        )
     compiler = os.environ.get("CXX", "c++")
     if shutil.which(compiler) is None:
         return NativeBuild(None, f"native decoder step: no C++ compiler ({compiler!r} not on PATH)")

@@ -90,6 +90,18 @@ ALLOWED: dict[str, set[str]] = {
         "training",
         "metrics_log",
     },
+    "distillation": {
+        "architectures",
+        "atomic_files",
+        "autotune",  # usable_cpus: the teacher's pass shares the machine's CPUs among its processes
+        "averaging",
+        "checkpoint",
+        "config",
+        "data",
+        "decoding",
+        "evaluation",
+        "training",  # the student trains through the ordinary trainer (and its process group)
+    },
     "serving": {
         "model",
         "architectures",
@@ -137,6 +149,7 @@ ALLOWED: dict[str, set[str]] = {
         "visualization",
         "interop",
         "training",
+        "distillation",
     },
     "transformer": {"model", "config", "decoding", "baselines"},  # the package's __init__: the public API
 }
@@ -256,7 +269,8 @@ def test_only_the_command_line_and_the_experiments_import_training() -> None:
         module_name(path)
         for path in SOURCES
         for _, module in imported_modules(path)
-        if part_of(module) == "training" and part_of(module_name(path)) not in ("training", "experiments")
+        if part_of(module) == "training"
+        and part_of(module_name(path)) not in ("training", "experiments", "distillation")
     }
     assert importers == {"transformer.cli", "transformer.cli_commands.training"}
 

@@ -29,7 +29,17 @@ ALLOCATOR_VARIABLE = "TRANSFORMER_ALLOCATOR"
 PRELOADED_VARIABLE = "TRANSFORMER_PRELOADED_ALLOCATOR"
 #: The subcommands that spend their time in PyTorch (the others read and write files or parse arguments).
 COMPUTE_COMMANDS = frozenset(
-    {"train", "quickstart", "translate", "evaluate", "experiment", "attention", "serve", "backtranslate"}
+    {
+        "train",
+        "quickstart",
+        "translate",
+        "evaluate",
+        "experiment",
+        "attention",
+        "serve",
+        "backtranslate",
+        "distill",
+    }
 )
 
 

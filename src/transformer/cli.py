@@ -1,4 +1,4 @@
-"""The ``transformer`` command: prepare data, train, average, translate, evaluate, plot.
+"""The ``transformer`` command: prepare data, train, distil, average, translate, evaluate, plot.
 
 The command line is three parts: the options of each subcommand (:mod:`transformer.cli_arguments`), the
 handler of each (:mod:`transformer.cli_commands`: it checks its options and the files they name, loads the
@@ -11,8 +11,14 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from transformer.cli_arguments import shortlist_command, training_commands, translation_commands
+from transformer.cli_arguments import (
+    distill_command,
+    shortlist_command,
+    training_commands,
+    translation_commands,
+)
 from transformer.cli_arguments.parser import OneLineErrorParser, UsageError
+from transformer.cli_commands.distill import run_distill
 from transformer.cli_commands.shortlist import run_shortlist
 from transformer.cli_commands.training import (
     run_experiment_command,
@@ -60,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     translation_commands.add_attention_parser(commands).set_defaults(handler=run_attention)
     translation_commands.add_convert_parser(commands).set_defaults(handler=run_convert)
     shortlist_command.add_shortlist_parser(commands).set_defaults(handler=run_shortlist)
+    distill_command.add_distill_parser(commands).set_defaults(handler=run_distill)
     training_commands.add_plot_parser(commands).set_defaults(handler=run_plot)
     training_commands.add_experiment_parser(commands).set_defaults(handler=run_experiment_command)
     return parser

@@ -9,6 +9,8 @@
 - :mod:`transformer.config.train`: ``train`` (:class:`~transformer.config.train.TrainConfig`)
 - :mod:`transformer.config.decode`: ``decode`` (:class:`~transformer.config.decode.DecodeConfig`)
 - :mod:`transformer.config.ladder`: ``ladder`` (:class:`~transformer.config.ladder.LadderConfig`)
+- :mod:`transformer.config.distill`: ``distill`` (:class:`~transformer.config.distill.DistillConfig`), read by
+  ``transformer distill`` only
 
 :mod:`transformer.config.experiment` composes them and builds them from nested dictionaries;
 :mod:`transformer.config.files` reads YAML files, applies ``--set`` overrides and finds the shipped configs.

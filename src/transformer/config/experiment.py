@@ -8,6 +8,7 @@ from transformer.architectures import ARCHITECTURES, ModelConfig, model_config_f
 from transformer.baselines.rnn_config import RNNConfig
 from transformer.config.data import DataConfig
 from transformer.config.decode import DecodeConfig
+from transformer.config.distill import DistillConfig
 from transformer.config.ladder import LadderConfig
 from transformer.config.train import TrainConfig
 from transformer.model.config import TransformerConfig
@@ -31,6 +32,8 @@ class ExperimentConfig:
         Search settings for evaluation after training.
     ladder : LadderConfig
         Recipes to choose from by measured training speed (none by default).
+    distill : DistillConfig
+        How ``transformer distill`` makes this model a student of a teacher (read by that command only).
 
     Notes
     -----
@@ -44,6 +47,7 @@ class ExperimentConfig:
     train: TrainConfig = TrainConfig()
     decode: DecodeConfig = DecodeConfig()
     ladder: LadderConfig = LadderConfig()
+    distill: DistillConfig = DistillConfig()
 
     def to_dict(self) -> dict[str, Any]:
         """Return the nested fields as plain dictionaries.
@@ -70,6 +74,7 @@ SECTIONS: dict[str, type] = {
     "train": TrainConfig,
     "decode": DecodeConfig,
     "ladder": LadderConfig,
+    "distill": DistillConfig,
 }
 
 

@@ -1,0 +1,176 @@
+"""``transformer distill`` end to end on the built-in corpus: stages, resuming, refusals, two processes."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.distillation.conftest import write_student_config
+from transformer.checkpoint.model_checkpoint import load_checkpoint
+from transformer.cli import main
+from transformer.config.files import load_config
+from transformer.data.pipeline.text_files import read_lines
+from transformer.decoding.translator import Translator
+from transformer.distillation.pipeline import DistillRequest, distill
+from transformer.distillation.teacher_pass import teacher_translator
+
+STAGES = ["teacher", "corpus", "student", "average", "shortlist", "evaluation"]
+
+
+def stages(run: Path) -> dict:
+    return json.loads((run / "distill.json").read_text(encoding="utf-8"))["stages"]
+
+
+def run_distill(teacher: Path, config: Path, run: Path, *options: str) -> int:
+    return main(
+        ["distill", "--teacher", str(teacher), "--config", str(config), "--output-dir", str(run), *options]
+    )
+
+
+@pytest.mark.slow
+def test_distill_trains_a_student_on_the_teachers_translations_and_resumes_nothing_twice(
+    teacher_run: Path, tmp_path: Path, capsys
+) -> None:
+    config = write_student_config(tmp_path)
+    run = tmp_path / "run"
+    assert run_distill(teacher_run, config, run) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"distilled into {run / 'student' / 'averaged'}" in out and "| student | int8 | greedy | yes |" in out
+    )
+    recorded = stages(run)
+    assert (
+        list(recorded) == STAGES and recorded["teacher"]["lines"] == 300 and recorded["student"]["steps"] == 8
+    )
+
+    # The student's targets are the teacher's beam outputs of its sources (empty ones dropped).
+    sources = read_lines(run / "data" / "train.en")
+    translator = teacher_translator([teacher_run], load_config(config).distill, "cpu")
+    expected = translator.translate(sources)
+    assert read_lines(run / "teacher" / "translations.txt") == expected
+    kept = [(source, target) for source, target in zip(sources, expected, strict=True) if target]
+    assert (
+        list(
+            zip(read_lines(run / "corpus" / "train.en"), read_lines(run / "corpus" / "train.de"), strict=True)
+        )
+        == kept
+    )
+    assert read_lines(run / "corpus" / "valid.de") == read_lines(run / "data" / "valid.de")  # real references
+
+    # The shipped student: the teacher's vocabulary, the student's shape, a shortlist, and it translates.
+    student = run / "student" / "averaged"
+    assert (student / "tokenizer.model").read_bytes() == (teacher_run / "tokenizer.model").read_bytes()
+    shape = load_checkpoint(student).model_config
+    assert (shape.num_encoder_layers, shape.num_decoder_layers, shape.vocab_size) == (2, 1, 150)
+    assert (
+        len(Translator.from_checkpoint(student, precision="int8", shortlist=True).translate(sources[:3])) == 3
+    )
+    rows = recorded["evaluation"]["rows"]
+    assert [(row["role"], row["precision"], row["beam_size"], row["shortlist"]) for row in rows] == [
+        ("teacher", "fp32", 2, False),
+        ("teacher", "int8", 2, False),
+        ("student", "int8", 1, False),
+        ("student", "int8", 1, True),
+    ]
+    assert all(row["sentences"] == 30 and row["seconds"] > 0 and 0 <= row["bleu"] <= 100 for row in rows)
+    assert "| teacher | fp32 | beam 2 | no |" in (run / "report.md").read_text(encoding="utf-8")
+
+    # Rerun: every stage is skipped; the checkpoints are not rewritten.
+    weights = run / "student" / "checkpoints" / "step-00000008" / "model.safetensors"
+    written = weights.stat().st_mtime_ns
+    assert run_distill(teacher_run, config, run) == 0
+    assert stages(run) == recorded and weights.stat().st_mtime_ns == written
+    # A judging setting reruns only the judging stages.
+    assert run_distill(teacher_run, config, run, "--set", "distill.student_beam_size=2") == 0
+    rerun = stages(run)
+    assert rerun["student"] == recorded["student"] and rerun["teacher"] == recorded["teacher"]
+    assert [row["beam_size"] for row in rerun["evaluation"]["rows"]][2:] == [2, 2]
+    assert weights.stat().st_mtime_ns == written
+    # Another student in the same folder is refused, naming what differs.
+    capsys.readouterr()
+    assert run_distill(teacher_run, config, run, "--set", "model.d_model=64") == 2
+    assert "holds a distill run of another student.model.d_model (was 32, now 64)" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_killed_teacher_pass_resumes_after_its_last_chunk_and_a_sweep_reuses_it(
+    teacher_run: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    config = load_config(write_student_config(tmp_path))
+    original = Translator.translate
+    calls = {"count": 0}
+
+    def killed_on_the_third_chunk(self, sentences, *args, **kwargs):
+        calls["count"] += 1
+        if calls["count"] == 3:
+            raise KeyboardInterrupt
+        return original(self, sentences, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "translate", killed_on_the_third_chunk)
+    run = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        distill(DistillRequest((teacher_run,), config, run), print)
+    assert len(read_lines(run / "teacher" / "part-00000-of-00001.txt")) == 128 and stages(run) == {}
+    monkeypatch.setattr(Translator, "translate", original)
+    distill(DistillRequest((teacher_run,), config, run), print)
+    assert stages(run)["teacher"]["translated_by_rank_0"] == 300 - 128
+    assert not (run / "teacher" / "part-00000-of-00001.txt").exists()  # merged into translations.txt
+    translations = read_lines(run / "teacher" / "translations.txt")
+
+    # A wider student of the sweep reuses the pass; one with another teacher search may not.
+    wider = dataclasses.replace(config, model=dataclasses.replace(config.model, d_model=64))
+    result = distill(
+        DistillRequest((teacher_run,), wider, tmp_path / "wider-run", reuse_teacher_pass=run), print
+    )
+    assert result is not None and result.stages["teacher"]["reused_from"] == str(run)
+    assert read_lines(tmp_path / "wider-run" / "teacher" / "translations.txt") == translations
+    assert load_checkpoint(result.student).model_config.d_model == 64
+    capsys.readouterr()
+    (tmp_path / "beam1").mkdir()
+    other = write_student_config(tmp_path / "beam1", teacher_beam_size=1)
+    arguments = ["--reuse-teacher-pass", str(run)]
+    assert run_distill(teacher_run, other, tmp_path / "beam1-run", *arguments) == 2
+    assert "its teacher's pass differs in teacher_pass.beam_size (was 2, now 1)" in capsys.readouterr().err
+
+
+def test_bad_folders_are_refused_in_one_line_before_anything_is_written(
+    teacher_run: Path, tmp_path: Path, capsys
+) -> None:
+    config = write_student_config(tmp_path)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    assert run_distill(teacher_run, config, mine) == 2
+    assert "--output-dir" in capsys.readouterr().err and sorted(os.listdir(mine)) == ["notes.txt"]
+    assert run_distill(teacher_run, config, teacher_run) == 2
+    assert "--output-dir" in capsys.readouterr().err
+    assert run_distill(tmp_path / "no-such-teacher", config, tmp_path / "new") == 2
+    assert "no-such-teacher" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_two_torchrun_processes_write_the_same_teacher_pass_as_one(teacher_run: Path, tmp_path: Path) -> None:
+    config = write_student_config(tmp_path)
+    one = tmp_path / "one"
+    assert run_distill(teacher_run, config, one, "--set", "distill.student_shortlist=false") == 0
+    two = tmp_path / "two"
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "transformer.cli",
+        "distill", "--teacher", str(teacher_run), "--config", str(config), "--output-dir", str(two),
+        "--set", "distill.student_shortlist=false",
+    ]  # fmt: skip
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert (two / "teacher" / "translations.txt").read_bytes() == (
+        one / "teacher" / "translations.txt"
+    ).read_bytes()
+    recorded = stages(two)
+    assert (
+        recorded["teacher"]["processes"] == 2 and recorded["teacher"]["translated_by_rank_0"] == 128
+    )  # 2 of 5 chunks
+    assert "2 process(es)" in completed.stdout + completed.stderr  # the student trained under DDP
+    assert completed.stdout.count("distilled into") == 1  # only rank 0 reports

@@ -6,7 +6,8 @@
 (from the repository root: a module of the ``benchmarks`` package). In one run on one machine it measures,
 for every system of :mod:`benchmarks.pareto_systems` (ours in fp32, bf16 and int8, each with and without the
 checkpoint's vocabulary shortlist; CTranslate2 int8 with and without its vocabulary map, and float32, on the
-exported weights; HF ``MarianMTModel.generate()`` on the exported Marian model), greedy and beam 4, at 1 and 2
+exported weights; HF ``MarianMTModel.generate()`` on the exported Marian model; with ``--student``, a student
+distilled from the checkpoint in our precisions, with and without its shortlist), greedy and beam 4, at 1 and 2
 threads:
 
 - **throughput**: every validation sentence, in batches of 32 (sorted by source length, the same batches for
@@ -77,6 +78,12 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     """
     parser = argparse.ArgumentParser(prog="python -m benchmarks.pareto", description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", type=Path, required=True, help="checkpoint or run directory")
+    parser.add_argument(
+        "--student",
+        type=Path,
+        help="also a student distilled from --checkpoint (transformer distill's student/averaged), in our "
+        "precisions with and without its shortlist",
+    )
     parser.add_argument("--source", type=Path, default=DEFAULT_VALID / "val.en.gz")
     parser.add_argument("--reference", type=Path, default=DEFAULT_VALID / "val.de.gz")
     parser.add_argument("--output", type=Path, default=REPOSITORY / "benchmarks" / "results" / "pareto.json")
@@ -150,7 +157,7 @@ def run_benchmark(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="pareto-") as scratch, contextlib.ExitStack() as stack:
         engines = set(args.engines or ["ours", "ctranslate2", "hf"])
         systems = stack.enter_context(
-            SystemSet(args.checkpoint, sources, Path(scratch), engines, args.precisions)
+            SystemSet(args.checkpoint, sources, Path(scratch), engines, args.precisions, args.student)
         )
         record.note_skipped(systems.skipped)
         if record.coverage is None and "ours" in engines:
@@ -195,6 +202,7 @@ def settings_of(args: argparse.Namespace, sentence_count: int) -> dict[str, Any]
     """
     return {
         "checkpoint": str(args.checkpoint),
+        **({"student": str(args.student)} if args.student else {}),
         "source": str(args.source),
         "reference": str(args.reference),
         "sentences": sentence_count,

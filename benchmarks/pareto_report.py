@@ -20,6 +20,10 @@ SHORTLIST_BLEU_TOLERANCE = 0.1
 COVERAGE_TARGET = 0.99
 #: The peer each of our precisions is compared with.
 PEER_OF = {"int8": "CTranslate2 int8", "fp32": "CTranslate2 fp32"}
+#: Issue #50's targets for a distilled student (int8 + shortlist, greedy) against its teacher at beam 4.
+STUDENT_OVER_TEACHER_TARGET = 4.0
+STUDENT_OVER_CT2_TARGET = 2.0
+STUDENT_BLEU_TOLERANCE = 1.0
 #: Fields summarised across repeats.
 MEASURED = (
     "seconds", "sentences_per_second", "target_tokens", "tokens_per_second", "bleu", "bleu_cased", "chrf",
@@ -270,12 +274,60 @@ def target_lines(cells: list[Cell], coverage: dict[str, Any] | None) -> list[str
         lines.append(
             f"| shortlist step coverage | greedy, fp32 | {coverage['fraction']:.2%} (goal 99%) | {verdict} |"
         )
+    lines += student_target_lines(throughput)
     one_thread = [cell for cell in cells if cell.mode == "latency" and cell.threads == 1]
     for precision in ("int8", "fp32"):
         label = f"batch-1 p50, {PEER_OF[precision]} / ours {precision}"
         lines += _ratio_line(
             one_thread, label, f"ours {precision}", PEER_OF[precision], "p50_ms", latency, 1.0
         )
+    return lines
+
+
+def student_target_lines(throughput: list[Cell]) -> list[str]:
+    """The distilled student's targets: its shipped search against the teacher's beam 4, per thread count.
+
+    Parameters
+    ----------
+    throughput : list of Cell
+        Throughput cells (a run with ``--student``).
+
+    Returns
+    -------
+    list of str
+        Markdown rows: student int8 + shortlist greedy against ours int8 and CTranslate2 int8 at beam 4
+        (sentences/s), and its BLEU against the teacher in fp32 at beam 4; none without student rows.
+
+    Notes
+    -----
+    Across searches on purpose: the student is meant to translate greedy, the teacher with its beam, and
+    the question is what a user gains by shipping one instead of the other.
+    """
+    lines = []
+    for threads in sorted({cell.threads for cell in throughput}):
+        student = _find(throughput, "student int8 + shortlist", "greedy", threads, "throughput")
+        if student is None:
+            continue
+        for peer, goal in (
+            ("ours int8", STUDENT_OVER_TEACHER_TARGET),
+            ("CTranslate2 int8", STUDENT_OVER_CT2_TARGET),
+        ):
+            teacher = _find(throughput, peer, "beam4", threads, "throughput")
+            if teacher is not None:
+                ratio = student.values["sentences_per_second"] / teacher.values["sentences_per_second"]
+                verdict = "met" if round(ratio, 2) >= goal else "**not met**"
+                lines.append(
+                    f"| student int8 + shortlist greedy / teacher {peer} beam 4, sentences/s | {threads} thr "
+                    f"| {ratio:.2f}x (goal {goal:g}x) | {verdict} |"
+                )
+        teacher = _find(throughput, "ours fp32", "beam4", threads, "throughput")
+        if teacher is not None:
+            delta = student.values["bleu"] - teacher.values["bleu"]
+            verdict = "met" if delta >= -STUDENT_BLEU_TOLERANCE - 1e-9 else "**not met**"
+            lines.append(
+                f"| student BLEU - teacher fp32 beam 4 BLEU | {threads} thr | {delta:+.2f} (goal within "
+                f"{STUDENT_BLEU_TOLERANCE:g}) | {verdict} |"
+            )
     return lines
 
 
@@ -405,7 +457,7 @@ def write_plot(record: ParetoRecord) -> None:
     columns = 2 if len(conditions) > 1 else 1
     rows = (len(conditions) + columns - 1) // columns
     figure, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, 4.5 * rows), squeeze=False)
-    colours = {"ours": "tab:blue", "ctranslate2": "tab:orange", "hf": "tab:green"}
+    colours = {"ours": "tab:blue", "ctranslate2": "tab:orange", "hf": "tab:green", "student": "tab:red"}
     for axis, (threads, search) in zip(axes.flat, conditions, strict=False):
         shown = [cell for cell in cells if (cell.threads, cell.search) == (threads, search)]
         for cell in shown:

@@ -47,8 +47,8 @@ class System:
     ----------
     name : str
         Row label, e.g. ``"ours int8 + shortlist"``; also the key a resumed run skips by.
-    engine : {"ours", "ctranslate2", "hf"}
-        Which toolkit.
+    engine : {"ours", "student", "ctranslate2", "hf"}
+        Which toolkit ("student": ours, on a student distilled from the checkpoint).
     precision : str
         ``fp32``, ``bf16`` or ``int8`` (CTranslate2's ``float32`` is written ``fp32``).
     shortlist : bool
@@ -83,6 +83,10 @@ class SystemSet:
         Directory for the exports and the CTranslate2 worker's files.
     engines : set of str
         Which of ``ours``, ``ctranslate2`` and ``hf`` to build.
+    precisions : sequence of str
+        Our precisions (for the checkpoint and the student).
+    student : pathlib.Path or None
+        A student distilled from the checkpoint, built as ours is (engine ``student``); None: none.
 
     Notes
     -----
@@ -98,6 +102,7 @@ class SystemSet:
         scratch: Path,
         engines: set[str],
         precisions: Sequence[str] = OUR_PRECISIONS,
+        student: Path | None = None,
     ) -> None:
         self.checkpoint = checkpoint
         self.precisions = tuple(precisions)
@@ -113,6 +118,8 @@ class SystemSet:
         self._tokenizer: Any = None
         if "ours" in engines:
             self._add_ours()
+        if student is not None:
+            self._add_ours(student, "student")
         if "ctranslate2" in engines:
             self._add_ctranslate2()
         if "hf" in engines:
@@ -154,21 +161,21 @@ class SystemSet:
             self._tokenizer = load_checkpoint_tokenizer(resolve_checkpoint(self.checkpoint))
         return self._tokenizer
 
-    def _add_ours(self) -> None:
-        """Our translator in fp32, bf16 and int8, each with and without the checkpoint's shortlist."""
+    def _add_ours(self, checkpoint: Path | None = None, label: str = "ours") -> None:
+        """Our translator in each precision, with and without the shortlist: of the checkpoint, or a student."""
         for precision in self.precisions:
             for shortlist in (False, True):
-                name = f"ours {precision}" + (" + shortlist" if shortlist else "")
+                name = f"{label} {precision}" + (" + shortlist" if shortlist else "")
                 try:
                     translator = Translator.from_checkpoint(
-                        self.checkpoint, device="cpu", precision=precision, shortlist=shortlist
+                        checkpoint or self.checkpoint, device="cpu", precision=precision, shortlist=shortlist
                     )
                 except ValueError as error:  # bf16 without native bf16; no shortlist file
                     self.skipped[name] = str(error)
                     continue
                 translator.max_tokens = ONE_BATCH_TOKENS
                 self.systems.append(
-                    System(name, "ours", precision, shortlist, self._ours_function(translator))
+                    System(name, label, precision, shortlist, self._ours_function(translator))
                 )
 
     def _ours_function(self, translator: Translator) -> TranslateFunction:

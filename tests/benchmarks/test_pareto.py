@@ -183,3 +183,31 @@ def test_each_system_at_its_fastest_thread_count_and_the_report_rebuilt_from_its
     assert best + " (goal 1.3x) | **not met** |" in markdown
     assert path.with_suffix(".png").read_bytes().startswith(b"\x89PNG")
     assert json.loads(path.read_text())["runs"] == []  # rebuilt, not rerun
+
+
+def test_the_student_is_judged_greedy_against_its_teacher_at_beam_4(tmp_path: Path) -> None:
+    environment = {"cpu": {"summary": "a CPU", "isa_flags": ["avx2"]}, "torch": "2", "allocator": "malloc"}
+    settings = {"checkpoint": "teacher", "student": "student", "source": "val.en", "sentences": 10, "batch_size": 32,
+                "latency_sentences": 4}  # fmt: skip
+    record = ParetoRecord(tmp_path / "r.json", {"environment": environment, "settings": settings, "runs": [],
+                                                "rows": [], "skipped": {}, "coverage": None})  # fmt: skip
+    record.rows.extend([
+        _row("ours int8", "ours", "int8", "beam4", "throughput", **_throughput(10.0, 35.0)),
+        _row("ours fp32", "ours", "fp32", "beam4", "throughput", **_throughput(6.0, 35.2)),
+        _row("CTranslate2 int8", "ctranslate2", "int8", "beam4", "throughput", **_throughput(25.0, 35.0)),
+        _row("student int8 + shortlist", "student", "int8", "greedy", "throughput", **_throughput(45.0, 34.0)),
+        _row("student int8 + shortlist", "student", "int8", "beam4", "throughput", **_throughput(20.0, 34.5)),
+    ])  # fmt: skip
+    markdown = render_markdown(record)
+    assert (
+        "| student int8 + shortlist greedy / teacher ours int8 beam 4, sentences/s | 1 thr | 4.50x (goal 4x) | met |"
+        in markdown
+    )
+    assert (
+        "| student int8 + shortlist greedy / teacher CTranslate2 int8 beam 4, sentences/s | 1 thr | 1.80x (goal 2x) "
+        "| **not met** |" in markdown
+    )
+    assert (
+        "| student BLEU - teacher fp32 beam 4 BLEU | 1 thr | -1.20 (goal within 1) | **not met** |"
+        in markdown
+    )

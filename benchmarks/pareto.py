@@ -162,6 +162,8 @@ def run_benchmark(args: argparse.Namespace) -> None:
         record.note_skipped(systems.skipped)
         if record.coverage is None and "ours" in engines:
             record.set_coverage(shortlist_coverage(args.checkpoint, sources))
+        if args.student is not None and record.data["student_coverage"] is None:
+            record.set_coverage(shortlist_coverage(args.student, sources), of_student=True)
         batches = length_sorted_batches(systems, sources)
         latency = evenly_spaced(len(sources), args.latency_sentences)
         for repeat, threads, search, mode in conditions(args):

@@ -88,6 +88,7 @@ class ParetoRecord:
                 )
         data.setdefault("skipped", {})
         data.setdefault("coverage", None)
+        data.setdefault("student_coverage", None)
         run = {key: environment[key] for key in ("command", "date_utc", "git_commit", "torch", "allocator")}
         data["runs"].append(run)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -223,13 +224,15 @@ class ParetoRecord:
         self.data["skipped"].update(skipped)
         self.save()
 
-    def set_coverage(self, coverage: dict[str, Any] | None) -> None:
-        """Record the shortlist's step coverage.
+    def set_coverage(self, coverage: dict[str, Any] | None, of_student: bool = False) -> None:
+        """Record the shortlist's step coverage, of the checkpoint or of the student.
 
         Parameters
         ----------
         coverage : dict or None
             See :attr:`coverage`.
+        of_student : bool
+            The ``--student``'s own shortlist (kept as ``student_coverage``) rather than the checkpoint's.
 
         Returns
         -------
@@ -239,7 +242,7 @@ class ParetoRecord:
         -----
         Measured once per record.
         """
-        self.data["coverage"] = coverage
+        self.data["student_coverage" if of_student else "coverage"] = coverage
         self.save()
 
     def describe(self, key: RowKey) -> str:

@@ -144,11 +144,15 @@ def render_markdown(record: ParetoRecord) -> str:
     lines += throughput_lines([cell for cell in cells if cell.mode == "throughput"])
     lines += ["", f"## Latency: one sentence at a time, {settings['latency_sentences']} sentences", ""]
     lines += latency_lines([cell for cell in cells if cell.mode == "latency"])
-    if record.coverage is not None:
-        coverage = record.coverage
+    measured = [(name, record.data.get(key)) for name, key in (("the shortlist", "coverage"),
+                                                                  ("the student's shortlist", "student_coverage"))]  # fmt: skip
+    if any(coverage is not None for _, coverage in measured):
         lines += ["", "## Shortlist step coverage", ""]
+    for name, coverage in measured:
+        if coverage is None:
+            continue
         lines += [
-            f"Greedy over the whole vocabulary (fp32): the shortlist held the chosen token on {coverage['covered']:,} "
+            f"Greedy over the whole vocabulary (fp32): {name} held the chosen token on {coverage['covered']:,} "
             f"of {coverage['steps']:,} steps ({coverage['fraction']:.2%}), scoring {coverage['mean_shortlist_size']:.0f} "
             f"of {coverage['vocabulary']:,} pieces per sentence on average."
         ]

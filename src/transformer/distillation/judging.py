@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from transformer.decoding.translation_progress import TranslationProgress, open_progress
 from transformer.decoding.translator import Translator
 from transformer.evaluation.bleu import score_translations
 
@@ -110,6 +111,7 @@ def judge(
     sources: Sequence[str],
     references: Sequence[str],
     lowercase: bool,
+    progress: TranslationProgress | None = None,
 ) -> JudgedModel:
     """Translate the validation sources, timing it, and score the translations.
 
@@ -123,6 +125,8 @@ def judge(
         The validation set, line-aligned.
     lowercase : bool
         Case-insensitive BLEU.
+    progress : TranslationProgress or None
+        A progress display for the timed translation (its cost per batch is negligible next to a batch).
 
     Returns
     -------
@@ -135,9 +139,10 @@ def judge(
     first call, an allocator's first blocks) does not land on the model timed first.
     """
     translator.translate(list(sources[:WARMUP_SENTENCES]))
-    started = time.perf_counter()
-    hypotheses = translator.translate(list(sources))
-    seconds = time.perf_counter() - started
+    with open_progress(progress, len(sources)) as advance:
+        started = time.perf_counter()
+        hypotheses = translator.translate(list(sources), advance)
+        seconds = time.perf_counter() - started
     bleu = score_translations(hypotheses, list(references), lowercase).bleu
     return JudgedModel(
         role,

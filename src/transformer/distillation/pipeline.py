@@ -179,7 +179,9 @@ def distill(
     -----
     Rank 0 checks the folder and the teachers, fetches the corpus and writes every shared file; the other
     ranks wait for it at the points where they read what it wrote. Each rank translates with
-    ``usable CPUs / processes on the machine`` threads on a CPU.
+    ``usable CPUs / processes on the machine`` threads on a CPU (``distill.teacher_threads`` if set). The
+    judging stages run on the CPU with all its threads, also after a GPU job: a student's speed is a CPU
+    figure here, and int8 runs on the CPU only.
     """
     context = init_distributed(request.experiment.train.device)
     try:
@@ -206,10 +208,11 @@ def distill(
             )
             if state is None:
                 return None
-            if context.device.type == "cpu":
-                torch.set_num_threads(usable_cpus())  # alone now: the other ranks ended with the training
+            # On the CPU, with all of it (the other ranks ended with the training): where a student's speed
+            # matters, and where int8 and the shortlist's fast paths run.
+            torch.set_num_threads(usable_cpus())
             rows = judge_student(
-                request.experiment, request.teachers, request.output_dir, state, str(context.device)
+                request.experiment, request.teachers, request.output_dir, state, "cpu", progress
             )
             result = DistillResult(
                 request.output_dir, request.output_dir / STUDENT_DIR / AVERAGED_DIR, dict(state.stages), rows

@@ -9,13 +9,15 @@ from typing import Any
 
 from transformer.averaging import select_last_checkpoints, write_average
 from transformer.checkpoint.layout import resolve_checkpoint
+from transformer.checkpoint.model_checkpoint import load_checkpoint_tokenizer
 from transformer.config.experiment import ExperimentConfig
 from transformer.data.pipeline.text_files import read_lines
 from transformer.data.prepare import TOKENIZER_FILE, corpus_files
 from transformer.decoding.checkpoint_shortlist import build_checkpoint_shortlist
+from transformer.decoding.translation_progress import TranslationProgress
 from transformer.decoding.translator import Translator
 from transformer.distillation.identity import judging_settings
-from transformer.distillation.judging import JudgedModel, judge
+from transformer.distillation.judging import JudgedModel, judge, judged_model_from_record
 from transformer.distillation.run_state import DistillState
 from transformer.distillation.teacher_pass import teacher_translator
 from transformer.training.distributed import DistributedContext, broadcast_from_main
@@ -92,8 +94,6 @@ def copy_teacher_tokenizer(teacher: Path, student_dir: Path) -> int:
     in before training is all it takes; a shared vocabulary is also what lets the student's shortlist and
     the teacher's outputs line up piece for piece.
     """
-    from transformer.checkpoint.model_checkpoint import load_checkpoint_tokenizer
-
     checkpoint = resolve_checkpoint(teacher)
     source = checkpoint / TOKENIZER_FILE
     if not source.is_file():
@@ -237,6 +237,7 @@ def judge_student(
     output_dir: Path,
     state: DistillState,
     device: str,
+    progress: TranslationProgress | None = None,
 ) -> list[JudgedModel]:
     """Score and time the teacher and the student on the validation set (rank 0).
 
@@ -252,6 +253,8 @@ def judge_student(
         The run's record; the rows are stored in its ``evaluation`` stage.
     device : str
         Where to translate.
+    progress : TranslationProgress or None
+        A progress display for each model's translation.
 
     Returns
     -------
@@ -272,11 +275,9 @@ def judge_student(
     settings = judging_settings(experiment)
     recorded = state.finished("evaluation", settings)
     if recorded is not None:
-        from transformer.distillation.judging import judged_model_from_record
-
         return [judged_model_from_record(row) for row in recorded["rows"]]
-    started = time.monotonic()
     averaged = average_and_shortlist(experiment, output_dir, state)
+    started = time.monotonic()
     split = corpus_files(
         student_experiment(experiment, output_dir, experiment.model.vocab_size).data, output_dir
     )
@@ -287,12 +288,12 @@ def judge_student(
     sources, references = read_lines(split["valid"][0]), read_lines(split["valid"][1])
     distill = experiment.distill
     teacher = teacher_translator(teachers, distill, device)
-    rows = [judge("teacher", teacher, sources, references, lowercase=True)]
+    rows = [judge("teacher", teacher, sources, references, True, progress)]
     if distill.student_precision != distill.teacher_precision:
         teacher = teacher_translator(
             teachers, dataclasses.replace(distill, teacher_precision=distill.student_precision), device
         )
-        rows.append(judge("teacher", teacher, sources, references, lowercase=True))
+        rows.append(judge("teacher", teacher, sources, references, True, progress))
     for shortlist in (False, True) if distill.student_shortlist else (False,):
         student = Translator.from_checkpoint(
             averaged, None, device, distill.student_precision, shortlist=shortlist
@@ -300,7 +301,7 @@ def judge_student(
         student.decode_config = dataclasses.replace(
             student.decode_config, beam_size=distill.student_beam_size, nbest=1
         )
-        rows.append(judge("student", student, sources, references, lowercase=True))
+        rows.append(judge("student", student, sources, references, True, progress))
     record: dict[str, Any] = {
         "seconds": round(time.monotonic() - started, 1),
         "settings": settings,

@@ -286,15 +286,28 @@ def teacher_translator(teachers: Sequence[Path], settings: DistillConfig, device
         The first teacher's search (its run's ``decode`` section), with ``teacher_beam_size`` if set, one
         output per sentence, no sampling and no MBR.
 
+    Raises
+    ------
+    ValueError
+        For a teacher that cannot be loaded, or a precision the device cannot run (naming
+        ``distill.teacher_precision``: int8 on a GPU, bf16 on a CPU without it).
+
     Notes
     -----
     Kim and Rush's sequence-level distillation trains on the teacher's beam output, an approximation of its
     mode; sampling or MBR would give the student noisier targets, so they are off whatever the teacher's
     run used.
     """
-    translator = Translator.from_checkpoints(
-        [str(path) for path in teachers], None, device, settings.teacher_precision
-    )
+    try:
+        translator = Translator.from_checkpoints(
+            [str(path) for path in teachers], None, device, settings.teacher_precision
+        )
+    except ValueError as error:
+        if "precision=" not in str(error):
+            raise
+        raise ValueError(
+            f"distill.teacher_precision={settings.teacher_precision!r} on {device}: {error}"
+        ) from None
     search = translator.decode_config
     beam = settings.teacher_beam_size if settings.teacher_beam_size is not None else search.beam_size
     translator.decode_config = dataclasses.replace(search, beam_size=beam, nbest=1, sampling=False, mbr=0)

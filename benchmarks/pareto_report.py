@@ -316,7 +316,7 @@ def student_target_lines(throughput: list[Cell]) -> list[str]:
             ("ours int8", STUDENT_OVER_TEACHER_TARGET),
             ("CTranslate2 int8", STUDENT_OVER_CT2_TARGET),
         ):
-            teacher = _find(throughput, peer, "beam4", threads, "throughput")
+            teacher = _find(throughput, peer, "beam 4", threads, "throughput")
             if teacher is not None:
                 ratio = student.values["sentences_per_second"] / teacher.values["sentences_per_second"]
                 verdict = "met" if round(ratio, 2) >= goal else "**not met**"
@@ -324,7 +324,7 @@ def student_target_lines(throughput: list[Cell]) -> list[str]:
                     f"| student int8 + shortlist greedy / teacher {peer} beam 4, sentences/s | {threads} thr "
                     f"| {ratio:.2f}x (goal {goal:g}x) | {verdict} |"
                 )
-        teacher = _find(throughput, "ours fp32", "beam4", threads, "throughput")
+        teacher = _find(throughput, "ours fp32", "beam 4", threads, "throughput")
         if teacher is not None:
             delta = student.values["bleu"] - teacher.values["bleu"]
             verdict = "met" if delta >= -STUDENT_BLEU_TOLERANCE - 1e-9 else "**not met**"

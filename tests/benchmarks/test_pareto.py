@@ -192,11 +192,11 @@ def test_the_student_is_judged_greedy_against_its_teacher_at_beam_4(tmp_path: Pa
     record = ParetoRecord(tmp_path / "r.json", {"environment": environment, "settings": settings, "runs": [],
                                                 "rows": [], "skipped": {}, "coverage": None})  # fmt: skip
     record.rows.extend([
-        _row("ours int8", "ours", "int8", "beam4", "throughput", **_throughput(10.0, 35.0)),
-        _row("ours fp32", "ours", "fp32", "beam4", "throughput", **_throughput(6.0, 35.2)),
-        _row("CTranslate2 int8", "ctranslate2", "int8", "beam4", "throughput", **_throughput(25.0, 35.0)),
+        _row("ours int8", "ours", "int8", "beam 4", "throughput", **_throughput(10.0, 35.0)),
+        _row("ours fp32", "ours", "fp32", "beam 4", "throughput", **_throughput(6.0, 35.2)),
+        _row("CTranslate2 int8", "ctranslate2", "int8", "beam 4", "throughput", **_throughput(25.0, 35.0)),
         _row("student int8 + shortlist", "student", "int8", "greedy", "throughput", **_throughput(45.0, 34.0)),
-        _row("student int8 + shortlist", "student", "int8", "beam4", "throughput", **_throughput(20.0, 34.5)),
+        _row("student int8 + shortlist", "student", "int8", "beam 4", "throughput", **_throughput(20.0, 34.5)),
     ])  # fmt: skip
     record.data["student_coverage"] = {"steps": 100, "covered": 99, "fraction": 0.99, "mean_shortlist_size": 250.0,
                                        "vocabulary": 10000}  # fmt: skip

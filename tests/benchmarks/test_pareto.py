@@ -201,7 +201,9 @@ def test_the_student_is_judged_greedy_against_its_teacher_at_beam_4(tmp_path: Pa
     record.data["student_coverage"] = {"steps": 100, "covered": 99, "fraction": 0.99, "mean_shortlist_size": 250.0,
                                        "vocabulary": 10000}  # fmt: skip
     markdown = render_markdown(record)
-    assert "the student's shortlist held the chosen token on 99 of 100 steps (99.00%), scoring 250" in markdown
+    assert (
+        "the student's shortlist held the chosen token on 99 of 100 steps (99.00%), scoring 250" in markdown
+    )
     assert (
         "| student int8 + shortlist greedy / teacher ours int8 beam 4, sentences/s | 1 thr | 4.50x (goal 4x) | met |"
         in markdown

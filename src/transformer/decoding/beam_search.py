@@ -244,8 +244,7 @@ def _run_beam_search(
         candidates = _extend(live, step_log_probs.reshape(live.log_probs.size(0), beam_size, -1))
         at_length_limit = max_lengths[live.sentence_ids] == step + 1  # (active,)
         finishing = _finishing(candidates, at_length_limit, live.done, beam_size, step_model.eos_id)
-        if device.type != "cpu" or bool(finishing.any()):  # a read back is free on the CPU: skip idle steps
-            _add_finished(finished, live.sentence_ids, candidates, finishing, step_model.eos_id)
+        _add_finished(finished, live.sentence_ids, candidates, finishing, step_model.eos_id)
         live, origins = _continuing(live, candidates, beam_size, step_model.eos_id)
         live.done = live.done | (finished.counts[live.sentence_ids] >= beam_size) | at_length_limit
         live.done |= ~live.log_probs.isfinite().any(dim=1)  # No live beam left with non-zero probability.

@@ -99,6 +99,7 @@ ALLOWED: dict[str, set[str]] = {
         "config",
         "data",
         "decoding",
+        "device",
         "evaluation",
         "training",  # the student trains through the ordinary trainer (and its process group)
     },

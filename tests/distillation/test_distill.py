@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,12 +11,14 @@ from pathlib import Path
 import pytest
 
 from tests.distillation.conftest import write_student_config
+from transformer.checkpoint.layout import resolve_checkpoint
 from transformer.checkpoint.model_checkpoint import load_checkpoint
 from transformer.cli import main
 from transformer.config.files import load_config
 from transformer.data.pipeline.text_files import read_lines
 from transformer.decoding.translator import Translator
 from transformer.distillation.pipeline import DistillRequest, distill
+from transformer.distillation.run_state import check_distill_output
 from transformer.distillation.teacher_pass import teacher_translator
 
 STAGES = ["teacher", "corpus", "student", "average", "shortlist", "evaluation"]
@@ -150,6 +153,16 @@ def test_bad_folders_are_refused_in_one_line_before_anything_is_written(
     assert "--output-dir" in capsys.readouterr().err
     assert run_distill(tmp_path / "no-such-teacher", config, tmp_path / "new") == 2
     assert "no-such-teacher" in capsys.readouterr().err
+    # The failed start left a record without an identity, so the corrected command may use the folder.
+    assert json.loads((tmp_path / "new" / "distill.json").read_text()) == {"identity": None, "stages": {}}
+    check_distill_output(tmp_path / "new")
+    # A teacher without this project's joint vocabulary is refused before its pass, not after it.
+    converted = tmp_path / "converted"
+    shutil.copytree(resolve_checkpoint(teacher_run), converted)
+    (converted / "tokenizer.model").rename(converted / "source.spm")
+    assert run_distill(converted, config, tmp_path / "other") == 2
+    assert f"--teacher {converted}: no tokenizer.model" in capsys.readouterr().err
+    assert not (tmp_path / "other" / "teacher").exists()
 
 
 @pytest.mark.slow

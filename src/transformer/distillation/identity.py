@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from transformer.checkpoint.layout import MODEL_FILE, resolve_checkpoint
+from transformer.checkpoint.model_checkpoint import load_checkpoint
 from transformer.config.experiment import ExperimentConfig
 from transformer.data.pipeline.file_digests import sha256_of_file
+from transformer.data.prepare import TOKENIZER_FILE
 from transformer.distillation.run_state import JUDGING_SETTINGS
 
 #: The parts of the identity the teacher's pass depends on (and ``--reuse-teacher-pass`` compares).
@@ -32,9 +34,9 @@ def distill_identity(
     Returns
     -------
     dict of str to Any
-        ``teachers`` (resolved paths and SHA-256 of their weights), ``sources`` (the file's SHA-256),
-        ``teacher_pass`` (the ``distill`` settings of the pass) and ``student`` (the config without the
-        settings only the judging stages read).
+        ``teachers`` (SHA-256 of their weights and vocabulary files), ``sources`` (the file's SHA-256),
+        ``teacher_pass`` (the ``distill`` settings of the pass and the first teacher's own search) and
+        ``student`` (the config without the settings only the judging stages read).
 
     Raises
     ------
@@ -44,9 +46,10 @@ def distill_identity(
     Notes
     -----
     Returned as JSON reads it back (tuples as lists), so it compares equal to the record it was written
-    to. The sources by content only: the built-in corpus is generated into each run's folder, and two
-    folders' copies are the same sources. Digests rather than paths alone: a teacher run that went on training, or a corpus file replaced in
-    place, keeps its path but not its contents, and a resumed run must not mix the two.
+    to. Teachers and sources by content, not by path: a moved teacher folder is the same teacher, and the
+    built-in corpus is generated into each run's folder, where two folders' copies are the same sources;
+    a teacher run that went on training, or a corpus file replaced in place, keeps its path but not its
+    contents, and a resumed run must not mix the two.
     """
     resolved = [resolve_checkpoint(Path(teacher)) for teacher in teachers]
     settings = experiment.distill
@@ -56,7 +59,12 @@ def distill_identity(
     }
     identity = {
         "teachers": [
-            {"path": str(path.resolve()), "weights_sha256": sha256_of_file(path / MODEL_FILE)}
+            {
+                "weights_sha256": sha256_of_file(path / MODEL_FILE),
+                "tokenizer_sha256": (
+                    sha256_of_file(path / TOKENIZER_FILE) if (path / TOKENIZER_FILE).is_file() else None
+                ),
+            }
             for path in resolved
         ],
         "sources": {"sha256": sha256_of_file(source_file)},
@@ -66,6 +74,7 @@ def distill_identity(
             "threads": settings.teacher_threads,
             "chunk_lines": settings.chunk_lines,
             "device": experiment.train.device,
+            "teacher_search": teacher_search(resolved[0]),
         },
         "student": student,
     }
@@ -112,3 +121,25 @@ def judging_settings(experiment: ExperimentConfig) -> dict[str, Any]:
     """
     values = dataclasses.asdict(experiment.distill)
     return {key: values[key] for key in JUDGING_SETTINGS}
+
+
+def teacher_search(checkpoint: Path) -> dict[str, Any] | None:
+    """Return the search settings a teacher checkpoint carries (its run's ``decode`` section).
+
+    Parameters
+    ----------
+    checkpoint : Path
+        A resolved checkpoint directory.
+
+    Returns
+    -------
+    dict of str to Any or None
+        The settings as JSON values; None for a checkpoint without them (the paper's are used).
+
+    Notes
+    -----
+    Part of the pass's identity: with ``distill.teacher_beam_size`` null the pass searches as the teacher's
+    run did, so a checkpoint whose beam or length penalty changed translates differently.
+    """
+    search = load_checkpoint(checkpoint).decode_config
+    return dataclasses.asdict(search) if search is not None else None

@@ -37,6 +37,7 @@ from transformer.distillation.judging import JudgedModel, describe_judgement
 from transformer.distillation.run_state import (
     DistillState,
     check_distill_output,
+    claim_distill_output,
     first_difference,
     open_distill_state,
     read_distill_state,
@@ -45,6 +46,7 @@ from transformer.distillation.student_stages import (
     AVERAGED_DIR,
     CORPUS_DIR,
     STUDENT_DIR,
+    check_student_request,
     judge_student,
     train_student,
 )
@@ -191,10 +193,15 @@ def distill(
                 check_distill_output(request.output_dir)
                 request.output_dir.mkdir(parents=True, exist_ok=True)
                 stack.enter_context(hold_run_lock(request.output_dir))
+                claim_distill_output(request.output_dir)
             else:
                 wait_for_data_preparation(context)
-            split_files = corpus_files(request.experiment.data, request.output_dir, message)
+            notes = message if context.is_main else None
+            split_files = corpus_files(request.experiment.data, request.output_dir, notes)
             if context.is_main:
+                check_student_request(
+                    request.experiment, request.teachers[0], request.output_dir, split_files
+                )
                 identity = distill_identity(request.teachers, request.experiment, split_files["train"][0])
                 state = open_distill_state(request.output_dir, identity)
                 wait_for_data_preparation(context)
@@ -271,8 +278,6 @@ def _teacher_stage(
         return None
     translations = merge_parts(teacher_dir, slices)
     write_text_atomically(translations_file, "".join(line + "\n" for line in translations))
-    for teacher_slice in slices:
-        (teacher_dir / teacher_slice.part_name).unlink(missing_ok=True)
     state.finish(
         "teacher",
         {
@@ -283,6 +288,8 @@ def _teacher_stage(
             "translated_by_rank_0": translated,
         },
     )
+    for teacher_slice in slices:  # only once the stage is recorded: a kill before keeps the parts to merge
+        (teacher_dir / teacher_slice.part_name).unlink(missing_ok=True)
     return translations
 
 

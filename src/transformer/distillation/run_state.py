@@ -127,16 +127,20 @@ def open_distill_state(output_dir: Path, identity: dict[str, Any]) -> DistillSta
     if path.is_file():
         try:
             recorded = json.loads(path.read_text(encoding="utf-8"))
-            recorded_identity, stages = recorded["identity"], recorded["stages"]
-        except (OSError, ValueError, KeyError, TypeError) as error:
+            recorded_identity, stages = recorded["identity"], dict(recorded["stages"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
             raise ValueError(f"{path}: not a readable distill record ({error})") from None
+        if recorded_identity is None:  # a run that stopped before it knew what it distils: start it afresh
+            state = DistillState(path, identity)
+            write_json_atomically(path, {"identity": identity, "stages": {}})
+            return state
         difference = first_difference(recorded_identity, identity)
         if difference is not None:
             raise ValueError(
                 f"--output-dir {output_dir}: holds a distill run of another {difference}; choose a new "
                 "directory, or rerun with what it was started with"
             )
-        return DistillState(path, identity, dict(stages))
+        return DistillState(path, identity, stages)
     output_dir.mkdir(parents=True, exist_ok=True)
     state = DistillState(path, identity)
     write_json_atomically(path, {"identity": identity, "stages": {}})
@@ -174,6 +178,30 @@ def check_distill_output(output_dir: Path) -> None:
         )
 
 
+def claim_distill_output(output_dir: Path) -> None:
+    """Mark a new run's folder as a distill run's before anything else is written there.
+
+    Parameters
+    ----------
+    output_dir : Path
+        The run's folder, already checked by :func:`check_distill_output` and existing.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Writes a record with no identity yet (``null``) when there is none. The identity needs the teachers
+    and the corpus, and fetching the corpus writes into the folder; a run that fails or is killed before
+    its identity is known would otherwise leave a folder that the next run refuses as not its own.
+    :func:`open_distill_state` fills the identity in.
+    """
+    path = output_dir / STATE_FILE
+    if not path.exists():
+        write_json_atomically(path, {"identity": None, "stages": {}})
+
+
 def read_distill_state(output_dir: Path, option: str) -> DistillState:
     """Read a run's record without changing it.
 
@@ -202,7 +230,7 @@ def read_distill_state(output_dir: Path, option: str) -> DistillState:
     path = output_dir / STATE_FILE
     try:
         recorded = json.loads(path.read_text(encoding="utf-8"))
-        return DistillState(path, dict(recorded["identity"]), dict(recorded["stages"]))
+        return DistillState(path, dict(recorded["identity"] or {}), dict(recorded["stages"]))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         raise ValueError(f"{option} {output_dir}: no readable {STATE_FILE} of a distill run") from None
 

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from transformer.averaging import select_last_checkpoints, write_average
 from transformer.checkpoint.layout import resolve_checkpoint
 from transformer.checkpoint.model_checkpoint import load_checkpoint_tokenizer
@@ -16,6 +18,7 @@ from transformer.data.prepare import TOKENIZER_FILE, corpus_files
 from transformer.decoding.checkpoint_shortlist import build_checkpoint_shortlist
 from transformer.decoding.translation_progress import TranslationProgress
 from transformer.decoding.translator import Translator
+from transformer.device import bf16_unsupported_reason
 from transformer.distillation.identity import judging_settings
 from transformer.distillation.judging import JudgedModel, judge, judged_model_from_record
 from transformer.distillation.run_state import DistillState
@@ -67,6 +70,84 @@ def student_experiment(experiment: ExperimentConfig, output_dir: Path, vocab_siz
     return dataclasses.replace(experiment, data=data, model=dataclasses.replace(model, vocab_size=vocab_size))
 
 
+def teacher_vocabulary(teacher: Path) -> tuple[Path, int]:
+    """Find the teacher's joint vocabulary file and its size.
+
+    Parameters
+    ----------
+    teacher : Path
+        The first teacher's checkpoint or run directory.
+
+    Returns
+    -------
+    (Path, int)
+        Its ``tokenizer.model`` and the number of pieces.
+
+    Raises
+    ------
+    ValueError
+        Naming ``--teacher`` when it has no ``tokenizer.model`` (a converted Marian model's two
+        vocabularies).
+
+    Notes
+    -----
+    A student shares its teacher's vocabulary, which is what lets the student's shortlist and the teacher's
+    outputs line up piece for piece; a teacher with separate source and target vocabularies cannot give one.
+    """
+    checkpoint = resolve_checkpoint(teacher)
+    source = checkpoint / TOKENIZER_FILE
+    if not source.is_file():
+        raise ValueError(
+            f"--teacher {teacher}: no {TOKENIZER_FILE} (a converted model with separate vocabularies?); "
+            "distill needs a teacher trained by this project, whose joint vocabulary the student shares"
+        )
+    return source, load_checkpoint_tokenizer(checkpoint).vocab_size
+
+
+def check_student_request(
+    experiment: ExperimentConfig, teacher: Path, output_dir: Path, split_files: dict[str, tuple[Path, Path]]
+) -> None:
+    """Refuse, before the teacher's pass, what would otherwise fail after it or after training.
+
+    Parameters
+    ----------
+    experiment : ExperimentConfig
+        The student's config.
+    teacher : Path
+        The first teacher.
+    output_dir : Path
+        The distill run's folder.
+    split_files : dict of str to (Path, Path)
+        The corpus's files per split.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        For a teacher without a joint vocabulary, a student asking for a separate target vocabulary, a corpus
+        without a validation split, or bf16 judging on a CPU without native bf16 (each naming its option).
+
+    Notes
+    -----
+    The teacher's pass takes hours on a large corpus and the training longer; a setting that only the
+    judging reads must not be found wrong at the end of them.
+    """
+    _, vocab_size = teacher_vocabulary(teacher)
+    student_experiment(experiment, output_dir, vocab_size)
+    if "valid" not in split_files:
+        raise ValueError(
+            f"--config: the corpus (data.corpus={experiment.data.corpus!r}) has no validation split to judge "
+            "the student on"
+        )
+    reason = bf16_unsupported_reason(torch.device("cpu"))
+    for name in ("teacher_precision", "student_precision"):
+        if getattr(experiment.distill, name) == "bf16" and reason is not None:
+            raise ValueError(f"distill.{name}='bf16': the judging runs on the CPU, and {reason}")
+
+
 def copy_teacher_tokenizer(teacher: Path, student_dir: Path) -> int:
     """Give the student run the teacher's vocabulary, so both read and write the same ids.
 
@@ -85,23 +166,14 @@ def copy_teacher_tokenizer(teacher: Path, student_dir: Path) -> int:
     Raises
     ------
     ValueError
-        When the teacher has no ``tokenizer.model`` (a converted Marian model's two vocabularies), or the
-        student run holds another one.
+        As :func:`teacher_vocabulary`, or when the student run holds another vocabulary.
 
     Notes
     -----
     The data pipeline reuses a run directory's ``tokenizer.model`` instead of learning one, so copying it
-    in before training is all it takes; a shared vocabulary is also what lets the student's shortlist and
-    the teacher's outputs line up piece for piece.
+    in before training is all it takes.
     """
-    checkpoint = resolve_checkpoint(teacher)
-    source = checkpoint / TOKENIZER_FILE
-    if not source.is_file():
-        raise ValueError(
-            f"teacher {teacher}: no {TOKENIZER_FILE} (a converted model with separate vocabularies?); distill "
-            "needs a teacher trained by this project, whose joint vocabulary the student shares"
-        )
-    size = load_checkpoint_tokenizer(checkpoint).vocab_size
+    source, size = teacher_vocabulary(teacher)
     destination = student_dir / TOKENIZER_FILE
     if destination.is_file():
         if destination.read_bytes() != source.read_bytes():
@@ -259,8 +331,8 @@ def judge_student(
     Returns
     -------
     list of JudgedModel
-        The teacher as in its pass, the teacher in the student's precision (when it differs), the student
-        on the whole vocabulary, and with its shortlist (when built).
+        The teacher in the precision of its pass, the teacher in the student's precision (when it differs),
+        the student on the whole vocabulary, and with its shortlist (when built); all on ``device``.
 
     Raises
     ------

@@ -675,6 +675,25 @@ BAD_INPUTS = [
         "experiment table2 --scale tiny --only base --set train.adam_beta1=1.5 --output-dir experiment",
         "TrainConfig.adam_beta1=1.5 must be in [0, 1)",
     ),
+    # --- distillation (#50) ---
+    bad(
+        "distill --teacher run --config no-such.yaml --output-dir new-run",
+        "--config no-such.yaml: no such file",
+    ),
+    bad("distill --teacher folder --config tiny.yaml --output-dir new-run", "folder: no checkpoint here"),
+    bad(
+        "distill --teacher run --config tiny.yaml --output-dir ct2",
+        "--output-dir ct2: exists and holds no distill.json of an earlier distill run",
+    ),
+    bad("distill --teacher run --config tiny.yaml --output-dir run", "--output-dir run: is --teacher run"),
+    bad(
+        "distill --teacher run --config tiny.yaml --output-dir new-run --reuse-teacher-pass folder",
+        "--reuse-teacher-pass folder: no readable distill.json of a distill run",
+    ),
+    bad(
+        "distill --teacher run --config tiny.yaml --output-dir new-run --set distill.teacher_precision=int4",
+        "DistillConfig.teacher_precision='int4' is not one of ('fp32', 'bf16', 'int8')",
+    ),
     # --- the vocabulary shortlist (#49 item 1) ---
     bad("shortlist --checkpoint run --per-source -1", "argument --per-source: expected an integer from 0 to"),
     bad("shortlist --checkpoint run --source src.en", "--source and --target go together"),

@@ -152,8 +152,12 @@ def test_bad_folders_are_refused_in_one_line_before_anything_is_written(
     assert run_distill(teacher_run, config, teacher_run) == 2
     assert "--output-dir" in capsys.readouterr().err
     assert run_distill(tmp_path / "no-such-teacher", config, tmp_path / "new") == 2
-    assert "no-such-teacher" in capsys.readouterr().err
-    # The failed start left a record without an identity, so the corrected command may use the folder.
+    assert "no-such-teacher" in capsys.readouterr().err and not (tmp_path / "new").exists()
+    # A start that fails once the folder is claimed (here: the corpus) leaves a record without an identity,
+    # so the corrected command may use the folder.
+    missing = ["--set", "data.corpus=directory", "--set", f"data.data_dir={tmp_path / 'no-corpus'}"]
+    assert run_distill(teacher_run, config, tmp_path / "new", *missing) == 2
+    assert "no-corpus does not exist" in capsys.readouterr().err
     assert json.loads((tmp_path / "new" / "distill.json").read_text()) == {"identity": None, "stages": {}}
     check_distill_output(tmp_path / "new")
     # A teacher without this project's joint vocabulary is refused before its pass, not after it.

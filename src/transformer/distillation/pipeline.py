@@ -27,6 +27,7 @@ import torch
 
 from transformer.atomic_files import write_bytes_atomically, write_text_atomically
 from transformer.autotune.thread_probe import usable_cpus
+from transformer.checkpoint.layout import resolve_checkpoint
 from transformer.config.experiment import ExperimentConfig
 from transformer.data.pipeline.text_files import read_lines
 from transformer.data.prepare import corpus_files
@@ -48,6 +49,7 @@ from transformer.distillation.student_stages import (
     STUDENT_DIR,
     check_student_request,
     judge_student,
+    teacher_vocabulary,
     train_student,
 )
 from transformer.distillation.teacher_pass import (
@@ -190,6 +192,7 @@ def distill(
         with contextlib.ExitStack() as stack:
             state = None
             if context.is_main:
+                _check_inputs(request)
                 check_distill_output(request.output_dir)
                 request.output_dir.mkdir(parents=True, exist_ok=True)
                 stack.enter_context(hold_run_lock(request.output_dir))
@@ -230,6 +233,15 @@ def distill(
             return result
     finally:
         shutdown_distributed(context)
+
+
+def _check_inputs(request: DistillRequest) -> None:
+    """Refuse a missing teacher, one without a joint vocabulary, or an unreadable pass to reuse, writing nothing."""
+    for teacher in request.teachers:
+        resolve_checkpoint(teacher)
+    teacher_vocabulary(request.teachers[0])
+    if request.reuse_teacher_pass is not None:
+        read_distill_state(request.reuse_teacher_pass, "--reuse-teacher-pass")
 
 
 def _set_translation_threads(context: DistributedContext, threads: int | None) -> None:

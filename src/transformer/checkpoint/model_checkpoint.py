@@ -244,6 +244,35 @@ def load_checkpoint(path: Path) -> Checkpoint:
         model_config = model_config_from_dict(config_values)
     except (TypeError, ValueError) as error:
         raise CheckpointError(f"{model_file}: unreadable model config ({error})") from None
+    return Checkpoint(path, model_config, weights, decode_settings(path, metadata))
+
+
+def decode_settings(path: Path, metadata: dict[str, str] | None = None) -> DecodeConfig | None:
+    """Read the search settings a checkpoint carries, without loading its weights.
+
+    Parameters
+    ----------
+    path : Path
+        A resolved checkpoint directory.
+    metadata : dict of str to str or None
+        Its weights file's metadata if already read; None reads the safetensors header (not the tensors).
+
+    Returns
+    -------
+    DecodeConfig or None
+        A training checkpoint's run's ``decode`` section (``trainer_state.json``), else the one an average
+        keeps in its weights' metadata; None for a checkpoint made elsewhere.
+
+    Raises
+    ------
+    CheckpointError
+        Naming the file whose settings cannot be read.
+
+    Notes
+    -----
+    :func:`load_checkpoint` reads them this way too; ``transformer distill`` records a teacher's search in its
+    run's identity with it, where loading and verifying every weight again would only cost time.
+    """
     decode_values = None
     try:
         if (path / STATE_FILE).exists():
@@ -251,13 +280,17 @@ def load_checkpoint(path: Path) -> Checkpoint:
             decode_values = state_values.get("experiment", {}).get("decode")
     except (OSError, KeyError, TypeError, AttributeError, ValueError) as error:
         raise CheckpointError(f"{path / STATE_FILE}: unreadable training state ({error})") from None
-    if decode_values is None and DECODE_METADATA_KEY in metadata:
-        decode_values = json.loads(metadata[DECODE_METADATA_KEY])
+    if decode_values is None:
+        try:
+            metadata = metadata if metadata is not None else read_weights_metadata(path / MODEL_FILE)
+            if DECODE_METADATA_KEY in metadata:
+                decode_values = json.loads(metadata[DECODE_METADATA_KEY])
+        except (OSError, KeyError, ValueError) as error:
+            raise CheckpointError(f"{path / MODEL_FILE}: not a readable checkpoint ({error})") from None
     try:
-        decode_config = build_dataclass(DecodeConfig, decode_values) if decode_values is not None else None
+        return build_dataclass(DecodeConfig, decode_values) if decode_values is not None else None
     except (TypeError, ValueError) as error:
         raise CheckpointError(f"{path}: unreadable decode settings ({error})") from None
-    return Checkpoint(path, model_config, weights, decode_config)
 
 
 def load_checkpoint_tokenizer(directory: Path) -> TextTokenizer:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer.checkpoint.layout import MODEL_FILE, resolve_checkpoint
-from transformer.checkpoint.model_checkpoint import load_checkpoint
+from transformer.checkpoint.model_checkpoint import decode_settings
 from transformer.config.experiment import ExperimentConfig
 from transformer.data.pipeline.file_digests import sha256_of_file
 from transformer.data.prepare import TOKENIZER_FILE
@@ -141,5 +141,5 @@ def teacher_search(checkpoint: Path) -> dict[str, Any] | None:
     Part of the pass's identity: with ``distill.teacher_beam_size`` null the pass searches as the teacher's
     run did, so a checkpoint whose beam or length penalty changed translates differently.
     """
-    search = load_checkpoint(checkpoint).decode_config
+    search = decode_settings(checkpoint)
     return dataclasses.asdict(search) if search is not None else None

@@ -17,6 +17,7 @@ The folder: ``teacher/`` (the pass), ``corpus/``, ``student/`` (a run directory;
 
 import contextlib
 import os
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from typing import Any
 
 import torch
 
-from transformer.atomic_files import write_bytes_atomically, write_text_atomically
+from transformer.atomic_files import atomic_write, write_text_atomically
 from transformer.autotune.thread_probe import usable_cpus
 from transformer.checkpoint.layout import resolve_checkpoint
 from transformer.config.experiment import ExperimentConfig
@@ -259,7 +260,7 @@ def _teacher_stage(
     message: Callable[[str], None],
     progress: TranslationProgress | None,
 ) -> list[str] | None:
-    """Translate (or reuse) the teacher's pass; rank 0 returns every translation, the other ranks None."""
+    """Translate (or reuse) the teacher's pass; rank 0 returns every translation (None once the corpus is written)."""
     teacher_dir = request.output_dir / TEACHER_DIR
     translations_file = teacher_dir / TRANSLATIONS_FILE
     done = state is not None and state.finished("teacher") is not None and translations_file.is_file()
@@ -267,7 +268,9 @@ def _teacher_stage(
         _reuse_teacher_pass(request.reuse_teacher_pass, state, translations_file, message)
         done = True
     if broadcast_from_main(done, context):
-        return read_lines(translations_file) if state is not None else None
+        if state is None or state.finished("corpus") is not None:
+            return None  # the corpus made from them is written: no need to read a large pass again
+        return read_lines(translations_file)
     started = time.monotonic()
     settings = request.experiment.distill
     sources = read_lines(source_file)
@@ -333,7 +336,8 @@ def _reuse_teacher_pass(
     if other.finished("teacher") is None or not source.is_file():
         raise ValueError(f"--reuse-teacher-pass {other_dir}: its teacher's pass has not finished")
     started = time.monotonic()
-    write_bytes_atomically(translations_file, source.read_bytes())
+    with source.open("rb") as original, atomic_write(translations_file, "wb") as copy:
+        shutil.copyfileobj(original, copy)  # streamed: a large corpus's pass need not fit in memory
     record = dict(other.stages["teacher"])
     message(f"teacher's pass: reused {source} ({record['lines']:,} lines)")
     state.finish(

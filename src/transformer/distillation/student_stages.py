@@ -12,6 +12,7 @@ import torch
 from transformer.averaging import select_last_checkpoints, write_average
 from transformer.checkpoint.layout import resolve_checkpoint
 from transformer.checkpoint.model_checkpoint import load_checkpoint_tokenizer
+from transformer.config.data import DataConfig
 from transformer.config.experiment import ExperimentConfig
 from transformer.data.pipeline.text_files import read_lines
 from transformer.data.prepare import TOKENIZER_FILE, corpus_files
@@ -64,10 +65,33 @@ def student_experiment(experiment: ExperimentConfig, output_dir: Path, vocab_siz
             f"model.target_vocab_size={model.target_vocab_size}: a student shares the teacher's joint "
             f"vocabulary of {vocab_size} pieces; drop target_vocab_size"
         )
-    data = dataclasses.replace(
+    data = distilled_data(experiment, output_dir)
+    return dataclasses.replace(experiment, data=data, model=dataclasses.replace(model, vocab_size=vocab_size))
+
+
+def distilled_data(experiment: ExperimentConfig, output_dir: Path) -> DataConfig:
+    """Make the ``data`` section that reads the distilled corpus instead of the original one.
+
+    Parameters
+    ----------
+    experiment : ExperimentConfig
+        The student's config as given.
+    output_dir : Path
+        The distill run's folder.
+
+    Returns
+    -------
+    DataConfig
+        ``corpus="directory"`` with ``data_dir`` the run's ``corpus/``; languages, length filter and the rest
+        kept.
+
+    Notes
+    -----
+    The student trains on it and is judged on its validation split, the original one copied there.
+    """
+    return dataclasses.replace(
         experiment.data, corpus="directory", data_dir=str(output_dir / CORPUS_DIR), mirror=None
     )
-    return dataclasses.replace(experiment, data=data, model=dataclasses.replace(model, vocab_size=vocab_size))
 
 
 def teacher_vocabulary(teacher: Path) -> tuple[Path, int]:
@@ -350,9 +374,7 @@ def judge_student(
         return [judged_model_from_record(row) for row in recorded["rows"]]
     averaged = average_and_shortlist(experiment, output_dir, state)
     started = time.monotonic()
-    split = corpus_files(
-        student_experiment(experiment, output_dir, experiment.model.vocab_size).data, output_dir
-    )
+    split = corpus_files(distilled_data(experiment, output_dir), output_dir)
     if "valid" not in split:
         raise ValueError(
             f"{output_dir / CORPUS_DIR}: the corpus has no validation split to judge the student on"

@@ -17,7 +17,8 @@ from transformer.cli import main
 from transformer.config.files import load_config
 from transformer.data.pipeline.text_files import read_lines
 from transformer.decoding.translator import Translator
-from transformer.distillation.pipeline import DistillRequest, distill
+from transformer.distillation.judging import JudgedModel
+from transformer.distillation.pipeline import DistillRequest, DistillResult, distill
 from transformer.distillation.run_state import check_distill_output
 from transformer.distillation.teacher_pass import teacher_translator
 
@@ -120,7 +121,7 @@ def test_a_killed_teacher_pass_resumes_after_its_last_chunk_and_a_sweep_reuses_i
     assert len(read_lines(run / "teacher" / "part-00000-of-00001.txt")) == 128 and stages(run) == {}
     monkeypatch.setattr(Translator, "translate", original)
     distill(DistillRequest((teacher_run,), config, run), print)
-    assert stages(run)["teacher"]["translated_by_rank_0"] == 300 - 128
+    assert stages(run)["teacher"]["translated_by_rank_0"] == 300 - 128 and stages(run)["teacher"]["resumed"]
     assert not (run / "teacher" / "part-00000-of-00001.txt").exists()  # merged into translations.txt
     translations = read_lines(run / "teacher" / "translations.txt")
 
@@ -138,6 +139,33 @@ def test_a_killed_teacher_pass_resumes_after_its_last_chunk_and_a_sweep_reuses_i
     arguments = ["--reuse-teacher-pass", str(run)]
     assert run_distill(teacher_run, other, tmp_path / "beam1-run", *arguments) == 2
     assert "its teacher's pass differs in teacher_pass.beam_size (was 2, now 1)" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_student_ships_like_any_model(teacher_run: Path, tmp_path: Path, capsys) -> None:
+    pytest.importorskip("ctranslate2")
+    pytest.importorskip("transformers")
+    run = tmp_path / "run"
+    assert run_distill(teacher_run, write_student_config(tmp_path), run) == 0
+    student = run / "student" / "averaged"
+    # CTranslate2, its shortlist as the vocabulary map, translating what our engine translates.
+    assert main(["convert", "--to", "ctranslate2", str(student), str(tmp_path / "ct2")]) == 0
+    assert (tmp_path / "ct2" / "vmap.txt").read_text(encoding="utf-8").startswith("\t")
+    common = ["--input", str(run / "data" / "valid.en"), "--beam", "1", "--max-length-offset", "5"]
+    capsys.readouterr()
+    assert main(["translate", "--checkpoint", str(student), *common]) == 0
+    ours = capsys.readouterr().out
+    assert main(["translate", "--engine", "ctranslate2", "--checkpoint", str(tmp_path / "ct2"), *common]) == 0
+    assert capsys.readouterr().out == ours and ours.count("\n") == 30
+    # HF Marian, and back: the same translations.
+    assert main(["convert", "--to", "hf-marian", str(student), str(tmp_path / "marian")]) == 0
+    assert (
+        main(["convert", "--from", "hf-marian", str(tmp_path / "marian"), "--to", str(tmp_path / "back")])
+        == 0
+    )
+    capsys.readouterr()
+    assert main(["translate", "--checkpoint", str(tmp_path / "back"), *common]) == 0
+    assert capsys.readouterr().out == ours
 
 
 def test_bad_folders_are_refused_in_one_line_before_anything_is_written(
@@ -191,3 +219,29 @@ def test_two_torchrun_processes_write_the_same_teacher_pass_as_one(teacher_run: 
     )  # 2 of 5 chunks
     assert "2 process(es)" in completed.stdout + completed.stderr  # the student trained under DDP
     assert completed.stdout.count("distilled into") == 1  # only rank 0 reports
+
+
+def test_a_resumed_stage_counts_the_time_of_all_its_runs_and_says_so(tmp_path: Path) -> None:
+    records = {
+        "teacher": {
+            "seconds": 30.0,
+            "lines": 300,
+            "processes": 1,
+            "translated_by_rank_0": 172,
+            "resumed": True,
+        },
+        "student": {"seconds": 4950.2, "this_run_seconds": 2161.5, "steps": 3600, "resumed": True},
+        "average": {"seconds": 1.0, "reused_from": "elsewhere"},
+    }
+    row = JudgedModel("teacher", "fp32", 4, False, 35.07, 1014, 7.0, 2)
+    lines = DistillResult(tmp_path, tmp_path / "student", records, [row]).describe().splitlines()
+    assert (
+        lines[2] == "  teacher       0 min 30 s (resumed: this run's time only, rank 0 translating 172 lines)"
+    )
+    assert lines[3] == (
+        "  student      82 min 30 s (resumed: the trainer's time over all its runs; 36 min 01 s in the last)"
+    )
+    assert (
+        lines[4] == "  average       0 min 01 s (reused from elsewhere)"
+        and lines[5] == "  in all       83 min 01 s"
+    )

@@ -141,11 +141,27 @@ class DistillResult:
         """
         lines = [f"distilled into {self.student} ({self.output_dir / REPORT_FILE})", "stages:"]
         for name, record in self.stages.items():
-            note = f" (reused from {record['reused_from']})" if "reused_from" in record else ""
+            note = _stage_note(name, record)
             lines.append(f"  {name:<11} {_minutes(record['seconds'])}{note}")
         lines.append(f"  {'in all':<11} {_minutes(sum(r['seconds'] for r in self.stages.values()))}")
         lines.append(describe_judgement(self.rows))
         return "\n".join(lines)
+
+
+def _stage_note(name: str, record: dict[str, Any]) -> str:
+    """Say how a stage's time was made up: reused from another run, or resumed after a stop."""
+    if "reused_from" in record:
+        return f" (reused from {record['reused_from']})"
+    if not record.get("resumed"):
+        return ""
+    if name == "student" and "this_run_seconds" in record:
+        last = _minutes(record["this_run_seconds"]).strip()
+        return f" (resumed: the trainer's time over all its runs; {last} in the last)"
+    if name == "teacher":
+        return (
+            f" (resumed: this run's time only, rank 0 translating {record['translated_by_rank_0']:,} lines)"
+        )
+    return " (resumed: this run's time only)"
 
 
 def _minutes(seconds: float) -> str:
@@ -301,6 +317,7 @@ def _teacher_stage(
             "sources": str(source_file),
             "processes": context.world_size,
             "translated_by_rank_0": translated,
+            "resumed": translated < mine.line_count,
         },
     )
     for teacher_slice in slices:  # only once the stage is recorded: a kill before keeps the parts to merge

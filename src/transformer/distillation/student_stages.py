@@ -258,10 +258,14 @@ def train_student(
         result, _ = train_experiment(student, student_dir, resume=resume, reuse_finished=True)
     if state is not None:
         message(result.describe())
+        this_run = time.monotonic() - started
         state.finish(
             "student",
             {
-                "seconds": round(time.monotonic() - started, 1),
+                # A resumed training's time is the trainer's own clock over all its runs (the steps a stop
+                # lost not counted), where this invocation's would hide the runs before it.
+                "seconds": round(max(this_run, result.elapsed_seconds) if resume else this_run, 1),
+                "this_run_seconds": round(this_run, 1),
                 "steps": result.step,
                 "valid_perplexity": result.valid_perplexity,
                 "stop_reason": result.stop_reason,

@@ -157,6 +157,8 @@ def test_the_student_ships_like_any_model(teacher_run: Path, tmp_path: Path, cap
     ours = capsys.readouterr().out
     assert main(["translate", "--engine", "ctranslate2", "--checkpoint", str(tmp_path / "ct2"), *common]) == 0
     assert capsys.readouterr().out == ours and ours.count("\n") == 30
+    shortlisted = ["--engine", "ctranslate2", "--checkpoint", str(tmp_path / "ct2"), "--shortlist"]
+    assert main(["translate", *shortlisted, *common]) == 0 and capsys.readouterr().out.count("\n") == 30
     # HF Marian, and back: the same translations.
     assert main(["convert", "--to", "hf-marian", str(student), str(tmp_path / "marian")]) == 0
     assert (

@@ -94,6 +94,20 @@ def test_distill_trains_a_student_on_the_teachers_translations_and_resumes_nothi
     assert rerun["student"] == recorded["student"] and rerun["teacher"] == recorded["teacher"]
     assert [row["beam_size"] for row in rerun["evaluation"]["rows"]][2:] == [2, 2]
     assert weights.stat().st_mtime_ns == written
+    # A training that finished but was not recorded (a kill between the two) is resumed as it is, and its
+    # stage time is the trainer's clock over its runs, not the seconds of the rerun that found it done.
+    # (The checkpoint's clock says an hour, as after runs in earlier sessions.)
+    state = json.loads((run / "distill.json").read_text(encoding="utf-8"))
+    del state["stages"]["student"]
+    (run / "distill.json").write_text(json.dumps(state), encoding="utf-8")
+    trainer_state_file = weights.parent / "trainer_state.json"
+    trainer_state = json.loads(trainer_state_file.read_text(encoding="utf-8"))
+    trainer_state_file.write_text(json.dumps({**trainer_state, "elapsed_seconds": 3600.0}), encoding="utf-8")
+    assert run_distill(teacher_run, config, run, "--set", "distill.student_beam_size=2") == 0
+    student_record = stages(run)["student"]
+    assert student_record["resumed"] and student_record["seconds"] == 3600.0
+    assert student_record["this_run_seconds"] < 60
+    assert weights.stat().st_mtime_ns == written
     # Another student in the same folder is refused, naming what differs.
     capsys.readouterr()
     assert run_distill(teacher_run, config, run, "--set", "model.d_model=64") == 2

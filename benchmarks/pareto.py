@@ -100,9 +100,15 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--latency-sentences", type=int, default=200)
     parser.add_argument("--limit", type=int, default=None, help="only the first N sentences (a smoke test)")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="also run ours with N batches searched at once (--workers N), at thread counts of N or more",
+    )
     parser.add_argument("--no-tcmalloc", action="store_true", help="keep the allocator it was started with")
     args = parser.parse_args(argv)
-    for name in ("threads", "latency_sentences", "repeats", "limit"):
+    for name in ("threads", "latency_sentences", "repeats", "limit", "workers"):
         values = getattr(args, name)
         for value in values if isinstance(values, list) else [values]:
             if value is not None and value < 1:
@@ -157,7 +163,9 @@ def run_benchmark(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="pareto-") as scratch, contextlib.ExitStack() as stack:
         engines = set(args.engines or ["ours", "ctranslate2", "hf"])
         systems = stack.enter_context(
-            SystemSet(args.checkpoint, sources, Path(scratch), engines, args.precisions, args.student)
+            SystemSet(
+                args.checkpoint, sources, Path(scratch), engines, args.precisions, args.student, args.workers
+            )
         )
         record.note_skipped(systems.skipped)
         if record.coverage is None and "ours" in engines:
@@ -170,7 +178,9 @@ def run_benchmark(args: argparse.Namespace) -> None:
             systems.set_threads(threads)
             for system in systems.systems:
                 key = (system.name, search, threads, mode, repeat)
-                if record.has(key):
+                if record.has(key) or (
+                    system.workers > 1 and (mode == "latency" or threads < system.workers)
+                ):
                     continue
                 warm_up(system, SEARCHES[search], sources)
                 if mode == "throughput":
@@ -338,9 +348,15 @@ def measure_throughput(
     """
     translations = [""] * len(references)
     seconds = 0.0
-    for batch in batches:
-        outputs, batch_seconds = system.translate(batch, beam_size)
-        seconds += batch_seconds
+    if system.translate_batches is not None:
+        per_batch, seconds = system.translate_batches(batches, beam_size)
+    else:
+        per_batch = []
+        for batch in batches:
+            outputs, batch_seconds = system.translate(batch, beam_size)
+            seconds += batch_seconds
+            per_batch.append(outputs)
+    for batch, outputs in zip(batches, per_batch, strict=True):
         for index, output in zip(batch, outputs, strict=True):
             translations[index] = output
     tokenizer = systems.target_tokenizer()

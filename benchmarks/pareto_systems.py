@@ -23,6 +23,7 @@ from transformer.checkpoint.layout import resolve_checkpoint
 from transformer.checkpoint.model_checkpoint import load_checkpoint, load_checkpoint_tokenizer
 from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.batch import pad_sequences
+from transformer.decoding.batch_workers import run_batches
 from transformer.decoding.translator import Translator
 from transformer.model.config import TransformerConfig
 
@@ -37,6 +38,8 @@ CT2_COMPUTE_TYPES = ["int8", "float32"]
 
 #: A system's translation of some sentences with a beam size: (translations, seconds).
 TranslateFunction = Callable[[list[int], int], tuple[list[str], float]]
+#: A system's translation of many batches at once with a beam size: (translations per batch, seconds).
+BatchesFunction = Callable[[list[list[int]], int], tuple[list[list[str]], float]]
 
 
 @dataclass
@@ -56,10 +59,17 @@ class System:
     translate : callable
         ``translate(indices, beam_size) -> (translations, seconds)`` at the thread count last set with
         :meth:`SystemSet.set_threads`.
+    workers : int
+        Batches it searches at once (``Translator.workers``); 1 for every system but ours with ``--workers``.
+    translate_batches : callable or None
+        ``translate_batches(batches, beam_size) -> (translations per batch, seconds)``: all of a pass's
+        batches in one call, ``workers`` at a time; None for systems that take one batch per call.
 
     Notes
     -----
-    The name says everything that changes the result, since rows are resumed by it.
+    The name says everything that changes the result, since rows are resumed by it. A system with workers
+    runs only where the thread count is at least ``workers`` (each worker on ``threads // workers``), and
+    only in throughput passes: one sentence at a time has nothing to share.
     """
 
     name: str
@@ -67,6 +77,8 @@ class System:
     precision: str
     shortlist: bool
     translate: TranslateFunction
+    workers: int = 1
+    translate_batches: BatchesFunction | None = None
 
 
 class SystemSet:
@@ -87,6 +99,9 @@ class SystemSet:
         Our precisions (for the checkpoint and the student).
     student : pathlib.Path or None
         A student distilled from the checkpoint, built as ours is (engine ``student``); None: none.
+    workers : int
+        Above 1, ours (and the student) also run as that many workers searching batches at once
+        (:mod:`transformer.decoding.batch_workers`), one more row per system.
 
     Notes
     -----
@@ -103,8 +118,10 @@ class SystemSet:
         engines: set[str],
         precisions: Sequence[str] = OUR_PRECISIONS,
         student: Path | None = None,
+        workers: int = 1,
     ) -> None:
         self.checkpoint = checkpoint
+        self.workers = workers
         self.precisions = tuple(precisions)
         self.sentences = sentences
         self.scratch = scratch
@@ -174,9 +191,14 @@ class SystemSet:
                     self.skipped[name] = str(error)
                     continue
                 translator.max_tokens = ONE_BATCH_TOKENS
-                self.systems.append(
-                    System(name, label, precision, shortlist, self._ours_function(translator))
-                )
+                translate = self._ours_function(translator)
+                self.systems.append(System(name, label, precision, shortlist, translate))
+                if self.workers > 1:
+                    batches = self._ours_batches_function(translator, translate)
+                    self.systems.append(
+                        System(f"{name} ({self.workers} workers)", label, precision, shortlist, translate,
+                               self.workers, batches)
+                    )  # fmt: skip
 
     def _ours_function(self, translator: Translator) -> TranslateFunction:
         """Translate with our translator at a beam size, nothing of the checkpoint's search kept.
@@ -202,6 +224,25 @@ class SystemSet:
             return translations, time.perf_counter() - started
 
         return translate
+
+    def _ours_batches_function(self, translator: Translator, translate: TranslateFunction) -> BatchesFunction:
+        """Translate a pass's batches ``workers`` at a time, each worker on its share of the threads.
+
+        The batches are the benchmark's (the same sentences together as in the one-at-a-time rows), run
+        through the translator's own worker pool (:func:`~transformer.decoding.batch_workers.run_batches`).
+        """
+
+        def translate_batches(batches: list[list[int]], beam_size: int) -> tuple[list[list[str]], float]:
+            threads = torch.get_num_threads()
+            torch.set_num_threads(max(1, threads // self.workers))
+            try:
+                started = time.perf_counter()
+                outputs = run_batches(batches, lambda batch: translate(batch, beam_size)[0], self.workers)
+                return outputs, time.perf_counter() - started
+            finally:
+                torch.set_num_threads(threads)
+
+        return translate_batches
 
     def _add_ctranslate2(self) -> None:
         """CTranslate2 int8 (with and without the vocabulary map) and float32 on the exported weights."""

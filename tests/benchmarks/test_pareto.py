@@ -6,14 +6,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from benchmarks import pareto, pareto_report
 from benchmarks.bench_common import describe_import_failure
 from benchmarks.pareto_record import ParetoRecord
 from benchmarks.pareto_report import pareto_front, render_markdown
+from benchmarks.pareto_systems import SystemSet
 from transformer.cli import main as cli_main
 from transformer.config.decode import DecodeConfig
-from transformer.data.pipeline.text_files import read_parallel_files
+from transformer.data.pipeline.text_files import read_lines, read_parallel_files
 from transformer.decoding.translator import Translator
 from transformer.device import cpu_has_native_bf16
 from transformer.evaluation.bleu import score_translations
@@ -197,6 +199,9 @@ def test_the_student_is_judged_greedy_against_its_teacher_at_beam_4(tmp_path: Pa
         _row("CTranslate2 int8", "ctranslate2", "int8", "beam 4", "throughput", **_throughput(25.0, 35.0)),
         _row("student int8 + shortlist", "student", "int8", "greedy", "throughput", **_throughput(45.0, 34.0)),
         _row("student int8 + shortlist", "student", "int8", "beam 4", "throughput", **_throughput(20.0, 34.5)),
+        _row("ours int8 (2 workers)", "ours", "int8", "beam 4", "throughput", **_throughput(12.0, 35.0)),
+        _row("student int8 + shortlist (2 workers)", "student", "int8", "greedy", "throughput",
+             **_throughput(60.0, 34.0)),
     ])  # fmt: skip
     record.data["student_coverage"] = {"steps": 100, "covered": 99, "fraction": 0.99, "mean_shortlist_size": 250.0,
                                        "vocabulary": 10000}  # fmt: skip
@@ -216,3 +221,29 @@ def test_the_student_is_judged_greedy_against_its_teacher_at_beam_4(tmp_path: Pa
         "| student BLEU - teacher fp32 beam 4 BLEU | 1 thr | -1.20 (goal within 1) | **not met** |"
         in markdown
     )
+    # With workers, the student is read against the teacher run the same way, and not against CTranslate2.
+    assert (
+        "| student int8 + shortlist (2 workers) greedy / teacher ours int8 (2 workers) beam 4, sentences/s | 1 thr "
+        "| 5.00x (goal 4x) | met |" in markdown
+    )
+    assert "shortlist (2 workers) greedy / teacher CTranslate2" not in markdown
+
+
+def test_workers_rows_translate_what_one_batch_at_a_time_does(trained_run: Path, tmp_path: Path) -> None:
+    sentences = read_lines(trained_run / "data" / "valid.en")[:20]
+    batches = [list(range(start, min(start + 4, 20))) for start in range(0, 20, 4)]
+    before = torch.get_num_threads()
+    try:
+        with SystemSet(trained_run, sentences, tmp_path, {"ours"}, ["fp32"], workers=2) as systems:
+            names = [system.name for system in systems.systems]
+            assert names == ["ours fp32", "ours fp32 (2 workers)"]  # no shortlist file: none shortlisted
+            alone, together = systems.systems
+            assert alone.translate_batches is None and together.workers == 2
+            systems.set_threads(1)
+            expected = [alone.translate(batch, 4)[0] for batch in batches]
+            systems.set_threads(2)  # two workers on one thread each: the arithmetic of one thread
+            found, seconds = together.translate_batches(batches, 4)
+            assert torch.get_num_threads() == 2  # given back
+    finally:
+        torch.set_num_threads(before)
+    assert found == expected and seconds > 0

@@ -212,3 +212,69 @@ def test_a_covering_shortlist_through_the_translator_whatever_the_fp32_kernel(
     expected = [[(item.text, item.score) for item in found] for found in plain.translate_nbest(SENTENCES)]
     found = [[(item.text, item.score) for item in found] for found in shortlisted.translate_nbest(SENTENCES)]
     assert found == expected
+
+
+class FullWidthOnly:
+    """A shortlisted step model seen through its full-width interface alone (no ``column_log_probs``)."""
+
+    def __init__(self, step_model: ShortlistStepModel) -> None:
+        self.inner = step_model
+        self.pad_id, self.bos_id, self.eos_id = step_model.pad_id, step_model.bos_id, step_model.eos_id
+        self.start, self.log_probs, self.reorder = step_model.start, step_model.log_probs, step_model.reorder
+        self.max_output_length = getattr(step_model, "max_output_length", None)
+        self.model = step_model.model
+
+    def __getattr__(self, name: str):
+        if name.startswith("column_"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+@pytest.mark.parametrize("min_length", [0, 3])
+def test_greedy_over_the_unions_columns_equals_the_whole_width(loaded, precision, min_length) -> None:
+    model, tokenizer, src_tokens = loaded
+    if precision == "int8":
+        model = quantize_for_inference(copy.deepcopy(model))
+    # Each source piece allows itself and the next ids; the special tokens and a few pieces always.
+    size = model.config.tgt_vocab_size
+    pieces = {token: [token, token + 1, token + 2] for token in range(4, size - 2)}
+    shortlist = shortlist_of(model, tokenizer, pieces, [0, 1, 2, 3, 10, 11])
+    step_model = ShortlistStepModel(model, shortlist)
+    state = step_model.start(src_tokens)
+    union = step_model.column_token_ids(state)
+    assert 6 < union.numel() < size  # a real restriction, so the columns differ from the vocabulary
+    config = DecodeConfig(beam_size=1, max_length_offset=8, min_length=min_length)
+    columns = greedy_search(step_model, src_tokens, config)
+    whole = greedy_search(FullWidthOnly(step_model), src_tokens, config)
+    assert [[(h.tokens, h.log_prob, h.score) for h in found] for found in columns] == [
+        [(h.tokens, h.log_prob, h.score) for h in found] for found in whole
+    ]
+    assert any(len(found[0].tokens) > 1 for found in columns)
+    # Every output token is a column's token; the columns' scores are the full width's at those tokens.
+    with torch.inference_mode():
+        last = torch.full((src_tokens.size(0),), model.config.bos_id)
+        narrow = step_model.column_log_probs(step_model.start(src_tokens), last)
+        wide = step_model.log_probs(step_model.start(src_tokens), last)
+    assert torch.equal(narrow, wide[:, union])
+    outside = torch.ones(size, dtype=torch.bool)
+    outside[union] = False
+    assert bool(wide[:, outside].isneginf().all())
+
+
+def test_a_shortlist_without_the_special_tokens_keeps_the_whole_width(loaded) -> None:
+    from transformer.decoding.greedy import scored_columns
+
+    model, tokenizer, src_tokens = loaded
+    without_bos = shortlist_of(model, tokenizer, {}, [0, 2, 5, 6])
+    step_model = ShortlistStepModel(model, without_bos)
+    special_ids = torch.tensor([model.config.pad_id, model.config.bos_id, model.config.eos_id])
+    config = DecodeConfig(beam_size=1)
+    with torch.inference_mode():
+        state = step_model.start(src_tokens)
+        assert scored_columns(step_model, state, special_ids, config, None) is None
+        with_all = ShortlistStepModel(model, shortlist_of(model, tokenizer, {}, [0, 1, 2, 5, 6]))
+        found = scored_columns(with_all, with_all.start(src_tokens), special_ids, config, None)
+        assert found is not None and found[0].tolist() == [0, 1, 2, 5, 6] and found[1].tolist() == [0, 1, 2]
+        blocked = DecodeConfig(beam_size=1, no_repeat_ngram=2)
+        assert scored_columns(with_all, with_all.start(src_tokens), special_ids, blocked, None) is None

@@ -254,7 +254,8 @@ def constrain_step(
     Returns
     -------
     torch.Tensor, shape (rows, vocab_size), float32
-        The log-probabilities with forbidden tokens at ``-inf``; never renormalised.
+        The log-probabilities with forbidden tokens at ``-inf``; never renormalised. Always a new tensor
+        (``model_log_probs`` is left as it is), which greedy search adds its running sums into.
 
     Notes
     -----

@@ -256,6 +256,10 @@ def run_token_loop(
     """
     batch_size, device = src_tokens.size(0), src_tokens.device
     special_ids = torch.tensor([step_model.pad_id, step_model.bos_id, step_model.eos_id], device=device)
+    # A shortlist's union of columns, when the loop may score it alone: (token_ids, special_ids as columns).
+    columns = None if choose is not None else scored_columns(step_model, state, special_ids, config, prefixes)
+    if columns is not None:
+        token_ids, special_ids = columns
     max_lengths, max_steps = search_length_limits(step_model, src_tokens, config, prefixes)  # (batch,), int
     check_interval = completion_check_interval(device)
     rows = RowOutputs.empty(batch_size, max_steps, step_model.pad_id, device)
@@ -264,16 +268,23 @@ def run_token_loop(
     last_tokens = torch.full((batch_size,), step_model.bos_id, dtype=torch.long, device=device)
     nan_seen = torch.zeros((), dtype=torch.bool, device=device)
     for step in range(max_steps):
-        model_log_probs = step_model.log_probs(state, last_tokens)  # (active, vocab)
+        if columns is None:
+            model_log_probs = step_model.log_probs(state, last_tokens)  # (active, vocab)
+        else:
+            model_log_probs = step_model.column_log_probs(state, last_tokens)  # type: ignore[attr-defined]
         nan_seen = note_nan_scores(nan_seen, model_log_probs)
         row_prefixes = prefixes.select(active_ids) if prefixes is not None else None
         history = rows.tokens[active_ids, :step] if config.no_repeat_ngram else None  # (active, step)
         step_log_probs = constrain_step(model_log_probs, step, config, special_ids, history, row_prefixes)
         # Rank running sums, not step log-probs, so beam search of size 1 does the same arithmetic.
-        totals = rows.log_probs[active_ids, None] + step_log_probs  # (active, vocab)
         if choose is None:
+            # step_log_probs is constrain_step's own copy, so greedy adds into it: one pass, no allocation.
+            totals = step_log_probs.add_(rows.log_probs[active_ids, None])  # (active, vocab)
             best_totals, next_tokens = row_max(totals)  # (active,), as totals.max(dim=1)
+            if columns is not None:
+                next_tokens = token_ids[next_tokens]  # columns -> token ids
         else:
+            totals = rows.log_probs[active_ids, None] + step_log_probs  # (active, vocab)
             next_tokens = choose(step_log_probs, totals, active_ids, step)  # (active,)
             best_totals = totals.gather(1, next_tokens[:, None]).squeeze(1)
         # A sentence done at an earlier step stays in the batch until the next check: keep its results.
@@ -290,3 +301,48 @@ def run_token_loop(
         last_tokens = next_tokens
     check_no_nan_scores(nan_seen)
     return rows.hypotheses(config)
+
+
+def scored_columns(
+    step_model: StepModel[Any],
+    state: Any,
+    special_ids: Tensor,
+    config: DecodeConfig,
+    prefixes: TargetPrefixes | None,
+) -> tuple[Tensor, Tensor] | None:
+    """Find the columns a greedy loop may score instead of the vocabulary: a shortlist's union.
+
+    Parameters
+    ----------
+    step_model : StepModel
+        The step model; one with ``column_token_ids`` and ``column_log_probs``
+        (:class:`~transformer.decoding.shortlist.ShortlistStepModel`) scores a subset of the vocabulary.
+    state : StateT
+        Its started state.
+    special_ids : torch.Tensor, shape (3,), int64
+        ``pad_id``, ``bos_id`` and ``eos_id``.
+    config : DecodeConfig
+        The search; n-gram blocking reads token ids, so it keeps the whole vocabulary.
+    prefixes : TargetPrefixes or None
+        Forced prefixes, which name token ids: with them the whole vocabulary is kept too.
+
+    Returns
+    -------
+    tuple of (torch.Tensor, torch.Tensor) or None
+        The column's token ids ``(columns,)`` and the special tokens' columns ``(3,)``; None to score the
+        whole vocabulary.
+
+    Notes
+    -----
+    Every token outside the union scores ``-inf``, so the union's columns give the same row maxima and,
+    since they are sorted, the same lowest index among ties: the same tokens and sums as the whole width
+    (tested). The special tokens must be columns for the constraints to apply; a hand-made shortlist
+    without them keeps the whole vocabulary. One read back to the host per search.
+    """
+    if config.no_repeat_ngram or prefixes is not None or not hasattr(step_model, "column_log_probs"):
+        return None
+    token_ids = step_model.column_token_ids(state)  # type: ignore[attr-defined]
+    special_columns = torch.searchsorted(token_ids, special_ids).clamp_(max=token_ids.numel() - 1)
+    if not bool((token_ids[special_columns] == special_ids).all()):
+        return None
+    return token_ids, special_columns

@@ -7,7 +7,10 @@ gathers the rows of the output matrix for the union of its sentences' shortlists
 alone at every step, and normalises each row over its own sentence's shortlist (a log-softmax over the
 shortlist only, as Marian and CTranslate2 do). The searches see full-vocabulary log-probabilities, ``-inf``
 outside the shortlist, so greedy, beam, sampling and the server's batch all get it through the one step-model
-interface (:class:`ShortlistStepModel`).
+interface (:class:`ShortlistStepModel`). Greedy search also takes the union's columns alone
+(:meth:`ShortlistStepModel.column_log_probs`): its per-step passes over the scores (the NaN check, the
+constraints, the running sums, the row maximum) then cover the union instead of the vocabulary, with the same
+tokens and scores, since every column outside the union is ``-inf``.
 
 Normalising per sentence rather than over the batch's union makes a translation independent of the sentences
 batched with it: offline at any batch size and in the server's continuous batch, a sentence is scored over
@@ -111,8 +114,34 @@ class RestrictedProjection:
 
         Notes
         -----
-        The product and the log-softmax run over the union only; the full-width result is one fill and one
-        column copy, so the searches need no change.
+        The product and the log-softmax run over the union only (:meth:`column_log_probs`); the full-width
+        result is one fill and one column copy, so the searches need no change.
+        """
+        restricted = self.column_log_probs(hidden, row_sentences)  # (rows, shortlist)
+        if self.model is not None:
+            return restricted
+        full = restricted.new_full((restricted.size(0), self.vocab_size), float("-inf"))  # (rows, vocab)
+        return full.index_copy_(1, self.token_ids, restricted)
+
+    def column_log_probs(self, hidden: Tensor, row_sentences: Tensor) -> Tensor:
+        """Log-probabilities over the union's columns only: column ``j`` is token ``token_ids[j]``.
+
+        Parameters
+        ----------
+        hidden : torch.Tensor, shape (rows, d_model)
+            Final decoder states of one step.
+        row_sentences : torch.Tensor, shape (rows,), int64
+            For each row, its sentence (a row of ``sentence_members``).
+
+        Returns
+        -------
+        torch.Tensor, shape (rows, shortlist), float32
+            Each row normalised over its own sentence's tokens, ``-inf`` at the union's other columns.
+
+        Notes
+        -----
+        The values :meth:`log_probs` spreads over the vocabulary, bit for bit; when the union is the whole
+        vocabulary the columns are the vocabulary itself (``token_ids`` is ``arange(vocab_size)``).
         """
         if self.model is not None:
             logits = self.model.project_output(hidden[:, None])[:, 0]  # (rows, vocab), bias included
@@ -126,9 +155,7 @@ class RestrictedProjection:
             logits = logits + self.bias.to(logits.dtype)
         if self.needs_mask:
             logits = logits.masked_fill(self._sentence_outside[row_sentences], float("-inf"))
-        restricted = F.log_softmax(logits, dim=-1, dtype=torch.float32)  # (rows, shortlist)
-        full = restricted.new_full((restricted.size(0), self.vocab_size), float("-inf"))  # (rows, vocab)
-        return full.index_copy_(1, self.token_ids, restricted)
+        return F.log_softmax(logits, dim=-1, dtype=torch.float32)  # (rows, shortlist)
 
 
 @dataclass
@@ -238,6 +265,54 @@ class ShortlistStepModel(TransformerStepModel):
         """
         assert isinstance(state, ShortlistSearchState) and state.projection is not None
         assert state.row_sentences is not None
+        return state.projection.log_probs(self._last_hidden(state, last_tokens), state.row_sentences)
+
+    def column_token_ids(self, state: TransformerSearchState) -> Tensor:
+        """Name the token of each column :meth:`column_log_probs` scores: the union of the batch's shortlists.
+
+        Parameters
+        ----------
+        state : ShortlistSearchState
+            A state from :meth:`start`.
+
+        Returns
+        -------
+        torch.Tensor, shape (shortlist,), int64
+            Sorted, distinct token ids, on the search's device.
+
+        Notes
+        -----
+        Fixed for the whole search: dropping finished sentences keeps their tokens' columns.
+        """
+        assert isinstance(state, ShortlistSearchState) and state.projection is not None
+        return state.projection.token_ids
+
+    def column_log_probs(self, state: TransformerSearchState, last_tokens: Tensor) -> Tensor:
+        """Run the decoder for one step and score the union's columns only (:meth:`column_token_ids`).
+
+        Parameters
+        ----------
+        state : ShortlistSearchState
+            The rows' state, extended by ``last_tokens``.
+        last_tokens : torch.Tensor, shape (rows,), int64
+            Newest token of every row.
+
+        Returns
+        -------
+        torch.Tensor, shape (rows, shortlist), float32
+            What :meth:`log_probs` gives at the union's tokens; the rest of its row is ``-inf``.
+
+        Notes
+        -----
+        Greedy search decodes through this (:func:`~transformer.decoding.greedy.run_token_loop`), so its
+        passes over a step's scores cover the union alone.
+        """
+        assert isinstance(state, ShortlistSearchState) and state.projection is not None
+        assert state.row_sentences is not None
+        return state.projection.column_log_probs(self._last_hidden(state, last_tokens), state.row_sentences)
+
+    def _last_hidden(self, state: TransformerSearchState, last_tokens: Tensor) -> Tensor:
+        """Run the decoder for ``last_tokens`` and return its final states: shape (rows, d_model)."""
         if state.cache is not None and self.native_step is not None:
             hidden = self.native_step.hidden(state.cache, last_tokens)  # (rows, 1, d)
         elif state.cache is not None:
@@ -245,7 +320,7 @@ class ShortlistStepModel(TransformerStepModel):
         else:
             state.tgt_prefix = torch.cat([state.tgt_prefix, last_tokens[:, None]], dim=1)  # (rows, len)
             hidden = self.model.decode_hidden(state.tgt_prefix, state.memory, state.src_padding_mask)
-        return state.projection.log_probs(hidden[:, -1], state.row_sentences)
+        return hidden[:, -1]
 
     def reorder(self, state: TransformerSearchState, row_indices: Tensor) -> None:
         """Select rows, their sentence index included.

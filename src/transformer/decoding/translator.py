@@ -16,6 +16,7 @@ from transformer.data.pipeline.inference_batches import inference_batches
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.data.shortlist import Shortlist
 from transformer.decoding.alignment import align_candidates, check_alignment_layer
+from transformer.decoding.batch_workers import run_batches
 from transformer.decoding.beam_search import search
 from transformer.decoding.candidate import Candidate
 from transformer.decoding.ensemble import EnsembleStepModel, check_ensemble, check_ensemble_vocabularies
@@ -75,6 +76,10 @@ class Translator:
         ("onednn" only at fp32 on the CPU). ``kernel_notes`` says what was chosen, and whether each model's
         encoder and decoder step run in C++ (:mod:`transformer.kernels.native_step`, on the CPU: the same
         bits, less time) or in Python, and why.
+    workers : int
+        Batches searched at once, each in its own thread (:mod:`~transformer.decoding.batch_workers`); the
+        caller gives each its share of PyTorch's threads (``torch.set_num_threads(cpus // workers)``). The
+        translations do not depend on it.
 
     Raises
     ------
@@ -103,7 +108,10 @@ class Translator:
         ensemble_mode: str = "prob",
         shortlist: Shortlist | None = None,
         fp32_kernels: str = "auto",
+        workers: int = 1,
     ) -> None:
+        if workers < 1:
+            raise ValueError(f"workers={workers} must be at least 1")
         if precision not in TRANSLATION_PRECISIONS:
             raise ValueError(f"precision={precision!r} is not one of {TRANSLATION_PRECISIONS}")
         check_fp32_kernels(fp32_kernels)
@@ -135,6 +143,7 @@ class Translator:
         self.tokenizer = tokenizer
         self.decode_config = decode_config or DecodeConfig()
         self.max_tokens = max_tokens
+        self.workers = workers
         self.max_input_tokens = input_token_limit([model, *ensemble], max_input_tokens)
         self.truncated_count = 0
         #: The weights file the model came from, named when its scores turn out NaN (set by from_checkpoint).
@@ -420,23 +429,31 @@ class Translator:
         batches = inference_batches(lengths, self.batch_budget())
         if progress is not None:
             progress(len(sentences) - sum(len(batch) for batch in batches))  # empty lines: nothing to search
-        for batch_indices in batches:
-            src_tokens = pad_sequences([encoded[index] for index in batch_indices], self.model.config.pad_id)
-            src_tokens = src_tokens.to(self.device)
+
+        def translate_batch(batch_indices: list[int]) -> list[list[Candidate]]:
             batch_prefixes = (
                 [encoded_prefixes[index] for index in batch_indices] if prefixes is not None else None
             )
-            hypotheses = self.search_tokens(src_tokens, batch_prefixes)
-            candidates = [[self._candidate(item) for item in sentence] for sentence in hypotheses]
-            if alignment_layer is not None:
-                candidates = align_candidates(
-                    self.model, self.tokenizer, src_tokens, candidates, alignment_layer
-                )
+            return self._translate_batch(
+                [encoded[index] for index in batch_indices], batch_prefixes, alignment_layer
+            )
+
+        found = run_batches(batches, translate_batch, self.workers, progress)  # in the order of batches
+        for batch_indices, candidates in zip(batches, found, strict=True):
             for index, sentence_candidates in zip(batch_indices, candidates, strict=True):
                 results[index] = sentence_candidates
-            if progress is not None:
-                progress(len(batch_indices))
         return results
+
+    def _translate_batch(
+        self, sources: list[list[int]], prefixes: list[list[int]] | None, alignment_layer: int | None
+    ) -> list[list[Candidate]]:
+        """Search one batch of encoded sentences and detokenise it (a worker's job in translate_nbest)."""
+        src_tokens = pad_sequences(sources, self.model.config.pad_id).to(self.device)
+        hypotheses = self.search_tokens(src_tokens, prefixes)
+        candidates = [[self._candidate(item) for item in sentence] for sentence in hypotheses]
+        if alignment_layer is not None:
+            candidates = align_candidates(self.model, self.tokenizer, src_tokens, candidates, alignment_layer)
+        return candidates
 
     def search_tokens(
         self,

@@ -2,8 +2,8 @@
 
 A small model's decoder step is a few dozen small operations, and PyTorch spreads each of them over its
 intra-op threads, which pays for large products and not for a 256-wide student's: on a 2-core AMD EPYC with
-AVX2 alone, a 4+1-layer student's int8 greedy search (batches of 32) gained 1.48x from a second intra-op
-thread and 1.90x from a second batch searched beside the first, one thread each (BENCHMARKS.md). CTranslate2's ``inter_threads`` and
+AVX2 alone, a 4+1-layer student's int8 greedy search (batches of 32) gained 1.21x from a second intra-op
+thread and 1.84x from a second batch searched beside the first, one thread each (BENCHMARKS.md section 1g). CTranslate2's ``inter_threads`` and
 Marian's ``--cpu-threads`` workers do the same. The searches release the GIL in every PyTorch operation and
 in the C++ decoder step (:mod:`transformer.kernels.native_step`), so threads suffice; each batch's result
 is what it would be alone, so the output does not depend on the number of workers.

@@ -74,7 +74,9 @@ def run_translate(args: argparse.Namespace) -> int:
     )
     if ctranslate2:
         if args.workers > 1:
-            raise ValueError(f"--workers {args.workers} applies to --engine pytorch; CTranslate2 runs its own threads")
+            raise ValueError(
+                f"--workers {args.workers} applies to --engine pytorch; CTranslate2 runs its own threads"
+            )
         resolve_device(args.device, option="--device")
         model_dir = ctranslate2_model_directory(args.checkpoint)  # refused first: a run passed for its export
         # An export keeps no run config: the paper's search with CTranslate2's power penalty, then the flags.

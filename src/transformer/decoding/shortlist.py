@@ -128,10 +128,8 @@ class RestrictedProjection:
 
         Parameters
         ----------
-        hidden : torch.Tensor, shape (rows, d_model)
-            Final decoder states of one step.
-        row_sentences : torch.Tensor, shape (rows,), int64
-            For each row, its sentence (a row of ``sentence_members``).
+        hidden, row_sentences : torch.Tensor, shapes (rows, d_model) and (rows,) int64
+            As for :meth:`log_probs`: one step's final decoder states, and each row's sentence.
 
         Returns
         -------
@@ -292,10 +290,8 @@ class ShortlistStepModel(TransformerStepModel):
 
         Parameters
         ----------
-        state : ShortlistSearchState
-            The rows' state, extended by ``last_tokens``.
-        last_tokens : torch.Tensor, shape (rows,), int64
-            Newest token of every row.
+        state, last_tokens : ShortlistSearchState and torch.Tensor of shape (rows,), int64
+            As for :meth:`log_probs`: the rows' state (extended in place) and each row's newest token.
 
         Returns
         -------

@@ -278,3 +278,5 @@ def test_a_shortlist_without_the_special_tokens_keeps_the_whole_width(loaded) ->
         assert found is not None and found[0].tolist() == [0, 1, 2, 5, 6] and found[1].tolist() == [0, 1, 2]
         blocked = DecodeConfig(beam_size=1, no_repeat_ngram=2)
         assert scored_columns(with_all, with_all.start(src_tokens), special_ids, blocked, None) is None
+        empty = ShortlistStepModel(model, shortlist_of(model, tokenizer, {}, []))
+        assert scored_columns(empty, empty.start(src_tokens), special_ids, config, None) is None

@@ -342,6 +342,8 @@ def scored_columns(
     if config.no_repeat_ngram or prefixes is not None or not hasattr(step_model, "column_log_probs"):
         return None
     token_ids = step_model.column_token_ids(state)  # type: ignore[attr-defined]
+    if token_ids.numel() == 0:  # a hand-made shortlist that allows nothing: no column to map the specials to
+        return None
     special_columns = torch.searchsorted(token_ids, special_ids).clamp_(max=token_ids.numel() - 1)
     if not bool((token_ids[special_columns] == special_ids).all()):
         return None

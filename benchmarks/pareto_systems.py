@@ -194,7 +194,7 @@ class SystemSet:
                 translate = self._ours_function(translator)
                 self.systems.append(System(name, label, precision, shortlist, translate))
                 if self.workers > 1:
-                    batches = self._ours_batches_function(translator, translate)
+                    batches = self._ours_batches_function(translate)
                     self.systems.append(
                         System(f"{name} ({self.workers} workers)", label, precision, shortlist, translate,
                                self.workers, batches)
@@ -225,11 +225,12 @@ class SystemSet:
 
         return translate
 
-    def _ours_batches_function(self, translator: Translator, translate: TranslateFunction) -> BatchesFunction:
+    def _ours_batches_function(self, translate: TranslateFunction) -> BatchesFunction:
         """Translate a pass's batches ``workers`` at a time, each worker on its share of the threads.
 
-        The batches are the benchmark's (the same sentences together as in the one-at-a-time rows), run
-        through the translator's own worker pool (:func:`~transformer.decoding.batch_workers.run_batches`).
+        The batches are the benchmark's (the same sentences together as in the one-at-a-time rows), each
+        through ``translate``, run by the pool ``Translator.workers`` uses
+        (:func:`~transformer.decoding.batch_workers.run_batches`).
         """
 
         def translate_batches(batches: list[list[int]], beam_size: int) -> tuple[list[list[str]], float]:

@@ -21,16 +21,22 @@ def test_results_come_back_in_batch_order_whatever_finishes_first() -> None:
     batches = [[0, 1], [2], [3, 4, 5], [6]]
     seen_threads: set[str] = set()
     sizes: list[int] = []
+    last_started = threading.Event()
 
     def slow_first(batch: list[int]) -> list[int]:
         seen_threads.add(threading.current_thread().name)
-        time.sleep(0.2 if batch[0] == 0 else 0.01)  # the first batch finishes last
+        if batch[0] == 0:
+            assert last_started.wait(10)  # the first batch finishes after the last has run
+        elif batch[0] == 6:
+            last_started.set()
         return [index * 10 for index in batch]
 
     found = run_batches(batches, slow_first, workers=2, progress=sizes.append)
     assert found == [[0, 10], [20], [30, 40, 50], [60]]
     assert sorted(sizes) == [1, 1, 2, 3] and sizes[-1] == 2  # progress as batches finish
     assert len(seen_threads) == 2 and all(name.startswith("translate") for name in seen_threads)
+    last_started.clear()
+    last_started.set()  # one after the other: the first batch must not wait for the last
     assert run_batches(batches, slow_first, workers=1) == found
 
 

@@ -262,6 +262,29 @@ def test_greedy_over_the_unions_columns_equals_the_whole_width(loaded, precision
     assert bool(wide[:, outside].isneginf().all())
 
 
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+@pytest.mark.parametrize("min_length", [0, 3])
+def test_beam_search_over_the_unions_columns_equals_the_whole_width(loaded, precision, min_length) -> None:
+    model, tokenizer, src_tokens = loaded
+    if precision == "int8":
+        model = quantize_for_inference(copy.deepcopy(model))
+    size = model.config.tgt_vocab_size
+    pieces = {token: [token, token + 1, token + 2] for token in range(4, size - 2)}
+    step_model = ShortlistStepModel(model, shortlist_of(model, tokenizer, pieces, [0, 1, 2, 3, 10, 11]))
+    with torch.inference_mode():
+        union = step_model.column_token_ids(step_model.start(src_tokens))
+    assert 6 < union.numel() < size
+    config = DecodeConfig(beam_size=3, nbest=3, max_length_offset=8, min_length=min_length)
+    columns = search(step_model, src_tokens, config)
+    whole = search(FullWidthOnly(step_model), src_tokens, config)
+    found = [[(h.tokens, h.log_prob, h.score) for h in hypotheses] for hypotheses in columns]
+    assert found == [[(h.tokens, h.log_prob, h.score) for h in hypotheses] for hypotheses in whole]
+    assert all(len(hypotheses) == 3 for hypotheses in columns)  # every slot filled: nbest compared whole
+    # Every token is a token of the union (a column index taken for a token would mostly fall outside it).
+    tokens = {token for hypotheses in columns for hypothesis in hypotheses for token in hypothesis.tokens}
+    assert tokens <= set(union.tolist()) and max(tokens) > union.numel()
+
+
 def test_a_shortlist_without_the_special_tokens_keeps_the_whole_width(loaded) -> None:
     from transformer.decoding.greedy import scored_columns
 

@@ -8,7 +8,9 @@ that do not end in EOS. A sentence is done once it has ``beam_size`` finished hy
 limit, or has no live beam of non-zero probability left. Done sentences add no more hypotheses; they are
 dropped from the batch at the next completion check (every step on the CPU, every few on a GPU: see
 :func:`~transformer.decoding.search.completion_check_interval`), and the search stops when none is left.
-Nothing else in the loop reads a tensor back to the host.
+Nothing else in the loop reads a tensor back to the host. With a vocabulary shortlist the steps score the
+batch's union of candidate tokens alone (:func:`~transformer.decoding.greedy.scored_columns`), as greedy
+search does.
 """
 
 from collections.abc import Sequence
@@ -20,7 +22,7 @@ from torch import Tensor
 
 from transformer.config.decode import DecodeConfig
 from transformer.decoding.constraints import TargetPrefixes, constrain_step, search_length_limits
-from transformer.decoding.greedy import greedy_search
+from transformer.decoding.greedy import greedy_search, scored_columns
 from transformer.decoding.sampling import sample_search
 from transformer.decoding.search import (
     Hypothesis,
@@ -230,18 +232,28 @@ def _run_beam_search(
     finished = _empty_finished(batch_size, beam_size, max_steps, step_model.pad_id, device)
     live = _initial_beams(batch_size, beam_size, device)
     state = step_model.start(src_tokens)
+    # A shortlist's union of columns, scored instead of the vocabulary where the search allows it.
+    columns = scored_columns(step_model, state, special_ids, config, prefixes)
+    column_tokens = None
+    if columns is not None:
+        column_tokens, special_ids = columns
     step_model.reorder(state, torch.arange(batch_size, device=device).repeat_interleave(beam_size))
     last_tokens = torch.full((batch_size * beam_size,), step_model.bos_id, dtype=torch.long, device=device)
     nan_seen = torch.zeros((), dtype=torch.bool, device=device)
     for step in range(max_steps):
-        model_log_probs = step_model.log_probs(state, last_tokens)  # (active * beam_size, vocab)
+        if column_tokens is None:
+            model_log_probs = step_model.log_probs(state, last_tokens)  # (active * beam_size, vocab)
+        else:  # (active * beam_size, columns)
+            model_log_probs = step_model.column_log_probs(state, last_tokens)  # type: ignore[attr-defined]
         nan_seen = note_nan_scores(nan_seen, model_log_probs)
         history = live.tokens.flatten(0, 1)  # (active * beam_size, step)
         row_prefixes = None
         if prefixes is not None:
             row_prefixes = prefixes.select(live.sentence_ids.repeat_interleave(beam_size))
         step_log_probs = constrain_step(model_log_probs, step, config, special_ids, history, row_prefixes)
-        candidates = _extend(live, step_log_probs.reshape(live.log_probs.size(0), beam_size, -1))
+        candidates = _extend(
+            live, step_log_probs.reshape(live.log_probs.size(0), beam_size, -1), column_tokens
+        )
         at_length_limit = max_lengths[live.sentence_ids] == step + 1  # (active,)
         finishing = _finishing(candidates, at_length_limit, live.done, beam_size, step_model.eos_id)
         _add_finished(finished, live.sentence_ids, candidates, finishing, step_model.eos_id)
@@ -289,10 +301,11 @@ def _empty_finished(
     )
 
 
-def _extend(live: LiveBeams, step_log_probs: Tensor) -> Candidates:
+def _extend(live: LiveBeams, step_log_probs: Tensor, column_tokens: Tensor | None = None) -> Candidates:
     """Keep the ``2 * beam_size`` best one-token extensions of each sentence's beams.
 
-    ``step_log_probs`` has shape (active, beam_size, vocab_size).
+    ``step_log_probs`` has shape (active, beam_size, vocab_size), or (active, beam_size, columns) with
+    ``column_tokens`` (shape (columns,), int64) naming each column's token.
     """
     active, beam_size, vocab_size = step_log_probs.shape
     num_candidates = min(2 * beam_size, beam_size * vocab_size)
@@ -307,7 +320,9 @@ def _extend(live: LiveBeams, step_log_probs: Tensor) -> Candidates:
     totals = live.log_probs[:, :, None] + beam_best  # (active, beam_size, per_beam)
     log_probs, flat_indices = totals.view(active, -1).topk(num_candidates, dim=1)  # (active, num_candidates)
     origins = flat_indices // per_beam
-    new_tokens = beam_tokens.view(active, -1).gather(1, flat_indices)
+    new_tokens = beam_tokens.view(active, -1).gather(1, flat_indices)  # (active, num_candidates)
+    if column_tokens is not None:
+        new_tokens = column_tokens[new_tokens]  # columns -> token ids
     # The tokens of the beam each candidate extends: (active, num_candidates, step).
     prefixes = live.tokens.gather(1, origins[:, :, None].expand(-1, -1, live.tokens.size(2)))
     return Candidates(torch.cat([prefixes, new_tokens[:, :, None]], dim=2), origins, log_probs)

@@ -310,7 +310,7 @@ def scored_columns(
     config: DecodeConfig,
     prefixes: TargetPrefixes | None,
 ) -> tuple[Tensor, Tensor] | None:
-    """Find the columns a greedy loop may score instead of the vocabulary: a shortlist's union.
+    """Find the columns a greedy or beam search may score instead of the vocabulary: a shortlist's union.
 
     Parameters
     ----------
@@ -336,7 +336,8 @@ def scored_columns(
     -----
     Every token outside the union scores ``-inf``, so the union's columns give the same row maxima and,
     since they are sorted, the same lowest index among ties: the same tokens and sums as the whole width
-    (tested). The special tokens must be columns for the constraints to apply; a hand-made shortlist
+    (tested). Beam search keeps the same finite candidates (its top-k only ever differs among equal scores;
+    candidates at ``-inf`` never finish). The special tokens must be columns for the constraints to apply; a hand-made shortlist
     without them keeps the whole vocabulary. One read back to the host per search.
     """
     if config.no_repeat_ngram or prefixes is not None or not hasattr(step_model, "column_log_probs"):

@@ -7,7 +7,7 @@ gathers the rows of the output matrix for the union of its sentences' shortlists
 alone at every step, and normalises each row over its own sentence's shortlist (a log-softmax over the
 shortlist only, as Marian and CTranslate2 do). The searches see full-vocabulary log-probabilities, ``-inf``
 outside the shortlist, so greedy, beam, sampling and the server's batch all get it through the one step-model
-interface (:class:`ShortlistStepModel`). Greedy search also takes the union's columns alone
+interface (:class:`ShortlistStepModel`). Greedy and beam search also take the union's columns alone
 (:meth:`ShortlistStepModel.column_log_probs`): its per-step passes over the scores (the NaN check, the
 constraints, the running sums, the row maximum) then cover the union instead of the vocabulary, with the same
 tokens and scores, since every column outside the union is ``-inf``.
@@ -300,8 +300,8 @@ class ShortlistStepModel(TransformerStepModel):
 
         Notes
         -----
-        Greedy search decodes through this (:func:`~transformer.decoding.greedy.run_token_loop`), so its
-        passes over a step's scores cover the union alone.
+        Greedy and beam search decode through this (:func:`~transformer.decoding.greedy.scored_columns`),
+        so their passes over a step's scores cover the union alone.
         """
         assert isinstance(state, ShortlistSearchState) and state.projection is not None
         assert state.row_sentences is not None

@@ -75,6 +75,32 @@ def test_scores_and_alignments_columns(trained_run, sources, capsys) -> None:
         assert all(0 <= source_word < len(source.split()) for source_word, _ in pairs)
 
 
+def test_the_confidence_column_follows_the_log_probability(trained_run, sources, capsys) -> None:
+    arguments = ["--checkpoint", str(trained_run), "--input", str(sources), "--beam", "3"]
+    lines = translate(capsys, *arguments, "--scores", "--confidence")
+    nbest = translate(capsys, *arguments, "--nbest", "2", "--confidence")
+    translator = Translator.from_checkpoint(trained_run)
+    translator.decode_config = DecodeConfig(beam_size=3, nbest=2, **{
+        name: getattr(translator.decode_config, name)
+        for name in ("length_penalty", "length_penalty_form", "max_length_offset")
+    })  # fmt: skip
+    expected = translator.translate_nbest(sources.read_text(encoding="utf-8").splitlines())
+    assert lines == [
+        f"{found[0].log_prob:.4f}\t{found[0].confidence:.4f}\t{found[0].text}" for found in expected
+    ]
+    assert nbest == [
+        f"{index}\t{item.score:.4f}\t{item.confidence:.4f}\t{item.text}"
+        for index, found in enumerate(expected)
+        for item in found
+    ]
+    # The geometric mean of the token probabilities, over the tokens and an EOS that ended them (this tiny
+    # model also stops at the length limit, where |Y| is the tokens alone): tests/decoding/test_confidence.py.
+    for item in (item for found in expected for item in found):
+        steps = [len(item.tokens), len(item.tokens) + 1]
+        assert item.confidence in [pytest.approx(math.exp(item.log_prob / count)) for count in steps]
+        assert 0.0 < item.confidence < 1.0
+
+
 def test_nbest_lines_carry_rank_log_prob_text_and_alignment(trained_run, sources, capsys) -> None:
     lines = translate(capsys, "--checkpoint", str(trained_run), "--input", str(sources), "--beam", "3",
                       "--nbest", "3", "--scores", "--alignments")  # fmt: skip

@@ -55,6 +55,11 @@ def test_ctranslate2_engine_matches_pytorch_greedy(trained_run: Path, tmp_path: 
         "transformer translate: error: --engine ctranslate2 supports only --length-penalty-form power, its default "
         "(or --alpha 0); CTranslate2 divides scores by |Y|^alpha\n"
     )
+    assert main([*engine, "--confidence", "--scores"]) == 2  # columns this project's translator writes
+    assert capsys.readouterr().err == (
+        "transformer translate: error: --engine ctranslate2 does not take --scores, --confidence "
+        "(use --engine pytorch)\n"
+    )
 
 
 def test_convert_usage_errors(trained_run: Path, tmp_path: Path, capsys) -> None:

@@ -79,6 +79,12 @@ def test_beam_nbest_and_alpha_are_per_request(make_client, served_run: Path, val
     )
     scores = [item["score"] for item in nbest]
     assert scores == sorted(scores, reverse=True)
+    # The server's continuous batch records each hypothesis's steps as the offline search does.
+    assert [item["confidence"] for item in nbest] == pytest.approx(
+        [candidate.confidence for candidate in expected], abs=1e-5
+    )
+    assert data["sentences"][0][0]["confidence"] == nbest[0]["confidence"]
+    assert all(0.0 < item["confidence"] < 1.0 for item in nbest)
     greedy = client.post("/v1/translate", json={"text": sentence, "beam": 1}).json()
     assert len(greedy["sentences"][0][0]["nbest"]) == 1
 

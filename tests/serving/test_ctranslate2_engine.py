@@ -1,5 +1,6 @@
 """``--engine ctranslate2``: a CTranslate2 export served with request batching, as the translate command gives."""
 
+import math
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,9 @@ def test_translations_and_scores_match_the_ctranslate2_engine_of_translate(
         details = reply["sentences"][0][0]
         assert details["translation"] == reference.translate([sentence], beam_size=1, length_penalty=0.0)[0]
         assert details["log_prob"] == details["score"] == pytest.approx(raw.scores[0], abs=1e-4)
+        # |Y| counts the end token CTranslate2 returned (return_end_token) as our searches count EOS.
+        steps = len(raw.hypotheses[0])
+        assert details["confidence"] == pytest.approx(math.exp(raw.scores[0] / steps), abs=1e-5)
     nbest = client.post("/v1/translate", json={"text": sentences[0], "beam": 4, "nbest": 3}).json()
     scores = [item["score"] for item in nbest["sentences"][0][0]["nbest"]]
     assert len(scores) == 3 and scores == sorted(scores, reverse=True)

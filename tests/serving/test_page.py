@@ -30,7 +30,8 @@ def test_the_page_translates_and_shows_a_sentences_attention(
     served_run: Path, valid_sentences, tmp_path
 ) -> None:
     first, second = valid_sentences[:2]
-    expected = Translator.from_checkpoint(served_run, device="cpu").translate([first, second])
+    offline = Translator.from_checkpoint(served_run, device="cpu").translate_nbest([first, second])
+    expected = [found[0].text for found in offline]
     config = ServeConfig(checkpoints={"default": served_run}, port=free_port())
     with running_server(config) as base_url:
         query = urlencode({"text": f"{first} {second}", "attention": "1"})
@@ -44,6 +45,10 @@ def test_the_page_translates_and_shows_a_sentences_attention(
     assert translation is not None, dom[-3000:]
     assert translation.group(1) == f"{expected[0]} {expected[1]}".replace("&", "&amp;")
     assert len(re.findall(r'<tr data-index="\d"', dom)) == 2
+    # Each row: index, source, translation, score, confidence (two decimals), the attention button.
+    rows = re.findall(r'<tr data-index="\d"[^>]*>(.*?)</tr>', dom, re.S)
+    cells = [re.findall(r"<td>(.*?)</td>", row, re.S) for row in rows]
+    assert [row[4] for row in cells] == [f"{found[0].confidence:.2f}" for found in offline]
     assert re.search(r'<tr data-index="1" class="chosen">', dom)
     frame = re.search(r'<iframe id="attention"[^>]*src="(/v1/attention\?[^"]*)"', dom)
     assert frame is not None and "hidden" not in frame.group(0)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def add_translation_output_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``translate``'s ``--prefix-file``, ``--scores``, ``--alignments`` and ``--alignment-layer``.
+    """Add ``translate``'s ``--prefix-file``, ``--scores``, ``--confidence`` and the alignment options.
 
     Parameters
     ----------
@@ -42,6 +42,12 @@ def add_translation_output_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--scores", action="store_true", help="print each translation's log-probability first, then a tab"
+    )
+    parser.add_argument(
+        "--confidence",
+        action="store_true",
+        help="print each translation's confidence (0-1: the geometric mean of its tokens' probabilities) "
+        "before it, then a tab (after the log-probability with --scores)",
     )
     parser.add_argument(
         "--alignments",
@@ -79,7 +85,8 @@ def add_translate_parser(commands: Subcommands) -> argparse.ArgumentParser:
         "translate",
         help="translate text with a checkpoint",
         description="Translate lines of text. Each line of the output is [INDEX<TAB>RANK_SCORE<TAB>] (--nbest) "
-        "[LOG_PROB<TAB>] (--scores) TRANSLATION [<TAB>ALIGNMENT] (--alignments).",
+        "[LOG_PROB<TAB>] (--scores) [CONFIDENCE<TAB>] (--confidence) TRANSLATION [<TAB>ALIGNMENT] "
+        "(--alignments).",
     )
     translate.add_argument(
         "--checkpoint",

@@ -84,13 +84,15 @@ def run_translate(args: argparse.Namespace) -> int:
         translate_file_with_ctranslate2(
             model_dir, settings, args.input, args.output, args.device, args.compute_type, args.precision,
             args.prefix_file, args.alignments, args.scores, ctranslate2_vocabulary_map(args.shortlist),
+            args.confidence,
         )  # fmt: skip
         return 0
     translator = translator_from_args(args)
     layer = alignment_layer_from_args(args, translator)
     truncated = translate_file(
-        translator, args.input, args.output, args.prefix_file, layer, args.scores, translation_progress_bar
-    )
+        translator, args.input, args.output, args.prefix_file, layer, args.scores, translation_progress_bar,
+        args.confidence,
+    )  # fmt: skip
     if truncated:
         print(
             f"note: {truncated} input(s) longer than {translator.max_input_tokens} tokens were truncated",

@@ -21,6 +21,9 @@ class Candidate:
         With MBR decoding, the mean chrF or BLEU against the other candidates (what ranks them).
     alignment : list of (int, int) or None
         Word alignment (source word, target word), when asked for (``alignment_layer``).
+    confidence : float or None
+        The geometric mean of the output's token probabilities, in [0, 1]
+        (:func:`~transformer.decoding.confidence.sentence_confidence`); None where no search made it.
 
     Notes
     -----
@@ -35,3 +38,4 @@ class Candidate:
     tokens: list[int]
     expected_utility: float | None = None
     alignment: list[tuple[int, int]] | None = None
+    confidence: float | None = None

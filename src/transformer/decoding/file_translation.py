@@ -66,6 +66,7 @@ def translate_file(
     alignment_layer: int | None = None,
     scores: bool = False,
     progress: TranslationProgress | None = None,
+    confidence: bool = False,
 ) -> int:
     """Translate the lines of a file (or standard input) into a file (or standard output).
 
@@ -85,6 +86,8 @@ def translate_file(
         Start each line with the translation's log-probability.
     progress : TranslationProgress or None
         A progress display for the translation.
+    confidence : bool
+        Add each translation's confidence column (:mod:`~transformer.decoding.confidence`).
 
     Returns
     -------
@@ -113,5 +116,6 @@ def translate_file(
         except PrefixTooLongError as error:
             raise ValueError(f"--prefix-file {prefix_path}:{error.index + 1}: {error}") from None
     nbest = translator.decode_config.nbest > 1
-    write_output_lines(format_translations(results, nbest, scores, alignment_layer is not None), output_path)
+    lines = format_translations(results, nbest, scores, alignment_layer is not None, confidence)
+    write_output_lines(lines, output_path)
     return translator.truncated_count

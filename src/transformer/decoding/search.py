@@ -10,12 +10,13 @@ Conventions used by both searches (and tested):
   counts the non-padding source tokens (its EOS included), and at most ``max_length``.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
 from transformer.config.decode import DecodeConfig
+from transformer.decoding.confidence import sentence_confidence
 
 
 class NonFiniteScoresError(ValueError):
@@ -45,6 +46,9 @@ class Hypothesis:
     expected_utility : float or None
         With minimum Bayes risk decoding, the mean utility (chrF or BLEU, 0-100) against the other
         candidates, which ranks the MBR output; None otherwise.
+    num_steps : int or None
+        The steps the search took, ``|Y|``; None where the maker did not say, read as ``len(tokens) + 1``.
+        Left out of equality, so a hypothesis built by hand compares by its tokens and scores alone.
 
     Notes
     -----
@@ -56,6 +60,23 @@ class Hypothesis:
     score: float
     log_prob: float
     expected_utility: float | None = None
+    num_steps: int | None = field(default=None, compare=False)
+
+    @property
+    def confidence(self) -> float:
+        """The geometric mean of the tokens' probabilities, in [0, 1] (:mod:`~transformer.decoding.confidence`).
+
+        Returns
+        -------
+        float
+            ``exp(log_prob / |Y|)``.
+
+        Notes
+        -----
+        Free: computed from the search's own sum, with no second pass through the model.
+        """
+        steps = self.num_steps if self.num_steps is not None else len(self.tokens) + 1
+        return sentence_confidence(self.log_prob, steps)
 
 
 def length_penalty(num_steps: Tensor, alpha: float, form: str) -> Tensor:
@@ -270,9 +291,14 @@ def build_hypotheses(
     """
     output_lengths = (num_steps - ends_with_eos.long()).tolist()
     return [
-        Hypothesis(tokens=row[:length], score=score, log_prob=log_prob)
-        for row, length, score, log_prob in zip(
-            tokens.tolist(), output_lengths, scores.tolist(), log_probs.tolist(), strict=True
+        Hypothesis(tokens=row[:length], score=score, log_prob=log_prob, num_steps=steps)
+        for row, length, score, log_prob, steps in zip(
+            tokens.tolist(),
+            output_lengths,
+            scores.tolist(),
+            log_probs.tolist(),
+            num_steps.tolist(),
+            strict=True,
         )
     ]
 

@@ -1,9 +1,10 @@
-"""The text lines ``transformer translate`` writes: translations, with n-best indices, scores and alignments.
+"""The lines ``transformer translate`` writes: translations, with n-best indices, scores, confidences, alignments.
 
 Columns are tab-separated, in this order, each only when asked for::
 
     [sentence index <TAB> rank score <TAB>]   with --nbest N > 1 (one line per candidate)
     [log-probability <TAB>]                   with --scores
+    [confidence <TAB>]                        with --confidence (0-1: the tokens' geometric mean probability)
     translation
     [<TAB> alignment]                         with --alignments (Pharaoh "i-j", source word i, target word j)
 
@@ -17,8 +18,10 @@ from transformer.decoding.alignment import format_pharaoh
 from transformer.decoding.candidate import Candidate
 
 
-def format_candidate(candidate: Candidate | None, scores: bool, alignments: bool) -> str:
-    """Write one candidate's log-probability, text and alignment columns.
+def format_candidate(
+    candidate: Candidate | None, scores: bool, alignments: bool, confidence: bool = False
+) -> str:
+    """Write one candidate's log-probability, confidence, text and alignment columns.
 
     Parameters
     ----------
@@ -28,6 +31,8 @@ def format_candidate(candidate: Candidate | None, scores: bool, alignments: bool
         Start with the log-probability (4 decimals).
     alignments : bool
         End with the Pharaoh alignment.
+    confidence : bool
+        Write the confidence (4 decimals) before the text.
 
     Returns
     -------
@@ -41,6 +46,9 @@ def format_candidate(candidate: Candidate | None, scores: bool, alignments: bool
     columns = []
     if scores:
         columns.append(f"{candidate.log_prob:.4f}" if candidate is not None else "")
+    if confidence:
+        known = candidate is not None and candidate.confidence is not None
+        columns.append(f"{candidate.confidence:.4f}" if known else "")  # type: ignore[union-attr]
     columns.append(candidate.text if candidate is not None else "")
     if alignments:
         columns.append(format_pharaoh(candidate.alignment or []) if candidate is not None else "")
@@ -48,7 +56,11 @@ def format_candidate(candidate: Candidate | None, scores: bool, alignments: bool
 
 
 def format_translations(
-    results: Sequence[Sequence[Candidate]], nbest: bool, scores: bool, alignments: bool
+    results: Sequence[Sequence[Candidate]],
+    nbest: bool,
+    scores: bool,
+    alignments: bool,
+    confidence: bool = False,
 ) -> list[str]:
     """Write translations as output lines (see the module docstring for the columns).
 
@@ -63,6 +75,8 @@ def format_translations(
         Add the log-probability column.
     alignments : bool
         Add the alignment column.
+    confidence : bool
+        Add the confidence column.
 
     Returns
     -------
@@ -75,10 +89,13 @@ def format_translations(
     otherwise it writes an empty translation so line i stays sentence i.
     """
     if not nbest:
-        return [format_candidate(found[0] if found else None, scores, alignments) for found in results]
+        return [
+            format_candidate(found[0] if found else None, scores, alignments, confidence) for found in results
+        ]
     lines = []
     for index, found in enumerate(results):
         for candidate in found:
             rank = candidate.expected_utility if candidate.expected_utility is not None else candidate.score
-            lines.append(f"{index}\t{rank:.4f}\t{format_candidate(candidate, scores, alignments)}")
+            columns = format_candidate(candidate, scores, alignments, confidence)
+            lines.append(f"{index}\t{rank:.4f}\t{columns}")
     return lines

@@ -517,6 +517,7 @@ class Translator:
             hypothesis.log_prob,
             hypothesis.tokens,
             hypothesis.expected_utility,
+            confidence=hypothesis.confidence,
         )
 
     def _encode(self, sentence: str) -> list[int]:

@@ -163,6 +163,7 @@ def translate_file_with_ctranslate2(
     alignments: bool = False,
     scores: bool = False,
     use_vmap: bool = False,
+    confidence: bool = False,
 ) -> None:
     """Translate a file (or standard input) with a directory written by ``transformer convert --to ctranslate2``.
 
@@ -188,6 +189,8 @@ def translate_file_with_ctranslate2(
         produces, each refused when given.
     use_vmap : bool
         Decode with the export's vocabulary map (``--shortlist``: the checkpoint's shortlist, exported).
+    confidence : bool
+        ``--confidence`` as given: refused, like ``--scores`` (this writer prints translations alone).
 
     Returns
     -------
@@ -209,7 +212,12 @@ def translate_file_with_ctranslate2(
     anyone types into standard input. Line i of the output is line i's translation, empty for an empty line,
     as :func:`~transformer.decoding.file_translation.translate_file` writes them.
     """
-    given = {"--prefix-file": prefix_path is not None, "--alignments": alignments, "--scores": scores}
+    given = {
+        "--prefix-file": prefix_path is not None,
+        "--alignments": alignments,
+        "--scores": scores,
+        "--confidence": confidence,
+    }
     check_ctranslate2_search(settings, precision, [flag for flag, used in given.items() if used])
     translator = CTranslate2Translator.from_directory(
         model_dir, "cuda" if device.startswith("cuda") else "cpu", compute_type, use_vmap=use_vmap

@@ -317,6 +317,7 @@ def _sentences_json(result: TextTranslation) -> list[dict[str, Any]]:
             "translation": sentence.candidates[0].text if sentence.candidates else "",
             "score": sentence.candidates[0].score if sentence.candidates else None,
             "log_prob": sentence.candidates[0].log_prob if sentence.candidates else None,
+            "confidence": sentence.candidates[0].confidence if sentence.candidates else None,
             "nbest": [_candidate_json(item) for item in sentence.candidates],
             **(
                 {"alignment": format_pharaoh(sentence.candidates[0].alignment or [])}
@@ -333,6 +334,7 @@ def _candidate_json(candidate: Candidate) -> dict[str, Any]:
         "translation": candidate.text,
         "score": candidate.score,
         "log_prob": candidate.log_prob,
+        "confidence": candidate.confidence,
     }
     if candidate.expected_utility is not None:
         fields["expected_utility"] = candidate.expected_utility

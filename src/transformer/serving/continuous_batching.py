@@ -464,6 +464,7 @@ class ContinuousBatch:
                 tokens=finished.tokens[slot][: finished.num_steps[slot] - int(finished.ends_with_eos[slot])],
                 score=score_list[slot],
                 log_prob=finished.log_probs[slot],
+                num_steps=finished.num_steps[slot],
             )
             for slot in order
         ]

@@ -88,4 +88,5 @@ def _hypothesis(
         tokens=[translator.target_ids[piece] for piece in pieces],
         score=float(score),
         log_prob=float(score) * steps**alpha,
+        num_steps=steps,
     )

@@ -38,7 +38,7 @@ PAGE_BODY = """
 <p id="status" role="status"></p>
 <div id="translation" aria-label="translation"></div>
 <table id="sentences" hidden>
-  <thead><tr><th>#</th><th>Source</th><th>Translation</th><th>Score</th><th></th></tr></thead>
+  <thead><tr><th>#</th><th>Source</th><th>Translation</th><th>Score</th><th>Confidence</th><th></th></tr></thead>
   <tbody></tbody>
 </table>
 <iframe id="attention" title="attention maps" hidden></iframe>
@@ -102,7 +102,8 @@ function showResult(data) {
     const row = document.createElement("tr");
     row.dataset.index = String(index);
     for (const value of [String(index), sentence.source, sentence.translation,
-                         sentence.score === null ? "" : sentence.score.toFixed(3)]) {
+                         sentence.score === null ? "" : sentence.score.toFixed(3),
+                         sentence.confidence === null ? "" : sentence.confidence.toFixed(2)]) {
       const cell = document.createElement("td");
       cell.textContent = value;
       row.appendChild(cell);

@@ -300,7 +300,14 @@ def _sentence_translation(
     if decoded.error is not None:
         raise TranslationError(f"model {model.name!r}: {decoded.error}")
     candidates = [
-        Candidate(model.decode(item.tokens), item.score, item.log_prob, item.tokens, item.expected_utility)
+        Candidate(
+            model.decode(item.tokens),
+            item.score,
+            item.log_prob,
+            item.tokens,
+            item.expected_utility,
+            confidence=item.confidence,
+        )
         for item in decoded.hypotheses
     ]
     metrics.tokens.labels(model.name, "source").inc(len(job.src_ids))

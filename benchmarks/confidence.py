@@ -22,6 +22,7 @@ depend on the CPU (the search is deterministic); the CPU is stated because the m
 import argparse
 import datetime
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,7 +143,9 @@ class Interval:
         return f"{self.value:+.3f} [{self.low:+.3f}, {self.high:+.3f}]"
 
 
-def bootstrap(statistic, columns: list[np.ndarray], resamples: int, seed: int = 12345) -> Interval:  # type: ignore[no-untyped-def]
+def bootstrap(
+    statistic: Callable[..., float], columns: list[np.ndarray], resamples: int, seed: int = 12345
+) -> Interval:
     """Bootstrap a statistic of paired columns over their rows.
 
     Parameters

@@ -30,10 +30,12 @@ from transformer.model.transformer import Transformer
 def test_tiny_experiment_end_to_end(tmp_path: Path) -> None:
     plan = build_plan("tiny")
     only = ["multi30k-none", "length-sinusoidal", "length-learned"]
+    reported: list[str] = []
     outcome = run_experiment(
-        plan, tmp_path, only=only, report=lambda _: None, poll_seconds=0.05, allow_dirty=True
+        plan, tmp_path, only=only, report=reported.append, poll_seconds=0.05, allow_dirty=True
     )
-    assert outcome.finished == [f"{name}-s1" for name in only] and not outcome.failed
+    # A failed run's line names its error (the log's last line): shown if it fails, the log itself is gone then.
+    assert outcome.finished == [f"{name}-s1" for name in only] and not outcome.failed, "\n".join(reported)
     records = {record["variant"]: record for record in read_results(tmp_path / "results.jsonl")}
     limit = LENGTH_SCALES["tiny"].limit
     per_bucket = LENGTH_SCALES["tiny"].per_bucket

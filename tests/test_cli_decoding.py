@@ -15,6 +15,9 @@ from tests.conftest import write_tiny_config
 from transformer.cli import main
 from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.text_files import read_lines
+from transformer.decoding.candidate import QualityFlag
+from transformer.decoding.quality_flags import FLAG_KINDS, FlagThresholds
+from transformer.decoding.translation_lines import format_flags
 from transformer.decoding.translator import Translator
 
 
@@ -99,6 +102,32 @@ def test_the_confidence_column_follows_the_log_probability(trained_run, sources,
         steps = [len(item.tokens), len(item.tokens) + 1]
         assert item.confidence in [pytest.approx(math.exp(item.log_prob / count)) for count in steps]
         assert 0.0 < item.confidence < 1.0
+
+
+def test_the_flags_column_comes_last_with_each_flags_span(trained_run, sources, capsys) -> None:
+    lines = translate(
+        capsys, "--checkpoint", str(trained_run), "--input", str(sources), "--alignments", "--flags"
+    )
+    translator = Translator.from_checkpoint(trained_run)
+    expected = translator.translate_nbest(
+        sources.read_text(encoding="utf-8").splitlines(), alignment_layer=-1, flags=FlagThresholds()
+    )
+    columns = [line.split("\t") for line in lines]
+    assert all(len(line) == 3 for line in columns)
+    assert [line[2] for line in columns] == [format_flags(found[0].flags or ()) for found in expected]
+    # The tiny model's translations are poor enough that some flag fires somewhere.
+    assert any(line[2] for line in columns)
+    for text, _, flag_column in columns:
+        for item in filter(None, flag_column.split(";")):
+            kind, side_span = item.split(":", 1)
+            side, span = side_span.rstrip("]").split("[")
+            start, end = map(int, span.split(":"))
+            assert kind in FLAG_KINDS and side == ("src" if kind == "omission" else "tgt") and start < end
+            if side == "tgt":
+                assert end <= len(text.split())
+    assert format_flags(()) == ""
+    assert format_flags([QualityFlag("omission", 3.0, source_span=(3, 6)), QualityFlag(
+        "repetition", 6.0, target_span=(6, 12))]) == "omission:src[3:6];repetition:tgt[6:12]"  # fmt: skip
 
 
 def test_nbest_lines_carry_rank_log_prob_text_and_alignment(trained_run, sources, capsys) -> None:

@@ -13,7 +13,11 @@ from tests.decoding.assertions import assert_same_hypotheses
 from tests.decoding.test_transformer_decoding import padded_sources
 from transformer import Transformer, TransformerConfig
 from transformer.autotune.cache import ProbeCache
-from transformer.autotune.precision_probe import decide_precision, reduced_precision_candidate
+from transformer.autotune.precision_probe import (
+    choose_precision,
+    decide_precision,
+    reduced_precision_candidate,
+)
 from transformer.autotune.workload import ProbeShape
 from transformer.checkpoint.model_checkpoint import load_checkpoint
 from transformer.cli import main
@@ -128,7 +132,12 @@ def test_auto_precision_measures_the_reduced_precision_the_gpu_has(tmp_path: Pat
     assert reduced_precision_candidate(CUDA) == expected
     shape = ProbeShape.for_model(512, 2048, 4096)
     decision = decide_precision(shape, CUDA, ProbeCache(tmp_path / "autotune.json"))
-    assert decision.value == expected, decision.reason  # tensor cores: several times fp32 at this shape
+    # Measured, not assumed: on an H200 (2026-12-04) autocast's casts made bf16 no faster than fp32 at this
+    # shape, so the rule, not the answer, is what holds on every GPU.
+    assert set(decision.seconds) == {"fp32", expected} and all(
+        value > 0 for value in decision.seconds.values()
+    )
+    assert decision.value == choose_precision(decision.seconds, expected), decision.reason
     check_precision("fp16", CUDA)
 
 

@@ -55,9 +55,11 @@ def test_ctranslate2_engine_matches_pytorch_greedy(trained_run: Path, tmp_path: 
         "transformer translate: error: --engine ctranslate2 supports only --length-penalty-form power, its default "
         "(or --alpha 0); CTranslate2 divides scores by |Y|^alpha\n"
     )
-    assert main([*engine, "--confidence", "--scores"]) == 2  # columns this project's translator writes
+    assert (
+        main([*engine, "--confidence", "--scores", "--flags"]) == 2
+    )  # columns this project's translator writes
     assert capsys.readouterr().err == (
-        "transformer translate: error: --engine ctranslate2 does not take --scores, --confidence "
+        "transformer translate: error: --engine ctranslate2 does not take --scores, --confidence, --flags "
         "(use --engine pytorch)\n"
     )
 

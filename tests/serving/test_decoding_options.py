@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from transformer.decoding.alignment import format_pharaoh
+from transformer.decoding.candidate import Candidate
+from transformer.decoding.quality_flags import FlagThresholds
 from transformer.decoding.translator import Translator
 
 
@@ -130,6 +132,35 @@ def test_alignments_are_the_offline_alignments(
         "/v1/translate", json={"text": sentences[0], "alignments": True, "alignment_layer": 0}
     )
     assert first_layer.status_code == 200 and "alignment" in first_layer.json()["sentences"][0][0]
+
+
+def test_flags_are_the_offline_flags(make_client, translator: Translator, valid_sentences: list[str]) -> None:
+    client = make_client()
+    sentences = valid_sentences[5:9]
+    reply = client.post("/v1/translate", json={"text": sentences, "flags": True, "beam": 2, "nbest": 2})
+    assert reply.status_code == 200, reply.text
+    model_settings = translator.decode_config
+    translator.decode_config = dataclasses.replace(model_settings, beam_size=2, nbest=2)
+    try:
+        expected = translator.translate_nbest(sentences, flags=FlagThresholds())
+    finally:
+        translator.decode_config = model_settings
+
+    def as_json(candidate: Candidate) -> list[dict]:
+        return [
+            {"kind": flag.kind, "score": pytest.approx(flag.score, abs=1e-4),
+             "source_span": list(flag.source_span) if flag.source_span else None,
+             "target_span": list(flag.target_span) if flag.target_span else None}
+            for flag in candidate.flags or ()
+        ]  # fmt: skip
+
+    for text, found in zip(reply.json()["sentences"], expected, strict=True):
+        assert text[0]["flags"] == as_json(found[0])
+        assert [item["flags"] for item in text[0]["nbest"]] == [as_json(item) for item in found]
+    # The tiny model's outputs are poor: some flag fires, so the comparison above compared something.
+    assert any(text[0]["flags"] for text in reply.json()["sentences"])
+    plain = client.post("/v1/translate", json={"text": sentences[0]}).json()
+    assert "flags" not in plain["sentences"][0][0] and "flags" not in plain["sentences"][0][0]["nbest"][0]
 
 
 def test_an_ensemble_is_served_under_one_name(

@@ -39,7 +39,7 @@ def test_form_body_auto_source_and_alternatives(make_client, served_run: Path, v
     )
     assert reply.status_code == 200, reply.text
     data = reply.json()
-    assert data["detectedLanguage"] == {"confidence": 0.0, "language": "en"}
+    assert data["detectedLanguage"]["language"] == "en" and 50 < data["detectedLanguage"]["confidence"] <= 100
     # Two alternatives: a beam of at least 3 (the model's is 2), its 2nd and 3rd candidates.
     searching = Translator.from_checkpoint(served_run, device="cpu")
     searching.decode_config = dataclasses.replace(searching.decode_config, beam_size=3, nbest=3)

@@ -1,5 +1,6 @@
 """The page at ``/`` in headless Chromium: the translation appears and the attention heatmap renders."""
 
+import html
 import re
 from functools import partial
 from pathlib import Path
@@ -11,6 +12,8 @@ from matplotlib.image import imread
 
 from tests.chromium import run_chromium
 from tests.serving.conftest import free_port, running_server
+from transformer.decoding.candidate import Candidate
+from transformer.decoding.quality_flags import FlagThresholds
 from transformer.decoding.translator import Translator
 from transformer.serving.config import ServeConfig
 
@@ -26,11 +29,24 @@ def heatmap_pixels(path: Path) -> int:
     return int((distance < 0.04).any(axis=-1).sum())
 
 
+def flag_text(source: str, candidate: Candidate) -> str:
+    """What the page's Flags cell should say: each flag and the words of its evidence."""
+    items = []
+    for flag in candidate.flags or ():
+        words = (source if flag.source_span is not None else candidate.text).split()
+        span = flag.source_span or flag.target_span
+        assert span is not None
+        items.append(f"{flag.kind}: {' '.join(words[span[0] : span[1]])}")
+    return "; ".join(items)
+
+
 def test_the_page_translates_and_shows_a_sentences_attention(
     served_run: Path, valid_sentences, tmp_path
 ) -> None:
     first, second = valid_sentences[:2]
-    offline = Translator.from_checkpoint(served_run, device="cpu").translate_nbest([first, second])
+    offline = Translator.from_checkpoint(served_run, device="cpu").translate_nbest(
+        [first, second], flags=FlagThresholds()
+    )
     expected = [found[0].text for found in offline]
     config = ServeConfig(checkpoints={"default": served_run}, port=free_port())
     with running_server(config) as base_url:
@@ -45,10 +61,12 @@ def test_the_page_translates_and_shows_a_sentences_attention(
     assert translation is not None, dom[-3000:]
     assert translation.group(1) == f"{expected[0]} {expected[1]}".replace("&", "&amp;")
     assert len(re.findall(r'<tr data-index="\d"', dom)) == 2
-    # Each row: index, source, translation, score, confidence (two decimals), the attention button.
+    # Each row: index, source, translation, score, confidence (two decimals), flags, the attention button.
     rows = re.findall(r'<tr data-index="\d"[^>]*>(.*?)</tr>', dom, re.S)
     cells = [re.findall(r"<td>(.*?)</td>", row, re.S) for row in rows]
     assert [row[4] for row in cells] == [f"{found[0].confidence:.2f}" for found in offline]
+    assert [row[5] for row in cells] == [html.escape(flag_text(source, found[0]), quote=False)
+                                         for source, found in zip((first, second), offline, strict=True)]  # fmt: skip
     assert re.search(r'<tr data-index="1" class="chosen">', dom)
     frame = re.search(r'<iframe id="attention"[^>]*src="(/v1/attention\?[^"]*)"', dom)
     assert frame is not None and "hidden" not in frame.group(0)

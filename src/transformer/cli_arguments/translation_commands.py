@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def add_translation_output_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``translate``'s ``--prefix-file``, ``--scores``, ``--confidence`` and the alignment options.
+    """Add ``translate``'s ``--prefix-file``, ``--scores``, ``--confidence``, ``--flags`` and the alignment options.
 
     Parameters
     ----------
@@ -61,6 +61,21 @@ def add_translation_output_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="decoder layer for --alignments; negative counts from the end (default -1, the last)",
     )
+    parser.add_argument(
+        "--format",
+        choices=["text", "html"],
+        default="text",
+        help="html: each input line is an HTML fragment; the text between block-level tags is translated and "
+        "its inline tags (<b>, <a href=...>, ...) are put back around the aligned words; markup, comments and "
+        "scripts are kept (not with the column options, --nbest or --prefix-file)",
+    )
+    parser.add_argument(
+        "--flags",
+        action="store_true",
+        help="print each translation's quality flags last, after a tab: omission (source words the output "
+        "does not attend to), hallucination (output the source does not explain), repetition (a loop), as "
+        "kind:src[start:end] or kind:tgt[start:end] word spans joined by ';', empty when none fires",
+    )
 
 
 def add_translate_parser(commands: Subcommands) -> argparse.ArgumentParser:
@@ -86,7 +101,7 @@ def add_translate_parser(commands: Subcommands) -> argparse.ArgumentParser:
         help="translate text with a checkpoint",
         description="Translate lines of text. Each line of the output is [INDEX<TAB>RANK_SCORE<TAB>] (--nbest) "
         "[LOG_PROB<TAB>] (--scores) [CONFIDENCE<TAB>] (--confidence) TRANSLATION [<TAB>ALIGNMENT] "
-        "(--alignments).",
+        "(--alignments) [<TAB>FLAGS] (--flags).",
     )
     translate.add_argument(
         "--checkpoint",
@@ -214,6 +229,13 @@ def add_serve_parser(commands: Subcommands) -> argparse.ArgumentParser:
         help="seconds a client has to send a request's line and headers, and again its body; slower: 408 and "
         "the connection closed (default 10)",
     )
+    serve.add_argument(
+        "--retry-omissions",
+        action="store_true",
+        help="retry a sentence whose translation is flagged as an omission (source words it does not attend "
+        "to) in two pieces, split where the unread words start, and keep the retry if it leaves fewer unread; "
+        "counted in /metrics (off by default: a second search per flagged sentence)",
+    )
     return serve
 
 
@@ -261,6 +283,7 @@ def serve_config_from_args(args: argparse.Namespace) -> "ServeConfig":
         api_keys=read_api_keys(Path(args.api_keys)) if args.api_keys else frozenset(),
         keep_alive_timeout=args.keep_alive_timeout,
         read_timeout=args.read_timeout,
+        retry_omissions=args.retry_omissions,
     )
 
 

@@ -29,6 +29,7 @@ from transformer.command_checks import (
 )
 from transformer.decoding.backtranslation import backtranslate_file, check_backtranslation_request
 from transformer.decoding.file_translation import translate_file
+from transformer.decoding.quality_flags import FlagThresholds
 from transformer.decoding.translation_evaluation import evaluate_translator
 from transformer.decoding.translation_progress import translation_progress_bar
 from transformer.device import resolve_device
@@ -72,6 +73,8 @@ def run_translate(args: argparse.Namespace) -> int:
         ],
         output_files=named_file("--output", args.output),
     )
+    if args.format == "html":
+        return _translate_html(args)
     if ctranslate2:
         if args.workers > 1:
             raise ValueError(
@@ -84,15 +87,37 @@ def run_translate(args: argparse.Namespace) -> int:
         translate_file_with_ctranslate2(
             model_dir, settings, args.input, args.output, args.device, args.compute_type, args.precision,
             args.prefix_file, args.alignments, args.scores, ctranslate2_vocabulary_map(args.shortlist),
-            args.confidence,
+            args.confidence, args.flags,
         )  # fmt: skip
         return 0
     translator = translator_from_args(args)
     layer = alignment_layer_from_args(args, translator)
     truncated = translate_file(
         translator, args.input, args.output, args.prefix_file, layer, args.scores, translation_progress_bar,
-        args.confidence,
+        args.confidence, FlagThresholds() if args.flags else None,
     )  # fmt: skip
+    if truncated:
+        print(
+            f"note: {truncated} input(s) longer than {translator.max_input_tokens} tokens were truncated",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _translate_html(args: argparse.Namespace) -> int:
+    """``translate --format html``: refuse the options it does not take, then translate the fragments."""
+    given = {
+        "--scores": args.scores, "--confidence": args.confidence, "--alignments": args.alignments,
+        "--flags": args.flags, "--prefix-file": args.prefix_file is not None, "--nbest": args.nbest not in (None, 1),
+        "--engine ctranslate2": args.engine == "ctranslate2",
+    }  # fmt: skip
+    refused = [option for option, used in given.items() if used]
+    if refused:
+        raise ValueError(f"--format html writes HTML alone: it does not take {', '.join(refused)}")
+    from transformer.serving.html_translation import translate_html_file  # the markup parser, not the server
+
+    translator = translator_from_args(args)
+    truncated = translate_html_file(translator, args.input, args.output, translation_progress_bar)
     if truncated:
         print(
             f"note: {truncated} input(s) longer than {translator.max_input_tokens} tokens were truncated",

@@ -1,6 +1,39 @@
-"""One translation of one input sentence, as ``Translator`` returns it: text, scores, tokens, alignment."""
+"""One translation of one input sentence, as ``Translator`` returns it: text, scores, tokens, alignment, flags."""
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transformer.decoding.search import Hypothesis
+
+
+@dataclass(frozen=True)
+class QualityFlag:
+    """A reason not to trust a translation blindly, with its evidence.
+
+    Parameters
+    ----------
+    kind : str
+        ``"omission"``, ``"hallucination"`` or ``"repetition"``.
+    score : float
+        How strongly it fires: an omission's uncovered source words, a hallucination's mean source gain in nats
+        per token (lower is worse), a repetition's added words.
+    source_span : tuple of (int, int) or None
+        Half-open span of source words that is the evidence (an omission's unread words); None for the others.
+    target_span : tuple of (int, int) or None
+        Half-open span of target words that is the evidence (a hallucination's or a loop's); None for an
+        omission.
+
+    Notes
+    -----
+    Word indices count whitespace words from 0, as Pharaoh alignments do; how each flag is decided is in
+    :mod:`transformer.decoding.quality_flags`.
+    """
+
+    kind: str
+    score: float
+    source_span: tuple[int, int] | None = None
+    target_span: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -24,6 +57,8 @@ class Candidate:
     confidence : float or None
         The geometric mean of the output's token probabilities, in [0, 1]
         (:func:`~transformer.decoding.confidence.sentence_confidence`); None where no search made it.
+    flags : tuple of QualityFlag or None
+        Omission, hallucination and repetition flags, when asked for (``flags``); empty when none fires.
 
     Notes
     -----
@@ -39,3 +74,34 @@ class Candidate:
     expected_utility: float | None = None
     alignment: list[tuple[int, int]] | None = None
     confidence: float | None = None
+    flags: tuple[QualityFlag, ...] | None = None
+
+    @classmethod
+    def from_hypothesis(cls, hypothesis: "Hypothesis", text: str) -> "Candidate":
+        """Make the candidate of a search's hypothesis.
+
+        Parameters
+        ----------
+        hypothesis : Hypothesis
+            What a search found.
+        text : str
+            Its tokens detokenised (the caller's tokenizer; stripped).
+
+        Returns
+        -------
+        Candidate
+            Its text, scores, tokens, expected utility and confidence; no alignment or flags yet.
+
+        Notes
+        -----
+        The one place a hypothesis becomes a candidate, for ``Translator`` and the server alike, so a field a
+        search adds reaches both.
+        """
+        return cls(
+            text,
+            hypothesis.score,
+            hypothesis.log_prob,
+            hypothesis.tokens,
+            hypothesis.expected_utility,
+            confidence=hypothesis.confidence,
+        )

@@ -8,6 +8,7 @@ translation reports its progress through a caller's display
 
 from transformer.data.text_lines import read_input_lines, write_output_lines
 from transformer.decoding.prefix_limits import PrefixTooLongError
+from transformer.decoding.quality_flags import FlagThresholds
 from transformer.decoding.translation_lines import format_translations
 from transformer.decoding.translation_progress import TranslationProgress, open_progress
 from transformer.decoding.translator import Translator
@@ -67,6 +68,7 @@ def translate_file(
     scores: bool = False,
     progress: TranslationProgress | None = None,
     confidence: bool = False,
+    flags: FlagThresholds | None = None,
 ) -> int:
     """Translate the lines of a file (or standard input) into a file (or standard output).
 
@@ -88,6 +90,9 @@ def translate_file(
         A progress display for the translation.
     confidence : bool
         Add each translation's confidence column (:mod:`~transformer.decoding.confidence`).
+    flags : FlagThresholds or None
+        Add each translation's quality flags column at these thresholds
+        (:mod:`~transformer.decoding.quality_flags`); None leaves it out.
 
     Returns
     -------
@@ -112,10 +117,12 @@ def translate_file(
     prefixes = read_prefixes(prefix_path, input_path, len(sentences))
     with open_progress(progress, len(sentences)) as advance:
         try:
-            results = translator.translate_nbest(sentences, advance, prefixes, alignment_layer)
+            results = translator.translate_nbest(sentences, advance, prefixes, alignment_layer, flags)
         except PrefixTooLongError as error:
             raise ValueError(f"--prefix-file {prefix_path}:{error.index + 1}: {error}") from None
     nbest = translator.decode_config.nbest > 1
-    lines = format_translations(results, nbest, scores, alignment_layer is not None, confidence)
+    lines = format_translations(
+        results, nbest, scores, alignment_layer is not None, confidence, flags is not None
+    )
     write_output_lines(lines, output_path)
     return translator.truncated_count

@@ -30,6 +30,7 @@ from transformer.decoding.inference_models import (
 from transformer.decoding.mbr import mbr_search
 from transformer.decoding.pausing_step_model import PausingStepModel
 from transformer.decoding.prefix_limits import check_prefix_lengths
+from transformer.decoding.quality_flags import FlagThresholds, flag_candidates
 from transformer.decoding.search import Hypothesis, NonFiniteScoresError
 from transformer.decoding.shortlist import ShortlistStepModel, check_shortlist
 from transformer.decoding.step_model import StepModel, TransformerStepModel, as_step_model
@@ -371,6 +372,7 @@ class Translator:
         progress: Callable[[int], None] | None = None,
         prefixes: Sequence[str] | None = None,
         alignment_layer: int | None = None,
+        flags: FlagThresholds | None = None,
     ) -> list[list[Candidate]]:
         """Translate sentences, returning ``decode_config.nbest`` candidates each, best first.
 
@@ -387,6 +389,9 @@ class Translator:
         alignment_layer : int or None
             Also compute each candidate's word alignment from this decoder layer's cross-attention
             (negative counts from the end; :mod:`~transformer.decoding.alignment`); None skips it.
+        flags : FlagThresholds or None
+            Also flag each candidate's omissions, hallucinations and loops at these thresholds
+            (:mod:`~transformer.decoding.quality_flags`: two teacher-forced passes per batch); None skips it.
 
         Returns
         -------
@@ -435,7 +440,7 @@ class Translator:
                 [encoded_prefixes[index] for index in batch_indices] if prefixes is not None else None
             )
             return self._translate_batch(
-                [encoded[index] for index in batch_indices], batch_prefixes, alignment_layer
+                [encoded[index] for index in batch_indices], batch_prefixes, alignment_layer, flags
             )
 
         found = run_batches(batches, translate_batch, self.workers, progress)  # in the order of batches
@@ -445,14 +450,23 @@ class Translator:
         return results
 
     def _translate_batch(
-        self, sources: list[list[int]], prefixes: list[list[int]] | None, alignment_layer: int | None
+        self,
+        sources: list[list[int]],
+        prefixes: list[list[int]] | None,
+        alignment_layer: int | None,
+        flags: FlagThresholds | None,
     ) -> list[list[Candidate]]:
         """Search one batch of encoded sentences and detokenise it (a worker's job in translate_nbest)."""
         src_tokens = pad_sequences(sources, self.model.config.pad_id).to(self.device)
         hypotheses = self.search_tokens(src_tokens, prefixes)
-        candidates = [[self._candidate(item) for item in sentence] for sentence in hypotheses]
+        candidates = [
+            [Candidate.from_hypothesis(item, self._detokenize(item.tokens)) for item in sentence]
+            for sentence in hypotheses
+        ]
         if alignment_layer is not None:
             candidates = align_candidates(self.model, self.tokenizer, src_tokens, candidates, alignment_layer)
+        if flags is not None:
+            candidates = flag_candidates(self.model, self.tokenizer, src_tokens, candidates, flags)
         return candidates
 
     def search_tokens(
@@ -508,17 +522,6 @@ class Translator:
     def _detokenize(self, tokens: list[int]) -> str:
         """Turn output ids into the text a user sees (what MBR's utilities compare)."""
         return self.tokenizer.decode(tokens).strip()
-
-    def _candidate(self, hypothesis: Hypothesis) -> Candidate:
-        """Detokenise one hypothesis."""
-        return Candidate(
-            self._detokenize(hypothesis.tokens),
-            hypothesis.score,
-            hypothesis.log_prob,
-            hypothesis.tokens,
-            hypothesis.expected_utility,
-            confidence=hypothesis.confidence,
-        )
 
     def _encode(self, sentence: str) -> list[int]:
         if not sentence.strip():

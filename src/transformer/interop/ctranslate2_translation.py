@@ -164,6 +164,7 @@ def translate_file_with_ctranslate2(
     scores: bool = False,
     use_vmap: bool = False,
     confidence: bool = False,
+    flags: bool = False,
 ) -> None:
     """Translate a file (or standard input) with a directory written by ``transformer convert --to ctranslate2``.
 
@@ -189,8 +190,9 @@ def translate_file_with_ctranslate2(
         produces, each refused when given.
     use_vmap : bool
         Decode with the export's vocabulary map (``--shortlist``: the checkpoint's shortlist, exported).
-    confidence : bool
-        ``--confidence`` as given: refused, like ``--scores`` (this writer prints translations alone).
+    confidence, flags : bool
+        ``--confidence`` and ``--flags`` as given: refused, like ``--scores`` (this writer prints translations
+        alone; flags need the PyTorch model's attention).
 
     Returns
     -------
@@ -217,6 +219,7 @@ def translate_file_with_ctranslate2(
         "--alignments": alignments,
         "--scores": scores,
         "--confidence": confidence,
+        "--flags": flags,
     }
     check_ctranslate2_search(settings, precision, [flag for flag, used in given.items() if used])
     translator = CTranslate2Translator.from_directory(

@@ -11,9 +11,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import ValidationError
 
-from transformer.decoding.alignment import check_alignment_layer, format_pharaoh
-from transformer.decoding.candidate import Candidate
+from transformer.decoding.alignment import check_alignment_layer
+from transformer.decoding.quality_flags import FlagThresholds
 from transformer.model.transformer import Transformer
+from transformer.serving.inline_markup import parse_runs, run_texts
+from transformer.serving.language_routing import model_for_languages
+from transformer.serving.markup_translations import html_results
 from transformer.serving.request_body import (
     describe_json_type,
     parse_json_body,
@@ -23,10 +26,9 @@ from transformer.serving.request_body import (
 from transformer.serving.served_model import ServedModel
 from transformer.serving.server_state import ServerState
 from transformer.serving.translate_request import TEXT_FIELDS, TranslateRequest
+from transformer.serving.translation_json import sentences_json, timing_json
 from transformer.serving.translation_service import (
     SearchOptions,
-    TextTranslation,
-    elapsed_ms,
     translate_texts,
 )
 from transformer.serving.work_budget import request_work, work_over_budget
@@ -243,15 +245,18 @@ async def translate(
     server = server_of(request)
     body = await read_translate_request(request)
     check_api_key(server, authorization, x_api_key)
-    model = find_model(server, body.model)
     texts = [body.text] if isinstance(body.text, str) else body.text
+    detected = None
+    if body.source == "auto" or (body.source is None and body.target is not None):
+        detected = await asyncio.to_thread(server.language_detector.detect_each, texts)
+    model = model_for_languages(server, body.model, body.source, body.target, texts, detected)
     options, prefixes, alignment_layer = _checked_search(body, model)
+    runs = [parse_runs(text) for text in texts] if body.format == "html" else None
+    inputs = run_texts(runs) if runs is not None else texts
+    split = isinstance(body.text, str) or runs is not None  # a run of HTML is split as a string text is
+    markup_chars = sum(map(len, texts)) - sum(map(len, inputs))
     work = request_work(
-        texts,
-        options.decode_config(model.decode_config),
-        model.source_lang,
-        isinstance(body.text, str),
-        prefixes,
+        inputs, options.decode_config(model.decode_config), model.source_lang, split, prefixes, markup_chars
     )
     problem = work_over_budget(work, server.config.max_chars, server.config.max_queue)
     if problem is not None:
@@ -259,27 +264,33 @@ async def translate(
     results = await until_disconnected(
         request,
         translate_texts(
-            texts,
+            inputs,
             model,
             options,
             server.worker,
             server.metrics,
-            isinstance(body.text, str),
+            split,
             prefixes,
-            alignment_layer,
+            alignment_layer if alignment_layer is not None or runs is None else -1,  # HTML's tags need one
+            FlagThresholds() if body.flags else None,
+            server.config.retry_omissions,
         ),
     )
     if results is None:
         return Response(status_code=CLIENT_CLOSED_REQUEST)
+    if runs is not None:
+        results = html_results(runs, results, keep_alignments=body.alignments)
     translations = [result.text for result in results]
-    return JSONResponse(
-        {
-            "model": model.name,
-            "translation": translations[0] if isinstance(body.text, str) else translations,
-            "sentences": [_sentences_json(result) for result in results],
-            "timing": _timing_json(results, start),
-        }
-    )
+    reply: dict[str, Any] = {
+        "model": model.name,
+        "translation": translations[0] if isinstance(body.text, str) else translations,
+        "sentences": [sentences_json(result) for result in results],
+        "timing": timing_json(results, start),
+    }
+    if detected is not None:
+        languages = [{"language": item.language, "confidence": item.confidence} for item in detected]
+        reply["detected_language"] = languages[0] if isinstance(body.text, str) else languages
+    return JSONResponse(reply)
 
 
 def _checked_search(
@@ -292,14 +303,19 @@ def _checked_search(
         prefixes = body.prefixes()
     except ValueError as error:
         raise HTTPException(422, str(error).removeprefix("DecodeConfig.")) from None
-    if model.translator is None and (options.needs_pytorch or prefixes is not None or body.alignments):
+    pytorch_only = options.needs_pytorch or prefixes is not None or body.alignments or body.flags
+    if model.translator is None and pytorch_only:
         raise HTTPException(
             422,
-            f"model {model.name!r} runs on CTranslate2: sampling, mbr, no_repeat_ngram, prefix and "
-            "alignments need a model served with --engine pytorch",
+            f"model {model.name!r} runs on CTranslate2: sampling, mbr, no_repeat_ngram, prefix, "
+            "alignments and flags need a model served with --engine pytorch",
         )
     if body.alignment_layer is not None and not body.alignments:
         raise HTTPException(422, "alignment_layer: only used with alignments: true")
+    if body.format == "html" and prefixes is not None:
+        raise HTTPException(
+            422, "prefix: not with format html (a prefix is plain text, the texts are markup)"
+        )
     layer = None
     if body.alignments:
         layer = -1 if body.alignment_layer is None else body.alignment_layer
@@ -308,48 +324,6 @@ def _checked_search(
         except ValueError as error:
             raise HTTPException(422, f"alignment_layer: {error}") from None
     return options, prefixes, layer
-
-
-def _sentences_json(result: TextTranslation) -> list[dict[str, Any]]:
-    return [
-        {
-            "source": sentence.source,
-            "translation": sentence.candidates[0].text if sentence.candidates else "",
-            "score": sentence.candidates[0].score if sentence.candidates else None,
-            "log_prob": sentence.candidates[0].log_prob if sentence.candidates else None,
-            "confidence": sentence.candidates[0].confidence if sentence.candidates else None,
-            "nbest": [_candidate_json(item) for item in sentence.candidates],
-            **(
-                {"alignment": format_pharaoh(sentence.candidates[0].alignment or [])}
-                if sentence.candidates and sentence.candidates[0].alignment is not None
-                else {}
-            ),
-        }
-        for sentence in result.sentences
-    ]
-
-
-def _candidate_json(candidate: Candidate) -> dict[str, Any]:
-    fields: dict[str, Any] = {
-        "translation": candidate.text,
-        "score": candidate.score,
-        "log_prob": candidate.log_prob,
-        "confidence": candidate.confidence,
-    }
-    if candidate.expected_utility is not None:
-        fields["expected_utility"] = candidate.expected_utility
-    if candidate.alignment is not None:
-        fields["alignment"] = format_pharaoh(candidate.alignment)
-    return fields
-
-
-def _timing_json(results: list[TextTranslation], start: float) -> dict[str, float]:
-    timings = [sentence.timing for result in results for sentence in result.sentences]
-    return {
-        "total_ms": elapsed_ms(start),
-        "queue_ms": round(max((item.queued for item in timings), default=0.0) * 1000.0, 2),
-        "decode_ms": round(max((item.decoding for item in timings), default=0.0) * 1000.0, 2),
-    }
 
 
 @router.get("/v1/models", tags=["translation"])
@@ -382,6 +356,7 @@ async def list_models(request: Request) -> dict[str, Any]:
                 "beam": model.decode_config.beam_size,
                 "alpha": model.decode_config.length_penalty,
                 "attention": attention_unavailable_reason(model) is None,
+                "flags": model.translator is not None,
             }
             for model in server.models.values()
         ],

@@ -69,6 +69,9 @@ class ServeConfig:
     read_timeout : float
         Seconds a client has to send a request's line and headers, and again its body; a slower one gets
         408 and its connection is closed (a byte-a-second sender holds no connection for long).
+    retry_omissions : bool
+        Retry a sentence whose translation is flagged as an omission in two pieces, keeping the retry when it
+        leaves fewer source words unread (:mod:`~transformer.serving.omission_retry`; PyTorch engine).
 
     Notes
     -----
@@ -93,6 +96,7 @@ class ServeConfig:
     warmup_text: str = "Hello."
     keep_alive_timeout: float = 5.0
     read_timeout: float = 10.0
+    retry_omissions: bool = False
 
     def __post_init__(self) -> None:
         if not self.checkpoints:
@@ -115,6 +119,11 @@ class ServeConfig:
             raise ValueError(
                 "--engine ctranslate2 --batching continuous: CTranslate2 runs its whole search in C++ with no "
                 "decoder step to batch at; use --batching request (the default with this engine)"
+            )
+        if self.engine == "ctranslate2" and self.retry_omissions:
+            raise ValueError(
+                "--engine ctranslate2 --retry-omissions: omissions are found in the PyTorch model's attention; "
+                "use --engine pytorch"
             )
         if not 0 <= self.port <= 65535:
             raise ValueError(f"ServeConfig.port={self.port} is not a TCP port (0 to 65535)")

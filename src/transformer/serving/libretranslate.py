@@ -1,4 +1,4 @@
-"""LibreTranslate's HTTP API: ``POST /translate`` and ``GET /languages``, for the clients that speak it.
+"""LibreTranslate's HTTP API: ``POST /translate``, ``POST /detect`` and ``GET /languages``, for its clients.
 
 Weblate, browser extensions and chat bots call LibreTranslate; answering in its shapes lets them use a
 model trained here unchanged. Requests come as JSON, as a form or in the query string (deep-translator sends
@@ -9,15 +9,21 @@ limits), 403 for a missing or wrong key, 500 when translation fails; a full queu
 ``Retry-After``.
 """
 
+import asyncio
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from transformer.config.decode import DecodeConfig
 from transformer.serving.api_v1 import CLIENT_CLOSED_REQUEST, server_of, until_disconnected
 from transformer.serving.config import MAX_BEAM_SIZE
-from transformer.serving.html_text import HtmlPiece, join_html, split_html
+from transformer.serving.inline_markup import MarkupRun, parse_runs, run_texts
+from transformer.serving.language_detection import DetectedLanguage
+from transformer.serving.language_routing import choose_model
+from transformer.serving.markup_translations import rebuild_text_markup
 from transformer.serving.request_body import parse_json_body, refuse_non_text_fields
 from transformer.serving.served_model import UNKNOWN_LANGUAGE, ServedModel
 from transformer.serving.server_state import ServerState
@@ -27,7 +33,7 @@ from transformer.serving.translation_service import (
     TranslationError,
     translate_texts,
 )
-from transformer.serving.work_budget import request_work, work_over_budget
+from transformer.serving.work_budget import RequestWork, combined_work, request_work, work_over_budget
 from transformer.serving.worker_errors import QueueFullError, WorkerStoppedError
 
 #: English names of the languages the LibreTranslate clients show; other codes are shown as they are.
@@ -123,38 +129,6 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     return values
 
 
-def choose_model(server: ServerState, source: str, target: str) -> ServedModel | str:
-    """Pick the served model for a language pair, or say why none fits.
-
-    Parameters
-    ----------
-    server : ServerState
-        The server.
-    source : str
-        Source language code, or "auto".
-    target : str
-        Target language code.
-
-    Returns
-    -------
-    ServedModel or str
-        The first model whose languages match (a model of unknown languages matches any), else an error
-        message in LibreTranslate's wording.
-
-    Notes
-    -----
-    "auto" detects nothing: it matches any source, so the model is chosen by its target alone.
-    """
-    for model in server.models.values():
-        source_fits = source in ("auto", model.source_lang) or model.source_lang == UNKNOWN_LANGUAGE
-        target_fits = target == model.target_lang or model.target_lang == UNKNOWN_LANGUAGE
-        if source_fits and target_fits:
-            return model
-    if not any(source in ("auto", model.source_lang) for model in server.models.values()):
-        return f"{source} is not supported"
-    return f"{target} is not supported"
-
-
 @router.post("/translate")
 async def translate(request: Request) -> Response:
     """Translate ``q`` from ``source`` to ``target`` (LibreTranslate's endpoint).
@@ -173,8 +147,14 @@ async def translate(request: Request) -> Response:
 
     Notes
     -----
-    ``format: html`` keeps the markup: each text node is translated on its own and put back between the same
-    tags (:mod:`transformer.serving.html_text`), so a sentence cut by inline tags is translated in pieces.
+    ``format: html`` keeps the markup: the text between block-level tags is translated sentence by sentence and
+    its inline tags put back around the aligned words (:mod:`transformer.serving.inline_markup`), so "The
+    <b>dog</b> sleeps." is translated as one sentence.
+    ``source: "auto"`` detects each text's language on its own
+    (:mod:`~transformer.serving.language_detection`; the markup left out) and translates it with the model of
+    that language and the target, several models sharing one request when the texts differ; a detected
+    language no model translates is 400 naming it. ``detectedLanguage`` is then one detection (a string
+    ``q``) or one per text.
     """
     server = server_of(request)
     try:
@@ -188,30 +168,34 @@ async def translate(request: Request) -> Response:
     if problem is not None:
         return lt_error(400, problem)
     source, target = str(values["source"]), str(values["target"])
-    model = choose_model(server, source, target)
-    if isinstance(model, str):
-        return lt_error(400, model)
-    alternatives = _alternatives(values)
-    assert isinstance(alternatives, int)  # _check_parameters refused the others
-    beam = max(model.decode_config.beam_size, alternatives + 1)
-    options = SearchOptions(beam=beam, nbest=alternatives + 1)
     query = values["q"]
     texts = [query] if isinstance(query, str) else list(query)
-    markup = [split_html(text) for text in texts] if values.get("format") == "html" else None
-    inputs = [piece.text for pieces in markup for piece in pieces if not piece.markup] if markup else texts
-    work = request_work(
-        inputs,
-        options.decode_config(model.decode_config),
-        model.source_lang,
-        markup_chars=sum(map(len, texts)) - sum(map(len, inputs)),  # counted, as LibreTranslate counts it
-    )
-    problem = work_over_budget(work, server.config.max_chars, server.config.max_queue, "libretranslate")
+    markup = [parse_runs(text) for text in texts] if values.get("format") == "html" else None
+    plain = [" ".join(run.text for run in runs if not run.markup) for runs in markup] if markup else texts
+    detected = await _detected_languages(server, plain) if source == "auto" else None
+    chosen = _models_per_text(server, source, target, plain, detected)
+    if isinstance(chosen, str):
+        return lt_error(400, chosen)
+    alternatives = _alternatives(values)
+    assert isinstance(alternatives, int)  # _check_parameters refused the others
+    jobs = _group_jobs(chosen, texts, markup, alternatives)
+    problem = work_over_budget(
+        combined_work([job.work for job in jobs]), server.config.max_chars, server.config.max_queue,
+        "libretranslate",
+    )  # fmt: skip
     if problem is not None:
         return lt_error(400, problem)
+    layer = -1 if markup is not None else None  # HTML's tags go back through the alignment
+    retry = server.config.retry_omissions
     try:
         results = await until_disconnected(
-            request, translate_texts(inputs, model, options, server.worker, server.metrics)
-        )
+            request,
+            asyncio.gather(*(
+                translate_texts(job.inputs, job.model, job.options, server.worker, server.metrics,
+                                alignment_layer=layer, retry_omissions=retry)
+                for job in jobs
+            )),
+        )  # fmt: skip
     except QueueFullError as error:
         return lt_error(503, f"Slowdown: {error}", {"Retry-After": "1"})
     except WorkerStoppedError as error:
@@ -220,32 +204,151 @@ async def translate(request: Request) -> Response:
         return lt_error(500, f"Cannot translate text: {error}")
     if results is None:
         return Response(status_code=CLIENT_CLOSED_REQUEST)
-    translated = _rebuild(results, markup, alternatives)  # per text: best, then the alternatives
+    translated: list[list[str]] = [[] for _ in texts]  # per text: best, then the alternatives
+    for job, group_results in zip(jobs, results, strict=True):
+        for index, rebuilt in zip(
+            job.indices, _rebuild(group_results, job.markup, alternatives), strict=True
+        ):
+            translated[index] = rebuilt
+    return JSONResponse(_reply(translated, isinstance(query, str), alternatives, detected))
+
+
+@dataclass(frozen=True)
+class _GroupJob:
+    """The texts of one request that one model translates, with that model's search and their work."""
+
+    indices: list[int]
+    markup: list[list[MarkupRun]] | None
+    inputs: list[str]
+    model: ServedModel
+    options: SearchOptions
+    work: RequestWork
+
+
+def _group_jobs(
+    chosen: list[ServedModel], texts: list[str], markup: list[list[MarkupRun]] | None, alternatives: int
+) -> list[_GroupJob]:
+    """Group a request's texts by their model (several with ``source: "auto"``), in first-seen order."""
+    groups: dict[str, list[int]] = {}
+    for index, model in enumerate(chosen):
+        groups.setdefault(model.name, []).append(index)
+    jobs = []
+    for indices in groups.values():
+        model = chosen[indices[0]]
+        options = SearchOptions(
+            beam=max(model.decode_config.beam_size, alternatives + 1), nbest=alternatives + 1
+        )
+        group_markup = [markup[i] for i in indices] if markup else None
+        inputs = run_texts(group_markup) if group_markup else [texts[i] for i in indices]
+        markup_chars = sum(len(texts[i]) for i in indices) - sum(map(len, inputs))
+        config = options.decode_config(model.decode_config)
+        work = request_work(inputs, config, model.source_lang, markup_chars=markup_chars)
+        jobs.append(_GroupJob(indices, group_markup, inputs, model, options, work))
+    return jobs
+
+
+def _reply(
+    translated: list[list[str]], single: bool, alternatives: int, detected: list[DetectedLanguage] | None
+) -> dict[str, Any]:
+    """LibreTranslate's answer: ``translatedText``, ``alternatives`` when asked, ``detectedLanguage`` for "auto"."""
     reply: dict[str, Any] = {
-        "translatedText": translated[0][0] if isinstance(query, str) else [item[0] for item in translated]
+        "translatedText": translated[0][0] if single else [item[0] for item in translated]
     }
     if alternatives:
-        reply["alternatives"] = (
-            translated[0][1:] if isinstance(query, str) else [item[1:] for item in translated]
-        )
-    if source == "auto":
-        reply["detectedLanguage"] = {"confidence": 0.0, "language": model.source_lang}
-    return JSONResponse(reply)
+        reply["alternatives"] = translated[0][1:] if single else [item[1:] for item in translated]
+    if detected is not None:
+        languages = [_detection_json(item) for item in detected]
+        reply["detectedLanguage"] = languages[0] if single else languages
+    return reply
+
+
+async def _detected_languages(server: ServerState, texts: list[str]) -> list[DetectedLanguage]:
+    """Detect each text's language off the event loop (the detector's models load on first use)."""
+    return await asyncio.to_thread(server.language_detector.detect_each, texts)
+
+
+def _detection_json(detected: DetectedLanguage) -> dict[str, Any]:
+    """LibreTranslate's shape of a detection: confidence in percent."""
+    return {"confidence": round(100.0 * detected.confidence, 2), "language": detected.language}
+
+
+def _models_per_text(
+    server: ServerState, source: str, target: str, texts: list[str], detected: list[DetectedLanguage] | None
+) -> list[ServedModel] | str:
+    """Choose the model of each text (by its detected language for "auto"), or say why one has none."""
+    if detected is None:
+        model = choose_model(server, source, target)
+        return model if isinstance(model, str) else [model] * len(texts)
+    models = []
+    for text, found in zip(texts, detected, strict=True):
+        if not text.strip():  # nothing to detect or translate: any model for the target
+            model = choose_model(server, "auto", target)
+        else:
+            model = choose_model(server, found.language, target)
+            if isinstance(model, str) and model.startswith(f"{found.language} is"):
+                return f"{found.language} (detected) is not supported"
+        if isinstance(model, str):
+            return model
+        models.append(model)
+    return models
+
+
+@router.post("/detect")
+async def detect(request: Request) -> Response:
+    """Detect the language of ``q`` (LibreTranslate's endpoint).
+
+    Parameters
+    ----------
+    request : Request
+        JSON or form with ``q`` (a string, or a list of strings) and ``api_key``.
+
+    Returns
+    -------
+    Response
+        For a string, ``[{"confidence": 0-100, "language": "en"}, ...]``: the likeliest languages first (up to
+        three); for a list, one such list per text. Or ``{"error": ...}`` (400 for a missing or non-text
+        ``q``, 403 for the key).
+
+    Notes
+    -----
+    Detects among every language the detector knows, served or not. A text with no letters is ``und``.
+    """
+    server = server_of(request)
+    try:
+        values = await read_parameters(request)
+    except ValueError as error:
+        message = str(error)
+        return lt_error(400, message if message.startswith("Invalid") else f"Invalid request: {message}")
+    if not server.key_is_valid(_string_or_none(values.get("api_key"))):
+        return lt_error(403, "Invalid API key")
+    query = values.get("q")
+    if query in (None, "", []):
+        return lt_error(400, "Invalid request: missing q parameter")
+    if not (isinstance(query, str) or (isinstance(query, list) and all(isinstance(q, str) for q in query))):
+        return lt_error(400, "Invalid request: q must be a string or a list of strings")
+    texts = [query] if isinstance(query, str) else query
+    problem = work_over_budget(
+        request_work(texts, DecodeConfig(), UNKNOWN_LANGUAGE), server.config.max_chars, server.config.max_queue,
+        "libretranslate",
+    )  # fmt: skip
+    if problem is not None:
+        return lt_error(400, problem)
+    found = await asyncio.to_thread(lambda: [server.language_detector.detect(text) for text in texts])
+    answers = [[_detection_json(item) for item in candidates] for candidates in found]
+    return JSONResponse(answers[0] if isinstance(query, str) else answers)
 
 
 def _rebuild(
-    results: list[TextTranslation], markup: list[list[HtmlPiece]] | None, alternatives: int
+    results: list[TextTranslation], markup: list[list[MarkupRun]] | None, alternatives: int
 ) -> list[list[str]]:
-    """Per text, its best translation then its alternatives; HTML texts rebuilt around their markup."""
+    """Per text, its best translation then its alternatives; HTML texts rebuilt with their tags put back."""
     if markup is None:
         return [[result.text, *result.alternatives] for result in results]
     remaining = iter(results)
     rebuilt = []
-    for pieces in markup:
-        nodes = [next(remaining) for piece in pieces if not piece.markup]
-        ranks = [[node.text for node in nodes]]
-        ranks += [[node.alternatives[rank] for node in nodes] for rank in range(alternatives)]
-        rebuilt.append([join_html(pieces, translations) for translations in ranks])
+    for runs in markup:
+        translated = [(run, next(remaining)) for run in runs if not run.markup]
+        rebuilt.append([rebuild_text_markup(runs, translated, rank) for rank in range(alternatives + 1)])
     return rebuilt
 
 

@@ -46,6 +46,11 @@ class ServingMetrics:
             f"{prefix}_tokens", "Tokens by model and side (source, target)", ["model", "side"],
             registry=self.registry,
         )  # fmt: skip
+        self.omission_retries = Counter(
+            f"{prefix}_omission_retries", "Sentences retried in two pieces for an omission (--retry-omissions), "
+            "by model and outcome (replaced: the retry lost fewer words; kept: the first translation stayed)",
+            ["model", "outcome"], registry=self.registry,
+        )  # fmt: skip
         self.queue_depth = Gauge(
             f"{prefix}_queue_depth", "Sentences waiting to join the batch", registry=self.registry
         )

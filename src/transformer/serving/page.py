@@ -31,6 +31,7 @@ PAGE_BODY = """
   <div class="controls">
     <label>Model <select id="model"></select></label>
     <label>Beam <input id="beam" type="number" min="1" max="16" size="3"></label>
+    <label title="omissions, hallucinations and loops, with their words"><input id="flags" type="checkbox" checked> Flags</label>
     <label id="key-label" hidden>API key <input id="key" type="password" size="20"></label>
     <button id="submit" type="submit">Translate</button>
   </div>
@@ -38,7 +39,7 @@ PAGE_BODY = """
 <p id="status" role="status"></p>
 <div id="translation" aria-label="translation"></div>
 <table id="sentences" hidden>
-  <thead><tr><th>#</th><th>Source</th><th>Translation</th><th>Score</th><th>Confidence</th><th></th></tr></thead>
+  <thead><tr><th>#</th><th>Source</th><th>Translation</th><th>Score</th><th>Confidence</th><th>Flags</th><th></th></tr></thead>
   <tbody></tbody>
 </table>
 <iframe id="attention" title="attention maps" hidden></iframe>
@@ -50,6 +51,7 @@ const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(window.location.search);
 let lastResult = null;
 const attentionByModel = {};
+const flagsByModel = {};
 
 function setStatus(message, isError) {
   $("status").textContent = message;
@@ -67,6 +69,7 @@ async function loadModels() {
   const data = await reply.json();
   for (const model of data.models) {
     attentionByModel[model.name] = model.attention;
+    flagsByModel[model.name] = model.flags;
     const option = document.createElement("option");
     option.value = model.name;
     option.textContent = model.name + " (" + model.source + " \\u2192 " + model.target + ")";
@@ -78,6 +81,7 @@ async function loadModels() {
 async function translate() {
   const body = {text: $("text").value, model: $("model").value};
   if ($("beam").value) body.beam = Number($("beam").value);
+  if ($("flags").checked && flagsByModel[body.model]) body.flags = true;  // not for CTranslate2 models
   setStatus("Translating\\u2026", false);
   $("submit").disabled = true;
   try {
@@ -94,6 +98,15 @@ async function translate() {
   }
 }
 
+function flagText(sentence) {
+  // Each flag with the words that are its evidence: the source's for an omission, else the translation's.
+  return (sentence.flags || []).map((flag) => {
+    const span = flag.source_span || flag.target_span;
+    const words = (flag.source_span ? sentence.source : sentence.translation).split(/\\s+/).filter(Boolean);
+    return flag.kind + ": " + words.slice(span[0], span[1]).join(" ");
+  }).join("; ");
+}
+
 function showResult(data) {
   $("translation").textContent = data.translation;
   const body = $("sentences").querySelector("tbody");
@@ -103,7 +116,8 @@ function showResult(data) {
     row.dataset.index = String(index);
     for (const value of [String(index), sentence.source, sentence.translation,
                          sentence.score === null ? "" : sentence.score.toFixed(3),
-                         sentence.confidence === null ? "" : sentence.confidence.toFixed(2)]) {
+                         sentence.confidence === null ? "" : sentence.confidence.toFixed(2),
+                         flagText(sentence)]) {
       const cell = document.createElement("td");
       cell.textContent = value;
       row.appendChild(cell);
@@ -142,6 +156,7 @@ $("form").addEventListener("submit", (event) => { event.preventDefault(); transl
   if (params.has("text")) {
     $("text").value = params.get("text");
     if (params.has("beam")) $("beam").value = params.get("beam");
+    if (params.get("flags") === "0") $("flags").checked = false;
     await translate();
     if (params.has("attention") && lastResult) showAttention(Number(params.get("attention")));
   }

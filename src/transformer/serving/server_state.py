@@ -4,6 +4,7 @@ import hmac
 from dataclasses import dataclass, field
 
 from transformer.serving.config import ServeConfig
+from transformer.serving.language_detection import LanguageDetector
 from transformer.serving.metrics import ServingMetrics
 from transformer.serving.model_worker import ModelWorker
 from transformer.serving.served_model import ServedModel
@@ -25,6 +26,8 @@ class ServerState:
         The server's metrics registry.
     warmed_up : set of str
         Models that have translated their warm-up sentence.
+    language_detector : LanguageDetector
+        What ``source: "auto"`` and ``/detect`` ask (its models load on first use).
 
     Notes
     -----
@@ -36,6 +39,7 @@ class ServerState:
     worker: ModelWorker
     metrics: ServingMetrics
     warmed_up: set[str] = field(default_factory=set)
+    language_detector: LanguageDetector = field(default_factory=LanguageDetector)
 
     @property
     def ready(self) -> bool:

@@ -56,6 +56,19 @@ class TranslateRequest(BaseModel):
         cross-attention.
     alignment_layer : int or None
         That layer (negative counts from the end); None: the last.
+    format : {"text", "html"}
+        ``"html"``: each text is an HTML fragment; the text between block-level tags is translated sentence by
+        sentence and its inline tags are put back around the aligned words
+        (:mod:`transformer.serving.inline_markup`). Not with ``prefix``.
+    source : str or None
+        The texts' language: a code the model must translate from, or ``"auto"`` to detect each text's; None
+        checks nothing (unless ``target`` is given, which then detects).
+    target : str or None
+        The language wanted: without ``model``, the model is the one translating ``source`` (or the detected
+        language) into it.
+    flags : bool
+        Add each translation's quality flags (omission, hallucination, repetition, each with its word span;
+        :mod:`transformer.decoding.quality_flags`), at the default thresholds.
 
     Notes
     -----
@@ -92,6 +105,10 @@ class TranslateRequest(BaseModel):
     prefix: str | list[str] | None = None
     alignments: bool = False
     alignment_layer: int | None = None
+    flags: bool = False
+    format: Literal["text", "html"] = "text"
+    source: str | None = Field(default=None, min_length=1, max_length=32)
+    target: str | None = Field(default=None, min_length=1, max_length=32)
 
     def search_options(self) -> SearchOptions:
         """Collect the search settings of the request.

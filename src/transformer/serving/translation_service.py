@@ -8,17 +8,22 @@ queue and the running batch.
 
 import asyncio
 import dataclasses
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from transformer.architectures import SequenceModel
 from transformer.config.decode import DecodeConfig
+from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.decoding.alignment import word_alignments
 from transformer.decoding.candidate import Candidate
+from transformer.decoding.quality_flags import FlagThresholds, forced_signals, sentence_flags
 from transformer.serving.continuous_batching import DecodedSentence
 from transformer.serving.metrics import ServingMetrics
 from transformer.serving.model_worker import ModelWorker
+from transformer.serving.omission_retry import retry_omissions as retry_omissions_of
 from transformer.serving.sentence_jobs import RequestHandle, SentenceJob, SentenceTiming
 from transformer.serving.sentence_splitting import (
     TextPiece,
@@ -201,6 +206,8 @@ async def translate_texts(
     split: bool = True,
     prefixes: list[str] | None = None,
     alignment_layer: int | None = None,
+    flags: FlagThresholds | None = None,
+    retry_omissions: bool = False,
 ) -> list[TextTranslation]:
     """Translate texts through the worker, every sentence its own batch row.
 
@@ -224,6 +231,12 @@ async def translate_texts(
     alignment_layer : int or None
         Also align each candidate's words to the source's with this decoder layer's cross-attention; None
         skips it.
+    flags : FlagThresholds or None
+        Also flag each candidate's omissions, hallucinations and loops at these thresholds; None skips it.
+    retry_omissions : bool
+        Retry each sentence whose best translation omits source words in two pieces, keeping the retry when
+        it omits fewer (:mod:`~transformer.serving.omission_retry`); flags are then computed (at ``flags``,
+        or the defaults) and reported only if ``flags`` asked. Not with prefixes.
 
     Returns
     -------
@@ -255,10 +268,14 @@ async def translate_texts(
         for sentence, job, (decoded, timing) in zip(sentences, jobs, results, strict=True)
     ]
     metrics.sentences.labels(model.name).inc(len(sentences))
-    if alignment_layer is not None:
-        translations = await _add_alignments(
-            translations, [job.src_ids for job in jobs], model, worker, alignment_layer
-        )
+    candidates = await _forced_passes(
+        [item.candidates for item in translations], [job.src_ids for job in jobs], sentences, model, config,
+        worker, metrics, alignment_layer, flags, retry_omissions and prefixes is None,
+    )  # fmt: skip
+    translations = [
+        dataclasses.replace(item, candidates=found)
+        for item, found in zip(translations, candidates, strict=True)
+    ]
     return _assemble(pieces, translations, config.nbest)
 
 
@@ -299,50 +316,100 @@ def _sentence_translation(
     """Detokenise a decoded sentence's hypotheses and count its tokens (TranslationError if it failed)."""
     if decoded.error is not None:
         raise TranslationError(f"model {model.name!r}: {decoded.error}")
-    candidates = [
-        Candidate(
-            model.decode(item.tokens),
-            item.score,
-            item.log_prob,
-            item.tokens,
-            item.expected_utility,
-            confidence=item.confidence,
-        )
-        for item in decoded.hypotheses
-    ]
+    candidates = [Candidate.from_hypothesis(item, model.decode(item.tokens)) for item in decoded.hypotheses]
     metrics.tokens.labels(model.name, "source").inc(len(job.src_ids))
     metrics.tokens.labels(model.name, "target").inc(len(candidates[0].tokens) if candidates else 0)
     return SentenceTranslation(sentence, candidates, timing)
 
 
-async def _add_alignments(
-    translations: list[SentenceTranslation],
+async def _forced_passes(
+    candidates: list[list[Candidate]],
+    sources: list[list[int]],
+    sentences: list[str],
+    model: ServedModel,
+    config: DecodeConfig,
+    worker: ModelWorker,
+    metrics: ServingMetrics,
+    alignment_layer: int | None,
+    flags: FlagThresholds | None,
+    retry_omissions: bool,
+) -> list[list[Candidate]]:
+    """After the search: flags (and the omission retry they drive), then alignments, each a forced pass."""
+    thresholds = flags if flags is not None else (FlagThresholds() if retry_omissions else None)
+    if thresholds is not None:
+        add_flags = functools.partial(_add_flags, model=model, worker=worker, thresholds=thresholds)
+        candidates = await add_flags(candidates, sources)
+        if retry_omissions:
+            translate = functools.partial(
+                _translate_pieces, model=model, config=config, worker=worker, metrics=metrics
+            )
+            candidates, outcomes = await retry_omissions_of(
+                sentences, candidates, sources, translate, add_flags
+            )
+            for outcome, count in outcomes.items():
+                metrics.omission_retries.labels(model.name, outcome).inc(count)
+        if flags is None:  # computed for the retry only
+            candidates = [[dataclasses.replace(item, flags=None) for item in found] for found in candidates]
+    if alignment_layer is not None:
+        layer = alignment_layer
+        candidates = await _add_forced_pass(
+            candidates, sources, model, worker, "alignment",
+            lambda network, tokenizer, rows, outputs: word_alignments(network, tokenizer, rows, outputs, layer),
+        )  # fmt: skip
+    return candidates
+
+
+async def _add_flags(
+    candidates: list[list[Candidate]],
     sources: list[list[int]],
     model: ServedModel,
     worker: ModelWorker,
-    layer: int,
-) -> list[SentenceTranslation]:
-    """Align every candidate to its source on the worker thread (one teacher-forced pass for all)."""
-    translator = model.translator
-    if translator is None:
-        raise TranslationError(f"model {model.name!r}: alignments need the PyTorch engine")
-    rows = [index for index, item in enumerate(translations) for _ in item.candidates]
-    outputs = [candidate.tokens for item in translations for candidate in item.candidates]
-    row_sources = [sources[index] for index in rows]
-    model_of_attention, tokenizer = translator.model, translator.tokenizer
-    alignments = iter(
-        await asyncio.wrap_future(
-            worker.call(lambda: word_alignments(model_of_attention, tokenizer, row_sources, outputs, layer))
-        )
+    thresholds: FlagThresholds,
+) -> list[list[Candidate]]:
+    """Flag every candidate of every sentence (two teacher-forced passes for all, on the worker thread)."""
+    return await _add_forced_pass(
+        candidates, sources, model, worker, "flags",
+        lambda network, tokenizer, rows, outputs: [
+            sentence_flags(signals, thresholds) for signals in forced_signals(network, tokenizer, rows, outputs)
+        ],
+    )  # fmt: skip
+
+
+async def _translate_pieces(
+    texts: list[str], model: ServedModel, config: DecodeConfig, worker: ModelWorker, metrics: ServingMetrics
+) -> list[list[Candidate]]:
+    """Translate pieces of sentences as sentences of their own (an omission's retry), best candidate only."""
+    jobs, results = await _decode_sentences(
+        texts, [[] for _ in texts], model, dataclasses.replace(config, nbest=1), worker
     )
     return [
-        dataclasses.replace(
-            item,
-            candidates=[
-                dataclasses.replace(candidate, alignment=next(alignments)) for candidate in item.candidates
-            ],
-        )
-        for item in translations
+        _sentence_translation(text, job, found, timing, model, metrics).candidates
+        for text, job, (found, timing) in zip(texts, jobs, results, strict=True)
+    ]
+
+
+async def _add_forced_pass(
+    candidates: list[list[Candidate]],
+    sources: list[list[int]],
+    model: ServedModel,
+    worker: ModelWorker,
+    field: str,
+    compute: Callable[[SequenceModel, TextTokenizer, list[list[int]], list[list[int]]], list[Any]],
+) -> list[list[Candidate]]:
+    """Set one field of every candidate from a teacher-forced pass over all of them, on the worker thread."""
+    translator = model.translator
+    if translator is None:
+        raise TranslationError(f"model {model.name!r}: {field} needs the PyTorch engine")
+    rows = [index for index, found in enumerate(candidates) for _ in found]
+    outputs = [candidate.tokens for found in candidates for candidate in found]
+    row_sources = [sources[index] for index in rows]
+    network, tokenizer = translator.model, translator.tokenizer
+    values = iter(
+        await asyncio.wrap_future(worker.call(lambda: compute(network, tokenizer, row_sources, outputs)))
+    )
+    return [
+        [dataclasses.replace(candidate, **{field: next(values)}) for candidate in found]
+        for found in candidates
     ]
 
 

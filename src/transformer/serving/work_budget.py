@@ -107,6 +107,32 @@ def request_work(
     return RequestWork(text_chars, prefix_chars, sentences, text_chars + prefix_chars + top_up, floor)
 
 
+def combined_work(works: list[RequestWork]) -> RequestWork:
+    """Add up the work of a request's parts (LibreTranslate's texts translated by different models).
+
+    Parameters
+    ----------
+    works : list of RequestWork
+        Each part's work; at least one.
+
+    Returns
+    -------
+    RequestWork
+        Their sums, and the highest sentence floor.
+
+    Notes
+    -----
+    The budget is the whole request's, however many models share it.
+    """
+    return RequestWork(
+        sum(work.text_chars for work in works),
+        sum(work.prefix_chars for work in works),
+        sum(work.sentences for work in works),
+        sum(work.cost for work in works),
+        max(work.sentence_floor for work in works),
+    )
+
+
 def work_over_budget(
     work: RequestWork, max_chars: int, max_queue: int, wording: str = "native"
 ) -> str | None:

@@ -230,6 +230,19 @@ def add_serve_parser(commands: Subcommands) -> argparse.ArgumentParser:
         "the connection closed (default 10)",
     )
     serve.add_argument(
+        "--cache-size",
+        type=integer_in_range(0, 10**9),
+        default=0,
+        help="keep the translations of this many sentences and answer a sentence seen before (same model and "
+        "settings) from them; hits and misses in /metrics (default 0: off)",
+    )
+    serve.add_argument(
+        "--cache-bytes",
+        type=integer_in_range(1, 2**40),
+        default=64 * 1024 * 1024,
+        help="the cache's estimated size at most, in bytes (default 64 MiB)",
+    )
+    serve.add_argument(
         "--retry-omissions",
         action="store_true",
         help="retry a sentence whose translation is flagged as an omission (source words it does not attend "
@@ -284,6 +297,8 @@ def serve_config_from_args(args: argparse.Namespace) -> "ServeConfig":
         keep_alive_timeout=args.keep_alive_timeout,
         read_timeout=args.read_timeout,
         retry_omissions=args.retry_omissions,
+        cache_size=args.cache_size,
+        cache_bytes=args.cache_bytes,
     )
 
 

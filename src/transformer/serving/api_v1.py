@@ -274,6 +274,7 @@ async def translate(
             alignment_layer if alignment_layer is not None or runs is None else -1,  # HTML's tags need one
             FlagThresholds() if body.flags else None,
             server.config.retry_omissions,
+            server.translation_cache,
         ),
     )
     if results is None:

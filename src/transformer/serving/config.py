@@ -69,6 +69,11 @@ class ServeConfig:
     read_timeout : float
         Seconds a client has to send a request's line and headers, and again its body; a slower one gets
         408 and its connection is closed (a byte-a-second sender holds no connection for long).
+    cache_size : int
+        Sentences the translation cache holds (:mod:`~transformer.serving.translation_cache`); 0 (the
+        default) turns it off.
+    cache_bytes : int
+        The cache's estimated size at most, in bytes.
     retry_omissions : bool
         Retry a sentence whose translation is flagged as an omission in two pieces, keeping the retry when it
         leaves fewer source words unread (:mod:`~transformer.serving.omission_retry`; PyTorch engine).
@@ -97,6 +102,8 @@ class ServeConfig:
     keep_alive_timeout: float = 5.0
     read_timeout: float = 10.0
     retry_omissions: bool = False
+    cache_size: int = 0
+    cache_bytes: int = 64 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if not self.checkpoints:
@@ -136,6 +143,10 @@ class ServeConfig:
                 f"ServeConfig.max_chars={self.max_chars} must be at least {MIN_SENTENCE_CHARS}, the least one "
                 "sentence costs (no request would fit)"
             )
+        if not (isinstance(self.cache_size, int) and 0 <= self.cache_size <= 10**9):
+            raise ValueError(f"ServeConfig.cache_size={self.cache_size} must be 0 (off) to 1e9 sentences")
+        if not (isinstance(self.cache_bytes, int) and 0 < self.cache_bytes <= 2**40):
+            raise ValueError(f"ServeConfig.cache_bytes={self.cache_bytes} must be a positive number of bytes")
         for name in ("keep_alive_timeout", "read_timeout"):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and 0 < value < math.inf):

@@ -192,7 +192,7 @@ async def translate(request: Request) -> Response:
             request,
             asyncio.gather(*(
                 translate_texts(job.inputs, job.model, job.options, server.worker, server.metrics,
-                                alignment_layer=layer, retry_omissions=retry)
+                                alignment_layer=layer, retry_omissions=retry, cache=server.translation_cache)
                 for job in jobs
             )),
         )  # fmt: skip

@@ -2,6 +2,8 @@
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from transformer.serving.translation_cache import CacheStats
+
 #: Latency buckets in seconds: a short sentence on a CPU takes milliseconds, a long queue seconds.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 #: Rows per decoder step: powers of two up to a large beam batch.
@@ -51,6 +53,18 @@ class ServingMetrics:
             "by model and outcome (replaced: the retry lost fewer words; kept: the first translation stayed)",
             ["model", "outcome"], registry=self.registry,
         )  # fmt: skip
+        self.cache_lookups = Counter(
+            f"{prefix}_cache_lookups", "Sentences looked up in the translation cache (--cache-size), by model and "
+            "result (hit, miss)", ["model", "result"], registry=self.registry,
+        )  # fmt: skip
+        self.cache_entries = Gauge(
+            f"{prefix}_cache_entries", "Sentences held by the translation cache", registry=self.registry
+        )
+        self.cache_bytes = Gauge(
+            f"{prefix}_cache_bytes",
+            "Estimated size of the translation cache's entries",
+            registry=self.registry,
+        )
         self.queue_depth = Gauge(
             f"{prefix}_queue_depth", "Sentences waiting to join the batch", registry=self.registry
         )
@@ -65,6 +79,31 @@ class ServingMetrics:
             f"{prefix}_sentence_latency_seconds", "Time from queueing a sentence to its result", ["stage"],
             buckets=LATENCY_BUCKETS, registry=self.registry,
         )  # fmt: skip
+
+    def record_cache(self, model: str, hits: int, misses: int, stats: CacheStats) -> None:
+        """Count a request's cache lookups and show the cache's size.
+
+        Parameters
+        ----------
+        model : str
+            The model's name.
+        hits, misses : int
+            The request's sentences answered from the cache, and not.
+        stats : CacheStats
+            The cache after the request.
+
+        Returns
+        -------
+        None
+
+        Notes
+        -----
+        Called on the event loop after each request that used the cache.
+        """
+        self.cache_lookups.labels(model, "hit").inc(hits)
+        self.cache_lookups.labels(model, "miss").inc(misses)
+        self.cache_entries.set(stats.entries)
+        self.cache_bytes.set(stats.bytes)
 
     def export(self) -> bytes:
         """Render every metric in the Prometheus text format.

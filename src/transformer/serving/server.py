@@ -16,6 +16,7 @@ from transformer.serving.metrics import ServingMetrics
 from transformer.serving.model_worker import ModelWorker
 from transformer.serving.served_model import ServedModel, load_served_model
 from transformer.serving.server_state import ServerState
+from transformer.serving.translation_cache import TranslationCache
 
 
 def build_server_state(config: ServeConfig) -> ServerState:
@@ -47,7 +48,8 @@ def build_server_state(config: ServeConfig) -> ServerState:
         metrics,
         config.admit_every,
     )
-    return ServerState(config, models, worker, metrics)
+    cache = TranslationCache(config.cache_size, config.cache_bytes) if config.cache_size else None
+    return ServerState(config, models, worker, metrics, translation_cache=cache)
 
 
 def load_models_off_the_main_thread(config: ServeConfig) -> dict[str, ServedModel]:

@@ -8,6 +8,7 @@ from transformer.serving.language_detection import LanguageDetector
 from transformer.serving.metrics import ServingMetrics
 from transformer.serving.model_worker import ModelWorker
 from transformer.serving.served_model import ServedModel
+from transformer.serving.translation_cache import TranslationCache
 
 
 @dataclass
@@ -28,6 +29,8 @@ class ServerState:
         Models that have translated their warm-up sentence.
     language_detector : LanguageDetector
         What ``source: "auto"`` and ``/detect`` ask (its models load on first use).
+    translation_cache : TranslationCache or None
+        The sentences already translated (``--cache-size``), or None when off.
 
     Notes
     -----
@@ -40,6 +43,7 @@ class ServerState:
     metrics: ServingMetrics
     warmed_up: set[str] = field(default_factory=set)
     language_detector: LanguageDetector = field(default_factory=LanguageDetector)
+    translation_cache: TranslationCache | None = None
 
     @property
     def ready(self) -> bool:

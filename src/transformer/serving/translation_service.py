@@ -32,6 +32,7 @@ from transformer.serving.sentence_splitting import (
     split_into_sentences,
 )
 from transformer.serving.served_model import ServedModel
+from transformer.serving.translation_cache import TranslationCache
 
 
 class TranslationError(RuntimeError):
@@ -208,6 +209,7 @@ async def translate_texts(
     alignment_layer: int | None = None,
     flags: FlagThresholds | None = None,
     retry_omissions: bool = False,
+    cache: TranslationCache | None = None,
 ) -> list[TextTranslation]:
     """Translate texts through the worker, every sentence its own batch row.
 
@@ -237,6 +239,9 @@ async def translate_texts(
         Retry each sentence whose best translation omits source words in two pieces, keeping the retry when
         it omits fewer (:mod:`~transformer.serving.omission_retry`); flags are then computed (at ``flags``,
         or the defaults) and reported only if ``flags`` asked. Not with prefixes.
+    cache : TranslationCache or None
+        Answer sentences seen before with the same model and settings from it, and store the others
+        (:mod:`~transformer.serving.translation_cache`); None translates every sentence.
 
     Returns
     -------
@@ -262,20 +267,35 @@ async def translate_texts(
         for piece in text_pieces
         if piece.sentence
     ]
-    jobs, results = await _decode_sentences(sentences, sentence_prefixes, model, config, worker)
-    translations = [
-        _sentence_translation(sentence, job, decoded, timing, model, metrics)
-        for sentence, job, (decoded, timing) in zip(sentences, jobs, results, strict=True)
+    retry = retry_omissions and prefixes is None
+    keys = [
+        (model.name, config, tuple(prefix), alignment_layer, flags, retry, sentence)
+        for sentence, prefix in zip(sentences, sentence_prefixes, strict=True)
+    ]
+    cached = [cache.get(key) for key in keys] if cache is not None else [None] * len(keys)
+    missing = [index for index, found in enumerate(cached) if found is None]
+    jobs, results = await _decode_sentences(
+        [sentences[i] for i in missing], [sentence_prefixes[i] for i in missing], model, config, worker
+    )
+    decoded = [
+        _sentence_translation(sentences[i], job, found, timing, model, metrics)
+        for i, job, (found, timing) in zip(missing, jobs, results, strict=True)
     ]
     metrics.sentences.labels(model.name).inc(len(sentences))
     candidates = await _forced_passes(
-        [item.candidates for item in translations], [job.src_ids for job in jobs], sentences, model, config,
-        worker, metrics, alignment_layer, flags, retry_omissions and prefixes is None,
+        [item.candidates for item in decoded], [job.src_ids for job in jobs], [sentences[i] for i in missing],
+        model, config, worker, metrics, alignment_layer, flags, retry,
     )  # fmt: skip
     translations = [
-        dataclasses.replace(item, candidates=found)
-        for item, found in zip(translations, candidates, strict=True)
+        SentenceTranslation(sentence, found or [], SentenceTiming(0.0, 0.0))
+        for sentence, found in zip(sentences, cached, strict=True)
     ]
+    for index, item, found in zip(missing, decoded, candidates, strict=True):
+        translations[index] = dataclasses.replace(item, candidates=found)
+        if cache is not None:
+            cache.put(keys[index], found)
+    if cache is not None:
+        metrics.record_cache(model.name, len(sentences) - len(missing), len(missing), cache.stats)
     return _assemble(pieces, translations, config.nbest)
 
 

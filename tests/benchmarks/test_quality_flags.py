@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.quality_flags import CASE_KINDS, build_test, detection, main, read_test, write_test
+from benchmarks.quality_flags import detection, main
+from benchmarks.quality_flags_cases import CASE_KINDS, build_test, read_test, write_test
 from transformer.data.pipeline.text_files import CorpusError
 from transformer.decoding.quality_flags import repetition_span
 
@@ -68,7 +69,7 @@ def test_detection_counts_precision_recall_and_f1() -> None:
     found = detection(fires, truth)
     assert (found.precision, found.recall, found.positives) == (pytest.approx(2 / 3), pytest.approx(2 / 3), 3)
     assert found.f1 == pytest.approx(2 / 3)
-    assert detection([False] * 3, [True, False, True]) == detection([False] * 3, [True, False, True])
+    assert detection([False] * 3, [True, False, True]).recall == 0.0
     assert detection([False] * 3, [True, False, True]).f1 == 0.0
     assert detection([False] * 3, [True, False, True]).precision == 1.0
 

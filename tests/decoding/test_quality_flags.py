@@ -44,11 +44,18 @@ def test_an_omission_is_the_longest_run_of_uncovered_words_and_punctuation_neith
     None
 ):
     found = signals("A dog runs fast .", [1.0, 0.1, 0.05, 0.9, 0.0])
-    assert omission_span(found, 0.2) == (1, 3)
-    assert omission_span(found, 0.06) == (2, 3)
-    assert omission_span(found, 0.01) == (0, 0)
-    # The comma is uncovered but no content: the run goes across it; the final full stop is not counted.
-    assert omission_span(signals("a b , c .", [1.0, 0.1, 0.0, 0.1, 0.0]), 0.2) == (1, 4)
+    assert omission_span(found, 0.2) == (1, 3, 2)
+    assert omission_span(found, 0.06) == (2, 3, 1)
+    assert omission_span(found, 0.01) == (0, 0, 0)
+    # The comma is uncovered but no content: the run goes across it (two words, not three); the final full
+    # stop is not counted.
+    assert omission_span(signals("a b , c .", [1.0, 0.1, 0.0, 0.1, 0.0]), 0.2) == (1, 4, 2)
+    [flag] = sentence_flags(signals("a b , c .", [1.0, 0.1, 0.0, 0.1, 0.0]), FlagThresholds(0.2, 2, -1e9, 50))
+    assert flag.score == 2.0 and flag.source_span == (1, 4)
+    assert (
+        sentence_flags(signals("a b , c .", [1.0, 0.1, 0.0, 0.1, 0.0]), FlagThresholds(0.2, 3, -1e9, 50))
+        == ()
+    )
 
 
 def test_the_flags_fire_at_their_thresholds_with_their_evidence() -> None:

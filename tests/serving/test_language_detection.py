@@ -75,6 +75,8 @@ def test_v1_translate_reads_source_and_target(make_client, valid_sentences) -> N
     listed = client.post("/v1/translate", json={"text": [valid_sentences[1], ""], "target": "de"}).json()
     assert [item["language"] for item in listed["detected_language"]] == ["en", "und"]
     assert "detected_language" not in client.post("/v1/translate", json={"text": "a"}).json()
+    numbers = client.post("/v1/translate", json={"text": "42 !", "source": "auto"})
+    assert numbers.status_code == 200, numbers.text
     cases = [
         ({"text": FRENCH, "source": "auto"}, 400, "text[0]: detected fr, which no served model translates"),
         ({"text": FRENCH, "source": "auto", "model": "default"}, 400, "text[0]: detected fr, which model"),
@@ -115,3 +117,21 @@ def test_models_are_chosen_by_pair_and_a_model_of_unknown_languages_fits_any() -
     one = model_for_languages(pair, None, "auto", "de", ["x", "y"], detections[1:] * 2)  # type: ignore[arg-type]
     assert one.name == "fr-de"
     assert model_for_languages(pair, None, None, None, ["x"], None).name == "en-de"  # type: ignore[arg-type]
+
+
+def test_a_mixed_list_is_grouped_by_model_in_first_seen_order() -> None:
+    from transformer.config.decode import DecodeConfig
+    from transformer.serving.libretranslate import _group_jobs
+
+    english, french = (
+        SimpleNamespace(name=name, decode_config=DecodeConfig(beam_size=beam), source_lang=language)
+        for name, beam, language in (("en-de", 4, "en"), ("fr-de", 2, "fr"))
+    )
+    jobs = _group_jobs([english, french, english], ["one.", "deux.", "three."], None, 1)  # type: ignore[list-item]
+    assert [(job.model.name, job.indices, job.inputs) for job in jobs] == [
+        ("en-de", [0, 2], ["one.", "three."]),
+        ("fr-de", [1], ["deux."]),
+    ]
+    # Each group searches with its own model's beam, wide enough for the alternative asked.
+    assert [(job.options.beam, job.options.nbest) for job in jobs] == [(4, 2), (2, 2)]
+    assert sum(job.work.text_chars for job in jobs) == len("one.deux.three.")

@@ -17,6 +17,7 @@ from transformer.serving.omission_retry import (
     omitted_words,
     retry_omissions,
 )
+from transformer.serving.worker_errors import QueueFullError
 
 
 def test_a_sentence_splits_where_its_unread_words_start_or_after_them_at_the_start() -> None:
@@ -43,7 +44,7 @@ def test_joined_pieces_sum_their_scores_and_average_their_steps_confidence() -> 
         joined_candidate([first, Candidate("x", 0, 0, [8], confidence=0.0)], [5, 6, 8], "x").confidence == 0
     )
     assert omitted_words([QualityFlag("repetition", 2.0, target_span=(0, 2))]) == 0
-    assert omitted_words([QualityFlag("omission", 3.0, source_span=(2, 5))]) == 3
+    assert omitted_words([QualityFlag("omission", 3.0, source_span=(2, 6))]) == 3  # its content words
     assert omitted_words(None) == 0
 
 
@@ -73,10 +74,16 @@ def test_a_retry_is_kept_only_when_it_leaves_fewer_words_unread() -> None:
 
     sources = [[10], [20], [30], [40]]
     result, outcomes = asyncio.run(retry_omissions(sentences, candidates, sources, translate, add_flags))
+
+    async def full(texts: list[str]) -> list[list[Candidate]]:
+        raise QueueFullError("the queue is full")
+
+    kept, skipped = asyncio.run(retry_omissions(sentences, candidates, sources, full, add_flags))
+    assert kept == candidates and skipped == {"replaced": 0, "kept": 0, "unsplit": 1, "skipped": 2}
     assert asked == [["a", "b c d", "e f", "g h"]]
     assert [[c.text for c in found] for found in result] == [["A B C D", "A2"], ["E"], ["I"], ["K"]]
     assert result[0][0].tokens == [ord("a"), ord("b")] and result[0][0].flags == ()
-    assert outcomes == {"replaced": 1, "kept": 2}
+    assert outcomes == {"replaced": 1, "kept": 1, "unsplit": 1}
 
 
 def test_the_server_retries_flagged_sentences_and_counts_them(
@@ -110,7 +117,7 @@ def test_the_server_retries_flagged_sentences_and_counts_them(
             r'omission_retries_total\{model="default",outcome="(\w+)"\} (\S+)', metrics
         )
     }
-    assert counts["replaced"] + counts["kept"] == len(flagged)
+    assert counts["replaced"] + counts["kept"] == len(flagged)  # retried; the others were unsplit
     changed = sum(reply["translation"][i] != offline[i][0].text for i in flagged)
     assert counts["replaced"] >= changed
     asked = client.post("/v1/translate", json={"text": sentences[flagged[0]], "flags": True}).json()

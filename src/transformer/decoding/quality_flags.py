@@ -35,7 +35,6 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-from torch.nn import functional as F
 
 from transformer.architectures import SequenceModel
 from transformer.data.pipeline.batch import pad_sequences
@@ -46,6 +45,9 @@ from transformer.model.transformer import Transformer
 
 #: The flags, in the order a sentence's flags are listed.
 FLAG_KINDS = ("omission", "hallucination", "repetition")
+#: Outputs per forced pass: a pass holds (rows, length, vocabulary) float32 logits twice, so a request's
+#: hundreds of candidates are flagged in slices of this many.
+FORCED_ROWS = 64
 
 
 @dataclass(frozen=True)
@@ -186,13 +188,21 @@ def forced_signals(
 
     Notes
     -----
-    Two passes over the whole batch: the attention pass (the explicit attention formula, as alignments use)
-    and the empty-source pass. The output's final EOS is scored in neither: an omission's evidence is which
+    Two passes over each slice of :data:`FORCED_ROWS` outputs: the attention pass (the explicit attention
+    formula, as alignments use) and the empty-source pass. The output's final EOS is scored in neither: an omission's evidence is which
     source words went unread, not where the output stopped. Probabilities are over the whole vocabulary,
     whatever shortlist the search used.
     """
     if not outputs:
         return []
+    if len(outputs) > FORCED_ROWS:  # bound the (rows, length, vocabulary) logits a pass holds
+        return [
+            signals
+            for start in range(0, len(outputs), FORCED_ROWS)
+            for signals in forced_signals(
+                model, tokenizer, sources[start : start + FORCED_ROWS], outputs[start : start + FORCED_ROWS]
+            )
+        ]
     eos_id, pad_id, start_id = model.config.eos_id, model.config.pad_id, model.config.start_id
     source_ids = [[i for i in source if i not in (eos_id, pad_id)] for source in sources]
     device = next(model.parameters()).device
@@ -205,8 +215,9 @@ def forced_signals(
         logits, attention = _forced_logits_and_attention(model, row_sources, tgt_tokens)
         empty_logits, _ = _forced_logits_and_attention(model, empty_sources, tgt_tokens)
         picked = targets.unsqueeze(-1)  # (rows, tgt_len, 1)
-        with_source = F.log_softmax(logits, dim=-1).gather(-1, picked).squeeze(-1)  # (rows, tgt_len)
-        without_source = F.log_softmax(empty_logits, dim=-1).gather(-1, picked).squeeze(-1)
+        # log p(y_t) = logit(y_t) - logsumexp(logits): no (rows, tgt_len, vocab) log-softmax is kept.
+        with_source = logits.gather(-1, picked).squeeze(-1) - logits.logsumexp(-1)  # (rows, tgt_len)
+        without_source = empty_logits.gather(-1, picked).squeeze(-1) - empty_logits.logsumexp(-1)
     gains, log_probs, attention = (with_source - without_source).cpu(), with_source.cpu(), attention.cpu()
     signals = []
     for row, (source, output) in enumerate(zip(source_ids, outputs, strict=True)):
@@ -241,7 +252,7 @@ def _longest_run(marked: Sequence[bool]) -> tuple[int, int]:
     return best
 
 
-def omission_span(signals: SentenceSignals, uncovered_below: float) -> tuple[int, int]:
+def omission_span(signals: SentenceSignals, uncovered_below: float) -> tuple[int, int, int]:
     """Find the longest run of uncovered source words (those with a letter or digit).
 
     Parameters
@@ -253,18 +264,20 @@ def omission_span(signals: SentenceSignals, uncovered_below: float) -> tuple[int
 
     Returns
     -------
-    tuple of (int, int)
-        A half-open span of source words; (0, 0) when every word is covered.
+    tuple of (int, int, int)
+        ``(start, end, words)``: a half-open span of source words and the content words in it; (0, 0, 0) when
+        every word is covered.
 
     Notes
     -----
-    Words of punctuation alone neither count nor break a run: a model may rightly leave a comma unread.
+    Words of punctuation alone neither count nor break a run: a model may rightly leave a comma unread. The span
+    runs from the run's first content word to its last, so it may hold punctuation; ``words`` does not.
     """
     content = [any(character.isalnum() for character in word) for word in signals.source_words]
     positions = [position for position, is_content in enumerate(content) if is_content]
     marked = [signals.source_coverage[position] < uncovered_below for position in positions]
     start, end = _longest_run(marked)
-    return (positions[start], positions[end - 1] + 1) if end > start else (0, 0)
+    return (positions[start], positions[end - 1] + 1, end - start) if end > start else (0, 0, 0)
 
 
 def hallucination_span(signals: SentenceSignals, hallucination_below: float) -> tuple[int, int]:
@@ -342,13 +355,13 @@ def sentence_flags(signals: SentenceSignals, thresholds: FlagThresholds) -> tupl
 
     Notes
     -----
-    Scores: an omission's is the uncovered words in its span, a hallucination's the output's mean source
-    gain (lower is worse), a repetition's the words its copies add.
+    Scores: an omission's is the uncovered content words in its span, a hallucination's the output's mean
+    source gain (lower is worse), a repetition's the words its copies add.
     """
     flags = []
-    start, end = omission_span(signals, thresholds.uncovered_below)
-    if end - start >= thresholds.omission_words:
-        flags.append(QualityFlag("omission", float(end - start), source_span=(start, end)))
+    start, end, words = omission_span(signals, thresholds.uncovered_below)
+    if words >= thresholds.omission_words:
+        flags.append(QualityFlag("omission", float(words), source_span=(start, end)))
     if signals.target_words and signals.mean_gain < thresholds.hallucination_below:
         start, end = hallucination_span(signals, thresholds.hallucination_below)
         span = (start, end) if end > start else (0, len(signals.target_words))

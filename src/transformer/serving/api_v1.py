@@ -246,12 +246,13 @@ async def translate(
     body = await read_translate_request(request)
     check_api_key(server, authorization, x_api_key)
     texts = [body.text] if isinstance(body.text, str) else body.text
+    runs = [parse_runs(text) for text in texts] if body.format == "html" else None
     detected = None
     if body.source == "auto" or (body.source is None and body.target is not None):
-        detected = await asyncio.to_thread(server.language_detector.detect_each, texts)
+        plain = [" ".join(run_texts([text_runs])) for text_runs in runs] if runs is not None else texts
+        detected = await asyncio.to_thread(server.language_detector.detect_each, plain)
     model = model_for_languages(server, body.model, body.source, body.target, texts, detected)
     options, prefixes, alignment_layer = _checked_search(body, model)
-    runs = [parse_runs(text) for text in texts] if body.format == "html" else None
     inputs = run_texts(runs) if runs is not None else texts
     split = isinstance(body.text, str) or runs is not None  # a run of HTML is split as a string text is
     markup_chars = sum(map(len, texts)) - sum(map(len, inputs))
@@ -304,12 +305,13 @@ def _checked_search(
         prefixes = body.prefixes()
     except ValueError as error:
         raise HTTPException(422, str(error).removeprefix("DecodeConfig.")) from None
-    pytorch_only = options.needs_pytorch or prefixes is not None or body.alignments or body.flags
+    html = body.format == "html"  # its tags go back through the alignment
+    pytorch_only = options.needs_pytorch or prefixes is not None or body.alignments or body.flags or html
     if model.translator is None and pytorch_only:
         raise HTTPException(
             422,
             f"model {model.name!r} runs on CTranslate2: sampling, mbr, no_repeat_ngram, prefix, "
-            "alignments and flags need a model served with --engine pytorch",
+            "alignments, flags and format html need a model served with --engine pytorch",
         )
     if body.alignment_layer is not None and not body.alignments:
         raise HTTPException(422, "alignment_layer: only used with alignments: true")

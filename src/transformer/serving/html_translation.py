@@ -50,7 +50,13 @@ def translate_html_lines(
             candidates = next(remaining)
             best = candidates[0] if candidates else None
             text, alignment = (best.text, best.alignment or []) if best is not None else ("", [])
-            pieces.append(translate_run_markup(run, text, alignment))
+            # The search strips its output; the run's own edge spaces go back ("Press <b>OK</b> now").
+            stripped = run.text.strip()
+            lead, trail = (
+                run.text[: run.text.index(stripped)],
+                run.text[run.text.index(stripped) + len(stripped) :],
+            )
+            pieces.append(translate_run_markup(run, lead + text + trail, alignment))
         translated.append(rebuild_fragment(runs, pieces))
     return translated
 

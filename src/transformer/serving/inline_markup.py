@@ -9,8 +9,9 @@ run's plain text, and void ones (``<br>``, ``<img>``) as points. Markup between 
 
 Putting a tag back (:func:`project_tags`): the source words it covers, their aligned target words, and the
 smallest span holding them. Spans are then made to nest as the source's did: a child is clipped to its parent's
-span, a sibling starts no earlier than the one before it ends; a tag with no aligned word keeps its place as
-an empty element where its source position falls proportionally. The text is the translation's, escaped,
+span, a sibling starts no earlier than the one before it ends; a tag with no aligned word (and a void one)
+goes after the translation of the source word before it, or, with nothing aligned there either, where its
+source position falls proportionally, as an empty element. The text is the translation's, escaped,
 whatever the tags do, so no text is lost; every tag opened is closed in the same run, so the output is
 balanced even where the input was not (an unclosed inline tag is closed at the end of its run and opened
 again in the next; a stray end tag is dropped).
@@ -169,14 +170,20 @@ class _RunParser(HTMLParser):
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         start_tag = self.get_starttag_text() or f"<{tag}/>"
-        if tag in INLINE_VOID_ELEMENTS and not self.raw_depth:
-            parent = self.open_tags[-1][0] if self.open_tags else None
-            here = self._length()
-            self.tags.append(InlineTag(here, here, start_tag, "", len(self.open_tags), parent))
-        else:
+        if self.raw_depth or not (tag in INLINE_VOID_ELEMENTS or tag in INLINE_ELEMENTS):
             self._markup(start_tag)
+            return
+        parent = self.open_tags[-1][0] if self.open_tags else None
+        here = self._length()
+        if tag in INLINE_VOID_ELEMENTS:
+            self.tags.append(InlineTag(here, here, start_tag, "", len(self.open_tags), parent))
+        else:  # "<b/>": an empty element at this point, written as browsers read it
+            opening = re.sub(r"\s*/>$", ">", start_tag)
+            self.tags.append(InlineTag(here, here, opening, f"</{tag}>", len(self.open_tags), parent))
 
     def handle_endtag(self, tag: str) -> None:
+        if tag in INLINE_VOID_ELEMENTS and not self.raw_depth:
+            return  # "<img ...></img>": the element ended at its start tag
         if tag in INLINE_ELEMENTS and not self.raw_depth:
             names = [name for _, name, _ in self.open_tags]
             if tag not in names:
@@ -289,7 +296,7 @@ def project_tags(
         covered = [i for i, (start, end) in enumerate(source_words) if start < tag.end and end > tag.start]
         targets = [j for i in covered for j in aligned.get(i, [])]
         before = sum(1 for _, end in source_words if end <= tag.start)  # source words before the tag
-        if tag.close and targets:
+        if tag.close and tag.end > tag.start and targets:
             start, end = min(targets), max(targets) + 1
         elif before and aligned.get(before - 1):  # a point: after the translation of the word before it
             start = end = max(aligned[before - 1]) + 1

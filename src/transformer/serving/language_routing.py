@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from fastapi import HTTPException
 
-from transformer.serving.language_detection import DetectedLanguage
+from transformer.serving.language_detection import UNDETERMINED, DetectedLanguage
 from transformer.serving.served_model import UNKNOWN_LANGUAGE, ServedModel
 from transformer.serving.server_state import ServerState
 
@@ -86,13 +86,14 @@ def model_for_languages(
     Notes
     -----
     One model per request on this endpoint (its reply names one model); LibreTranslate's ``/translate``
-    splits a mixed list between models. Blank texts are not detected and fit any model.
+    splits a mixed list between models. Blank texts and texts with no letters (``und``) fit any model.
     """
-    languages = [None if not text.strip() else source for text in texts]
-    if detected is not None:
-        languages = [
-            None if not text.strip() else found.language for text, found in zip(texts, detected, strict=True)
-        ]
+    found_languages = [item.language for item in detected] if detected is not None else [source] * len(texts)
+    # A blank text, or one with no letters (und), goes by the others.
+    languages = [
+        None if not text.strip() or language == UNDETERMINED else language
+        for text, language in zip(texts, found_languages, strict=True)
+    ]
     if name is not None:
         if name not in server.models:
             raise HTTPException(422, f"model: unknown model {name!r}; served: {', '.join(server.models)}")

@@ -11,6 +11,7 @@ limits), 403 for a missing or wrong key, 500 when translation fails; a full queu
 
 import asyncio
 import re
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,7 @@ from transformer.config.decode import DecodeConfig
 from transformer.serving.api_v1 import CLIENT_CLOSED_REQUEST, server_of, until_disconnected
 from transformer.serving.config import MAX_BEAM_SIZE
 from transformer.serving.inline_markup import MarkupRun, parse_runs, run_texts
-from transformer.serving.language_detection import DetectedLanguage
+from transformer.serving.language_detection import UNDETERMINED, DetectedLanguage
 from transformer.serving.language_routing import choose_model
 from transformer.serving.markup_translations import rebuild_text_markup
 from transformer.serving.request_body import parse_json_body, refuse_non_text_fields
@@ -178,6 +179,8 @@ async def translate(request: Request) -> Response:
         return lt_error(400, chosen)
     alternatives = _alternatives(values)
     assert isinstance(alternatives, int)  # _check_parameters refused the others
+    if markup is not None and any(model.translator is None for model in chosen):
+        return lt_error(400, "Invalid request: format html needs a model served with --engine pytorch")
     jobs = _group_jobs(chosen, texts, markup, alternatives)
     problem = work_over_budget(
         combined_work([job.work for job in jobs]), server.config.max_chars, server.config.max_queue,
@@ -190,11 +193,11 @@ async def translate(request: Request) -> Response:
     try:
         results = await until_disconnected(
             request,
-            asyncio.gather(*(
+            _all_or_none([
                 translate_texts(job.inputs, job.model, job.options, server.worker, server.metrics,
                                 alignment_layer=layer, retry_omissions=retry, cache=server.translation_cache)
                 for job in jobs
-            )),
+            ]),
         )  # fmt: skip
     except QueueFullError as error:
         return lt_error(503, f"Slowdown: {error}", {"Retry-After": "1"})
@@ -211,6 +214,18 @@ async def translate(request: Request) -> Response:
         ):
             translated[index] = rebuilt
     return JSONResponse(_reply(translated, isinstance(query, str), alternatives, detected))
+
+
+async def _all_or_none(work: list[Coroutine[Any, Any, list[TextTranslation]]]) -> list[list[TextTranslation]]:
+    """Await every group's translation; when one fails, cancel the others (their rows leave the batch)."""
+    tasks = [asyncio.ensure_future(item) for item in work]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 @dataclass(frozen=True)
@@ -281,7 +296,7 @@ def _models_per_text(
         return model if isinstance(model, str) else [model] * len(texts)
     models = []
     for text, found in zip(texts, detected, strict=True):
-        if not text.strip():  # nothing to detect or translate: any model for the target
+        if not text.strip() or found.language == UNDETERMINED:  # nothing to go by: any model for the target
             model = choose_model(server, "auto", target)
         else:
             model = choose_model(server, found.language, target)

@@ -49,8 +49,9 @@ class ServingMetrics:
             registry=self.registry,
         )  # fmt: skip
         self.omission_retries = Counter(
-            f"{prefix}_omission_retries", "Sentences retried in two pieces for an omission (--retry-omissions), "
-            "by model and outcome (replaced: the retry lost fewer words; kept: the first translation stayed)",
+            f"{prefix}_omission_retries", "Sentences flagged as an omission under --retry-omissions, by model and "
+            "outcome (replaced: the retry in two pieces lost fewer words; kept: it did not; unsplit: nothing to "
+            "split; skipped: no room in the queue for the pieces)",
             ["model", "outcome"], registry=self.registry,
         )  # fmt: skip
         self.cache_lookups = Counter(

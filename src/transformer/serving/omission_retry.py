@@ -12,6 +12,7 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 
 from transformer.decoding.candidate import Candidate, QualityFlag
+from transformer.serving.worker_errors import QueueFullError, WorkerStoppedError
 
 
 def omission_pieces(source: str, span: tuple[int, int]) -> list[str] | None:
@@ -82,7 +83,7 @@ def joined_candidate(pieces: Sequence[Candidate], tokens: list[int], text: str) 
 
 
 def omitted_words(flags: Sequence[QualityFlag] | None) -> int:
-    """Count the source words an output's omission flag leaves unread.
+    """Count the source content words an output's omission flag leaves unread.
 
     Parameters
     ----------
@@ -92,15 +93,15 @@ def omitted_words(flags: Sequence[QualityFlag] | None) -> int:
     Returns
     -------
     int
-        The omission's span length; 0 without one.
+        The omission's score (its uncovered content words); 0 without one.
 
     Notes
     -----
     What decides whether a retry is kept: fewer unread words than the first translation left.
     """
     for flag in flags or ():
-        if flag.kind == "omission" and flag.source_span is not None:
-            return flag.source_span[1] - flag.source_span[0]
+        if flag.kind == "omission":
+            return int(flag.score)
     return 0
 
 
@@ -130,12 +131,14 @@ async def retry_omissions(
     -------
     tuple of (list of list of Candidate, dict of str to int)
         The candidates, the retried best replaced where the retry won (the others keep their places), and the
-        count of retries by outcome: ``replaced`` or ``kept``.
+        count of flagged sentences by outcome: ``replaced`` or ``kept`` (retried), ``unsplit`` (the omission
+        covers the whole sentence: nothing to split), ``skipped`` (the queue had no room for the pieces).
 
     Notes
     -----
-    All flagged sentences' pieces are translated in one call and their joins flagged in one pass. A sentence
-    whose omission covers all its words, or whose piece found no translation, is counted as kept.
+    All flagged sentences' pieces are translated in one call and their joins flagged in one pass. A retry whose
+    piece found no translation is counted as kept. A full queue never fails the request: the first
+    translations are answered.
     """
     retried, unsplittable = [], 0
     for index, (sentence, found) in enumerate(zip(sentences, candidates, strict=True)):
@@ -146,10 +149,13 @@ async def retry_omissions(
             retried.append((index, pieces))
         elif span is not None:
             unsplittable += 1
-    outcomes = {"replaced": 0, "kept": len(retried) + unsplittable}
+    outcomes = {"replaced": 0, "kept": len(retried), "unsplit": unsplittable}
     if not retried:
         return candidates, outcomes
-    translated = iter(await translate([piece for _, pieces in retried for piece in pieces]))
+    try:
+        translated = iter(await translate([piece for _, pieces in retried for piece in pieces]))
+    except (QueueFullError, WorkerStoppedError):  # no room for the pieces now: the first translations stand
+        return candidates, {"replaced": 0, "kept": 0, "unsplit": unsplittable, "skipped": len(retried)}
     joined = []
     for index, pieces in retried:
         firsts = [found[0] for found in (next(translated) for _ in pieces) if found]

@@ -113,7 +113,7 @@ def combined_work(works: list[RequestWork]) -> RequestWork:
     Parameters
     ----------
     works : list of RequestWork
-        Each part's work; at least one.
+        Each part's work (none for an empty request: no work).
 
     Returns
     -------
@@ -129,7 +129,7 @@ def combined_work(works: list[RequestWork]) -> RequestWork:
         sum(work.prefix_chars for work in works),
         sum(work.sentences for work in works),
         sum(work.cost for work in works),
-        max(work.sentence_floor for work in works),
+        max((work.sentence_floor for work in works), default=MIN_SENTENCE_CHARS),
     )
 
 

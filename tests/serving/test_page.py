@@ -73,3 +73,22 @@ def test_the_page_translates_and_shows_a_sentences_attention(
     # The viewer in the frame drew its heatmaps; the same page without a chosen sentence has none.
     assert heatmap_pixels(with_attention) > 20_000
     assert heatmap_pixels(without_attention) < 500
+
+
+def test_the_page_detects_the_language_and_keeps_html_tags(
+    served_run: Path, valid_sentences, tmp_path
+) -> None:
+    config = ServeConfig(checkpoints={"default": served_run}, port=free_port())
+    sentence = valid_sentences[0]
+    offline = Translator.from_checkpoint(served_run, device="cpu").translate([sentence])[0]
+    with running_server(config) as base_url:
+        detected = urlencode({"text": sentence, "detect": "1", "flags": "0"})
+        dom = open_page(tmp_path, f"{base_url}/?{detected}", "--dump-dom").stdout
+        marked = urlencode({"text": f"<p>{sentence}</p>", "html": "1", "flags": "0"})
+        html_dom = open_page(tmp_path, f"{base_url}/?{marked}", "--dump-dom").stdout
+    status = re.search(r'<p id="status"[^>]*>(.*?)</p>', dom, re.S)
+    assert status is not None and "Detected language: en (" in status.group(1), dom[-2000:]
+    translation = re.search(r'<div id="translation"[^>]*>(.*?)</div>', html_dom, re.S)
+    assert translation is not None, html_dom[-2000:]
+    # The translation is shown as text: the markup, escaped in the page, around the model's own translation.
+    assert translation.group(1) == html.escape(f"<p>{html.escape(offline, quote=False)}</p>", quote=False)

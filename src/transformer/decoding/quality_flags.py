@@ -189,9 +189,9 @@ def forced_signals(
     Notes
     -----
     Two passes over each slice of :data:`FORCED_ROWS` outputs: the attention pass (the explicit attention
-    formula, as alignments use) and the empty-source pass. The output's final EOS is scored in neither: an omission's evidence is which
-    source words went unread, not where the output stopped. Probabilities are over the whole vocabulary,
-    whatever shortlist the search used.
+    formula, as alignments use) and the empty-source pass. The output's final EOS is scored in neither: an
+    omission's evidence is which source words went unread, not where the output stopped. Probabilities are
+    over the whole vocabulary, whatever shortlist the search used.
     """
     if not outputs:
         return []

@@ -32,6 +32,8 @@ PAGE_BODY = """
     <label>Model <select id="model"></select></label>
     <label>Beam <input id="beam" type="number" min="1" max="16" size="3"></label>
     <label title="omissions, hallucinations and loops, with their words"><input id="flags" type="checkbox" checked> Flags</label>
+    <label title="detect the text's language; a language the model does not translate is refused"><input id="detect" type="checkbox"> Detect language</label>
+    <label title="the text is HTML: inline tags are kept around the words they cover"><input id="html" type="checkbox"> HTML</label>
     <label id="key-label" hidden>API key <input id="key" type="password" size="20"></label>
     <button id="submit" type="submit">Translate</button>
   </div>
@@ -82,6 +84,8 @@ async function translate() {
   const body = {text: $("text").value, model: $("model").value};
   if ($("beam").value) body.beam = Number($("beam").value);
   if ($("flags").checked && flagsByModel[body.model]) body.flags = true;  // not for CTranslate2 models
+  if ($("detect").checked) body.source = "auto";
+  if ($("html").checked) body.format = "html";
   setStatus("Translating\\u2026", false);
   $("submit").disabled = true;
   try {
@@ -90,7 +94,10 @@ async function translate() {
     if (!reply.ok) throw new Error(reply.status + ": " + (typeof data.detail === "string" ? data.detail : JSON.stringify(data)));
     lastResult = data;
     showResult(data);
-    setStatus("Translated in " + data.timing.total_ms.toFixed(1) + " ms.", false);
+    const detected = data.detected_language
+      ? " Detected language: " + data.detected_language.language + " (" + (100 * data.detected_language.confidence).toFixed(0) + "%)."
+      : "";
+    setStatus("Translated in " + data.timing.total_ms.toFixed(1) + " ms." + detected, false);
   } catch (error) {
     setStatus(String(error.message || error), true);
   } finally {
@@ -157,6 +164,8 @@ $("form").addEventListener("submit", (event) => { event.preventDefault(); transl
     $("text").value = params.get("text");
     if (params.has("beam")) $("beam").value = params.get("beam");
     if (params.get("flags") === "0") $("flags").checked = false;
+    if (params.get("detect") === "1") $("detect").checked = true;
+    if (params.get("html") === "1") $("html").checked = true;
     await translate();
     if (params.has("attention") && lastResult) showAttention(Number(params.get("attention")));
   }

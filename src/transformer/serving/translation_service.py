@@ -34,6 +34,10 @@ from transformer.serving.sentence_splitting import (
 from transformer.serving.served_model import ServedModel
 from transformer.serving.translation_cache import TranslationCache
 
+#: Candidates per forced pass (flags, alignments) handed to the worker at once: the pass of a large request
+#: is cut into calls of this many, between which the running batch's decoder steps go on.
+FORCED_PASS_ROWS = 64
+
 
 class TranslationError(RuntimeError):
     """The model failed on a sentence (e.g. NaN scores): HTTP 500 with the reason.
@@ -416,7 +420,11 @@ async def _add_forced_pass(
     field: str,
     compute: Callable[[SequenceModel, TextTokenizer, list[list[int]], list[list[int]]], list[Any]],
 ) -> list[list[Candidate]]:
-    """Set one field of every candidate from a teacher-forced pass over all of them, on the worker thread."""
+    """Set one field of every candidate from teacher-forced passes on the worker thread, a slice per call.
+
+    Each call covers at most :data:`FORCED_PASS_ROWS` candidates, so the other clients' decoder steps run
+    between the slices of a large request instead of waiting for its whole pass.
+    """
     translator = model.translator
     if translator is None:
         raise TranslationError(f"model {model.name!r}: {field} needs the PyTorch engine")
@@ -424,9 +432,16 @@ async def _add_forced_pass(
     outputs = [candidate.tokens for found in candidates for candidate in found]
     row_sources = [sources[index] for index in rows]
     network, tokenizer = translator.model, translator.tokenizer
-    values = iter(
-        await asyncio.wrap_future(worker.call(lambda: compute(network, tokenizer, row_sources, outputs)))
-    )
+    computed: list[Any] = []
+    for start in range(0, len(outputs), FORCED_PASS_ROWS):
+        piece_sources, piece_outputs = (
+            row_sources[start : start + FORCED_PASS_ROWS],
+            outputs[start : start + FORCED_PASS_ROWS],
+        )
+        computed += await asyncio.wrap_future(
+            worker.call(functools.partial(compute, network, tokenizer, piece_sources, piece_outputs))
+        )
+    values = iter(computed)
     return [
         [dataclasses.replace(candidate, **{field: next(values)}) for candidate in found]
         for found in candidates

@@ -9,6 +9,7 @@ import os
 import platform
 import re
 import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,11 @@ from typing import Any
 import torch
 
 from benchmarks.bench_allocator import allocator_description, typed_command
+from transformer.atomic_files import write_text_atomically
 from transformer.device import cpu_has_native_bf16, cpu_model_and_flags, describe_cpu
+
+#: The repository's root (records name its commit).
+_REPOSITORY = Path(__file__).resolve().parent.parent
 
 
 def cpu_description() -> dict[str, Any]:
@@ -112,3 +117,52 @@ def describe_environment(threads: int, repository: Path, no_tcmalloc: bool) -> d
         "command": typed_command(),
         "git_commit": git_commit(repository),
     }
+
+
+def provenance_lines(module: str) -> list[str]:
+    """Write a record's provenance: the CPU and the date, the command and the commit.
+
+    Parameters
+    ----------
+    module : str
+        The benchmark's module, e.g. ``"benchmarks.confidence"`` (the command is it and this run's arguments).
+
+    Returns
+    -------
+    list of str
+        Two Markdown list items.
+
+    Notes
+    -----
+    Every record names the CPU it came from: figures differ by CPU kind (AMX, AVX-512 BF16, AVX2 only).
+    """
+    cpu = cpu_description()
+    date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    command = " ".join(["python", "-m", module, *sys.argv[1:]])
+    return [
+        f"- CPU: {cpu['summary']}; date {date}",
+        f"- command: `{command}`; commit {git_commit(_REPOSITORY)}",
+    ]
+
+
+def write_record(path: Path, text: str) -> None:
+    """Write a record atomically (its folder made) and print it with where it went.
+
+    Parameters
+    ----------
+    path : Path
+        The record's file.
+    text : str
+        Its Markdown.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Atomic, so a stopped benchmark leaves the previous record whole.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(path, text)
+    print(text + f"written to {path}")

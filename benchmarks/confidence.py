@@ -20,8 +20,6 @@ depend on the CPU (the search is deterministic); the CPU is stated because the m
 """
 
 import argparse
-import datetime
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,9 +29,8 @@ import sacrebleu
 import torch
 from torch.nn import functional as F
 
-from benchmarks.bench_environment import cpu_description, git_commit
+from benchmarks.bench_environment import provenance_lines, write_record
 from benchmarks.bench_worker import REPOSITORY
-from transformer.atomic_files import write_text_atomically
 from transformer.checkpoint.layout import CheckpointError
 from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.batch import pad_sequences
@@ -343,13 +340,10 @@ def measure(args: argparse.Namespace) -> list[str]:
     correlation = bootstrap(spearman, [confidence, quality], args.resamples)
     kept = bootstrap(lambda c, q: top_share_mean(c, q) - q.mean(), [confidence, quality], args.resamples)
     fitted, gain = combination_gain(signals, confidence, quality, args.resamples)
-    cpu = cpu_description()
-    command = "python -m benchmarks.confidence " + " ".join(sys.argv[1:])
     lines = [
         "# Confidence against sentence chrF (`python -m benchmarks.confidence`, issue #51)",
         "",
-        f"- CPU: {cpu['summary']}; date {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
-        f"- command: `{command}`; commit {git_commit(REPOSITORY)}",
+        *provenance_lines("benchmarks.confidence"),
         f"- model: `{args.checkpoint}`; {len(sources)} sentences of `{args.source}`; beam {args.beam}",
         f"- bootstrap: {args.resamples} resamples of the sentences, 95% percentile intervals",
         "",
@@ -392,9 +386,7 @@ def main(argv: list[str] | None = None) -> None:
     except (CheckpointError, CorpusError) as error:
         raise SystemExit(f"python -m benchmarks.confidence: {error}") from None
     text = "\n".join(lines) + "\n"
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(args.output, text)
-    print(text + f"written to {args.output}")
+    write_record(args.output, text)
 
 
 if __name__ == "__main__":

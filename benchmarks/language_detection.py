@@ -21,16 +21,13 @@ the date, the command and the commit. A candidate that is not installed is repor
 """
 
 import argparse
-import datetime
 import gzip
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.bench_environment import cpu_description, git_commit
+from benchmarks.bench_environment import provenance_lines, write_record
 from benchmarks.bench_worker import REPOSITORY
-from transformer.atomic_files import write_text_atomically
 
 #: Where ``data.corpus: multi30k`` caches the validation set.
 DEFAULT_VALID = Path("~/.cache/transformer/multi30k").expanduser()
@@ -213,13 +210,10 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"python -m benchmarks.language_detection: {error}") from None
     languages = sorted({language for language, _ in pairs})
     counts = {language: sum(truth == language for truth, _ in pairs) for language in languages}
-    cpu = cpu_description()
     lines = [
         "# Language detectors on short sentences (`python -m benchmarks.language_detection`, issue #51)",
         "",
-        f"- CPU: {cpu['summary']}; date {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
-        f"- command: `python -m benchmarks.language_detection {' '.join(sys.argv[1:])}`; commit "
-        f"{git_commit(REPOSITORY)}",
+        *provenance_lines("benchmarks.language_detection"),
         "- sentences per language: " + ", ".join(f"{language} {count}" for language, count in counts.items()),
         "",
         "| detector | " + " | ".join(languages) + " | macro accuracy | ms / sentence | load (s) |",
@@ -235,9 +229,7 @@ def main(argv: list[str] | None = None) -> None:
             f"| {name} | {cells} | {100 * result['macro']:.1f} | {result['ms']:.3f} | {result['load_s']:.2f} |"
         )
     text = "\n".join(lines) + "\n"
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(args.output, text)
-    print(text + f"written to {args.output}")
+    write_record(args.output, text)
 
 
 if __name__ == "__main__":

@@ -23,19 +23,16 @@ Writes a Markdown record (``--output``) with the CPU, the date, the command and 
 """
 
 import argparse
-import datetime
 import functools
 import itertools
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from benchmarks.bench_environment import cpu_description, git_commit
+from benchmarks.bench_environment import provenance_lines, write_record
 from benchmarks.bench_worker import REPOSITORY
 from benchmarks.quality_flags_cases import CASE_KINDS, FlagCase, build_test, read_test, write_test
-from transformer.atomic_files import write_text_atomically
 from transformer.checkpoint.layout import CheckpointError, resolve_checkpoint
 from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.text_files import CorpusError, read_parallel_files
@@ -453,14 +450,11 @@ def measure(args: argparse.Namespace) -> list[str]:
         picked["hallucination"].hallucination_below,
         picked["repetition"].repetition_words,
     )
-    cpu = cpu_description()
-    command = "python -m benchmarks.quality_flags " + " ".join(sys.argv[1:])
     sentences = len({case.index for case in cases})
     lines = [
         "# Quality flags against a test of known faults (`python -m benchmarks.quality_flags`, issue #51)",
         "",
-        f"- CPU: {cpu['summary']}; date {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
-        f"- command: `{command}`; commit {git_commit(REPOSITORY)}",
+        *provenance_lines("benchmarks.quality_flags"),
         f"- model: `{args.checkpoint}`, real outputs by beam {args.beam}; test `{args.test.name}`: {sentences} "
         f"sentences, {len(cases)} cases; thresholds chosen on half a (the most recall at <= "
         f"{MAX_FALSE_ALARMS:.0%} of its real outputs flagged), judged on half b",
@@ -532,9 +526,7 @@ def main(argv: list[str] | None = None) -> None:
     except (CheckpointError, CorpusError) as error:
         raise SystemExit(f"python -m benchmarks.quality_flags: {error}") from None
     text = "\n".join(lines) + "\n"
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(args.output, text)
-    print(text + f"written to {args.output}")
+    write_record(args.output, text)
 
 
 if __name__ == "__main__":

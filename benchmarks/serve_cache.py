@@ -12,21 +12,18 @@ Markdown record with the CPU, the date, the command and the commit.
 
 import argparse
 import asyncio
-import datetime
 import gzip
 import random
 import re
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
-from benchmarks.bench_environment import cpu_description, git_commit
+from benchmarks.bench_environment import provenance_lines, write_record
 from benchmarks.bench_worker import REPOSITORY
 from benchmarks.serve import LoopbackServer, percentile
-from transformer.atomic_files import write_text_atomically
 
 #: Where ``data.corpus: multi30k`` caches the validation set.
 DEFAULT_VALID = Path("~/.cache/transformer/multi30k/val.en.gz").expanduser()
@@ -167,12 +164,10 @@ def main(argv: list[str] | None = None) -> None:
                 f"{'-' if rate is None else f'{100 * rate:.1f}%'} |"
             )
     same = sum(answers[0][i] == answers[1][i] for i in range(len(texts)))
-    cpu = cpu_description()
     lines = [
         "# The translation cache under a repeated-sentence load (`python -m benchmarks.serve_cache`, issue #52)",
         "",
-        f"- CPU: {cpu['summary']}; date {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
-        f"- command: `python -m benchmarks.serve_cache {' '.join(sys.argv[1:])}`; commit {git_commit(REPOSITORY)}",
+        *provenance_lines("benchmarks.serve_cache"),
         f"- model: `{args.checkpoint}` (fp32, its beam); {len(texts)} requests of one sentence from {args.clients} "
         f"clients, drawn by Zipf({args.zipf}) from {len(pool)} distinct sentences of `{args.sentences}` "
         f"({len(set(order))} distinct sentences asked)",
@@ -183,9 +178,7 @@ def main(argv: list[str] | None = None) -> None:
         *rows,
     ]
     text = "\n".join(lines) + "\n"
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(args.output, text)
-    print(text + f"written to {args.output}")
+    write_record(args.output, text)
 
 
 if __name__ == "__main__":

@@ -26,8 +26,6 @@ the CPU beyond floating-point rounding (the searches are deterministic).
 
 import argparse
 import dataclasses
-import datetime
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +33,8 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from benchmarks.bench_environment import cpu_description, git_commit
+from benchmarks.bench_environment import provenance_lines, write_record
 from benchmarks.bench_worker import REPOSITORY
-from transformer.atomic_files import write_text_atomically
 from transformer.checkpoint.layout import CheckpointError, resolve_checkpoint
 from transformer.data.pipeline.text_files import CorpusError, read_parallel_files
 from transformer.data.shortlist import ShortlistError
@@ -376,13 +373,10 @@ def record(args: argparse.Namespace) -> list[str]:
     pairs = read_parallel_files(args.source, args.reference)[: args.limit]
     sources, references = [pair[0] for pair in pairs], [pair[1] for pair in pairs]
     shortlist = args.shortlist if args.shortlist is not None else True
-    cpu = cpu_description()
-    command = "python -m benchmarks.shortlist_normalisation " + " ".join(sys.argv[1:])
     lines = [
         "# A shortlist's normalisation against its restriction (`python -m benchmarks.shortlist_normalisation`)",
         "",
-        f"- CPU: {cpu['summary']}; date {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
-        f"- command: `{command}`; commit {git_commit(REPOSITORY)}",
+        *provenance_lines("benchmarks.shortlist_normalisation"),
         f"- model: `{args.checkpoint}` ({args.precision}); {len(sources)} sentences of `{args.source}` in "
         f"batches of {args.batch_size}; shortlist: {args.shortlist or 'the checkpoint’s'}",
         f"- paired bootstrap against `full`: sacreBLEU, cased BLEU, {args.resamples} resamples",
@@ -441,9 +435,7 @@ def main(argv: list[str] | None = None) -> None:
     except (CheckpointError, CorpusError, ShortlistError) as error:
         raise SystemExit(f"python -m benchmarks.shortlist_normalisation: {error}") from None
     text = "\n".join(lines) + "\n"
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(args.output, text)
-    print(text + f"written to {args.output}")
+    write_record(args.output, text)
 
 
 if __name__ == "__main__":

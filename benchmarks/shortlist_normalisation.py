@@ -26,6 +26,7 @@ the CPU beyond floating-point rounding (the searches are deterministic).
 
 import argparse
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -172,14 +173,16 @@ class NormalisedTranslator(Translator):
 
     normalisation = "sentence"
 
-    def _member_step_model(self, model: Any, use_cache: bool) -> StepModel[Any]:
-        """The model's step model, its shortlist normalised as chosen."""
+    def _member_step_model(
+        self, model: Any, use_cache: bool, extra_tokens: Sequence[Sequence[int]] | None = None
+    ) -> StepModel[Any]:
+        """The model's step model, its shortlist normalised as chosen (no glossary: ``extra_tokens`` unused)."""
         if self.shortlist is not None and isinstance(model, Transformer):
             native_step = self.native_steps.get(id(model))
             return NormalisedShortlistStepModel(
                 model, self.shortlist, use_cache, native_step, self.normalisation
             )
-        return super()._member_step_model(model, use_cache)
+        return super()._member_step_model(model, use_cache, extra_tokens)
 
 
 @dataclasses.dataclass

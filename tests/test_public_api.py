@@ -23,6 +23,7 @@ DEFINED_IN = {
     "Decoder": "transformer.model.decoder",
     "Encoder": "transformer.model.encoder",
     "ExperimentConfig": "transformer.config.experiment",
+    "Glossary": "transformer.decoding.glossary",
     "MultiHeadAttention": "transformer.model.multihead_attention",
     "RNNConfig": "transformer.baselines.rnn_config",
     "RNNEncoderDecoder": "transformer.baselines.rnn",
@@ -91,3 +92,4 @@ def test_the_readme_library_example_runs(trained_run: Path, tmp_path: Path, monk
     assert greedy.decode_config == dataclasses.replace(DecodeConfig(), beam_size=1)
     assert namespace["translations"] == translator.translate(["The sad girls cannot take letters."])
     assert namespace["translations"][0].strip() != ""
+    assert "Mädchen" in re.findall(r"\w+", namespace["with_terms"][0])

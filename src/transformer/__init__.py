@@ -1,7 +1,8 @@
 """The Transformer of "Attention Is All You Need" (Vaswani et al., 2017): library entry points.
 
 The model and its building blocks (section 3), the configs, the recurrent baseline the paper compares with
-(:class:`RNNEncoderDecoder`, :class:`RNNConfig`) and :class:`Translator` (checkpoint to text) are importable
+(:class:`RNNEncoderDecoder`, :class:`RNNConfig`), :class:`Translator` (checkpoint to text) and its
+:class:`Glossary` are importable
 from here, e.g. ``from transformer import Transformer, TransformerConfig, Translator``.
 """
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports each nam
     from transformer.config.experiment import ExperimentConfig
     from transformer.config.files import load_config
     from transformer.config.train import TrainConfig
+    from transformer.decoding.glossary import Glossary
     from transformer.decoding.translator import Translator
     from transformer.model.additive_attention import AdditiveScore, additive_attention
     from transformer.model.config import TransformerConfig
@@ -34,6 +36,7 @@ _DEFINED_IN = {
     "Decoder": "transformer.model.decoder",
     "Encoder": "transformer.model.encoder",
     "ExperimentConfig": "transformer.config.experiment",
+    "Glossary": "transformer.decoding.glossary",
     "MultiHeadAttention": "transformer.model.multihead_attention",
     "RNNConfig": "transformer.baselines.rnn_config",
     "RNNEncoderDecoder": "transformer.baselines.rnn",
@@ -54,6 +57,7 @@ __all__ = [
     "Decoder",
     "Encoder",
     "ExperimentConfig",
+    "Glossary",
     "MultiHeadAttention",
     "RNNConfig",
     "RNNEncoderDecoder",

@@ -92,3 +92,28 @@ def test_the_page_detects_the_language_and_keeps_html_tags(
     assert translation is not None, html_dom[-2000:]
     # The translation is shown as text: the markup, escaped in the page, around the model's own translation.
     assert translation.group(1) == html.escape(f"<p>{html.escape(offline, quote=False)}</p>", quote=False)
+
+
+def test_the_page_sends_its_glossary_and_refuses_a_line_it_cannot_read(
+    served_run: Path, valid_sentences, tmp_path
+) -> None:
+    from transformer.decoding.glossary import Glossary
+
+    config = ServeConfig(checkpoints={"default": served_run}, port=free_port())
+    sentence = "the dog sees a small house."
+    pairs = [("dog", "Hund"), ("small house", "Häuschen")]
+    offline = Translator.from_checkpoint(served_run, device="cpu").translate(
+        [sentence], glossary=Glossary.from_pairs(pairs)
+    )[0]
+    assert "Hund" in offline and "Häuschen" in offline
+    with running_server(config) as base_url:
+        glossary = "dog = Hund\n\nsmall house = Häuschen"
+        query = urlencode({"text": sentence, "glossary": glossary, "flags": "0"})
+        dom = open_page(tmp_path, f"{base_url}/?{query}", "--dump-dom").stdout
+        bad = urlencode({"text": sentence, "glossary": "dog = Hund\ncat", "flags": "0"})
+        bad_dom = open_page(tmp_path, f"{base_url}/?{bad}", "--dump-dom").stdout
+    translation = re.search(r'<div id="translation"[^>]*>(.*?)</div>', dom, re.S)
+    assert translation is not None, dom[-2000:]
+    assert translation.group(1) == html.escape(offline, quote=False)
+    status = re.search(r'<p id="status"[^>]*>(.*?)</p>', bad_dom, re.S)
+    assert status is not None and "glossary line 2: expected 'source term = target term'" in status.group(1)

@@ -78,6 +78,31 @@ def add_translation_output_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_glossary_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--glossary FILE``: target terms the translations must use.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The ``translate`` or ``evaluate`` parser.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    The file's format and the search it runs are in :mod:`transformer.decoding.glossary`.
+    """
+    parser.add_argument(
+        "--glossary",
+        metavar="FILE",
+        help="tab-separated 'source term<TAB>target term' lines: where a source term occurs (whole words, any "
+        "case), its target term, exactly as written, appears in the translation (lexically constrained beam "
+        "search with dynamic beam allocation; needs --beam 2 or more)",
+    )
+
+
 def add_translate_parser(commands: Subcommands) -> argparse.ArgumentParser:
     """Add ``transformer translate``: translate lines of text with a checkpoint or a CTranslate2 export.
 
@@ -121,6 +146,7 @@ def add_translate_parser(commands: Subcommands) -> argparse.ArgumentParser:
     )
     translate.add_argument("--compute-type", default="default", help="CTranslate2 compute type, e.g. int8")
     add_translation_output_arguments(translate)
+    add_glossary_argument(translate)
     add_decode_arguments(translate)
     return translate
 
@@ -332,6 +358,7 @@ def add_evaluate_parser(commands: Subcommands) -> argparse.ArgumentParser:
     evaluate.add_argument("--source", help="source sentences to translate")
     evaluate.add_argument("--output", help="also write the translations here")
     evaluate.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
+    add_glossary_argument(evaluate)
     add_decode_arguments(evaluate)
     return evaluate
 

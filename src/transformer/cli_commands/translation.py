@@ -28,10 +28,13 @@ from transformer.command_checks import (
     refuse_outputs_among_inputs,
 )
 from transformer.decoding.backtranslation import backtranslate_file, check_backtranslation_request
+from transformer.decoding.constrained_beam_search import check_term_search
 from transformer.decoding.file_translation import translate_file
+from transformer.decoding.glossary import Glossary
 from transformer.decoding.quality_flags import FlagThresholds
 from transformer.decoding.translation_evaluation import evaluate_translator
 from transformer.decoding.translation_progress import translation_progress_bar
+from transformer.decoding.translator import Translator
 from transformer.device import resolve_device
 from transformer.evaluation.bleu import score_files
 from transformer.interop.conversion import convert_model
@@ -69,10 +72,14 @@ def run_translate(args: argparse.Namespace) -> int:
         [
             *named_file("--input", args.input),
             *named_file("--prefix-file", args.prefix_file),
+            *named_file("--glossary", args.glossary),
             *(model_dirs if ctranslate2 else checkpoint_directories(args)),
         ],
         output_files=named_file("--output", args.output),
     )
+    glossary = glossary_from_args(args)
+    if glossary is not None and ctranslate2:
+        raise ValueError("--glossary applies to --engine pytorch: CTranslate2 has no constrained search")
     if args.format == "html":
         return _translate_html(args)
     if ctranslate2:
@@ -92,9 +99,10 @@ def run_translate(args: argparse.Namespace) -> int:
         return 0
     translator = translator_from_args(args)
     layer = alignment_layer_from_args(args, translator)
+    check_glossary_search(glossary, translator)
     truncated = translate_file(
         translator, args.input, args.output, args.prefix_file, layer, args.scores, translation_progress_bar,
-        args.confidence, FlagThresholds() if args.flags else None,
+        args.confidence, FlagThresholds() if args.flags else None, glossary,
     )  # fmt: skip
     if truncated:
         print(
@@ -109,7 +117,7 @@ def _translate_html(args: argparse.Namespace) -> int:
     given = {
         "--scores": args.scores, "--confidence": args.confidence, "--alignments": args.alignments,
         "--flags": args.flags, "--prefix-file": args.prefix_file is not None, "--nbest": args.nbest not in (None, 1),
-        "--engine ctranslate2": args.engine == "ctranslate2",
+        "--engine ctranslate2": args.engine == "ctranslate2", "--glossary": args.glossary is not None,
     }  # fmt: skip
     refused = [option for option, used in given.items() if used]
     if refused:
@@ -215,7 +223,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
     ]
     if args.checkpoint and not args.hypotheses:
         inputs.extend(checkpoint_directories(args))
+    inputs.extend(named_file("--glossary", args.glossary))
     refuse_outputs_among_inputs(inputs, output_files=named_file("--output", args.output))
+    if args.hypotheses and args.glossary:
+        raise ValueError(
+            f"--glossary {args.glossary}: evaluate uses it when it translates; with --hypotheses it does not"
+        )
     if args.hypotheses and args.output:
         raise ValueError(
             f"--output {args.output}: evaluate writes the translations it makes; with --hypotheses it makes "
@@ -226,9 +239,17 @@ def run_evaluate(args: argparse.Namespace) -> int:
         return 0
     if not args.checkpoint or not args.source:
         raise ValueError("evaluate needs --hypotheses, or --checkpoint with --source")
+    glossary = glossary_from_args(args)
     translator = translator_from_args(args)
+    check_glossary_search(glossary, translator)
     evaluation = evaluate_translator(
-        translator, args.source, args.reference, args.output, args.lowercase, translation_progress_bar
+        translator,
+        args.source,
+        args.reference,
+        args.output,
+        args.lowercase,
+        translation_progress_bar,
+        glossary,
     )
     perplexity = evaluation.perplexity
     whose = " of the first --checkpoint" if len(translator.models) > 1 else ""
@@ -346,3 +367,63 @@ def run_attention(args: argparse.Namespace) -> int:
     for path in drawn.files:
         print(f"wrote {path}")
     return 0
+
+
+def glossary_from_args(args: argparse.Namespace) -> Glossary | None:
+    """Read ``--glossary FILE`` before any model is loaded, so a bad line fails at once.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The command's options; ``args.glossary`` is the path or None.
+
+    Returns
+    -------
+    Glossary or None
+        The glossary, or None without the option.
+
+    Raises
+    ------
+    GlossaryError
+        Naming the file and line that does not parse.
+
+    Notes
+    -----
+    ``--glossary -`` is refused: standard input holds the text to translate.
+    """
+    if args.glossary is None:
+        return None
+    if args.glossary == "-":
+        raise ValueError("--glossary -: standard input holds the text to translate; give a glossary file")
+    return Glossary.from_file(args.glossary)
+
+
+def check_glossary_search(glossary: Glossary | None, translator: Translator) -> None:
+    """Refuse ``--glossary`` with a search that cannot take it, naming the options.
+
+    Parameters
+    ----------
+    glossary : Glossary or None
+        The glossary, if any.
+    translator : Translator
+        Its decode config is the search the command will run.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        For greedy search, sampling or MBR with a glossary.
+
+    Notes
+    -----
+    Checked before the input is read, so a long file is not read for a search that would be refused.
+    """
+    if glossary is None:
+        return
+    try:
+        check_term_search(translator.decode_config)
+    except ValueError as error:
+        raise ValueError(f"--glossary: {error} (set --beam 2 or more)") from None

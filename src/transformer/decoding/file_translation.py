@@ -7,6 +7,7 @@ translation reports its progress through a caller's display
 """
 
 from transformer.data.text_lines import read_input_lines, write_output_lines
+from transformer.decoding.glossary import Glossary
 from transformer.decoding.prefix_limits import PrefixTooLongError
 from transformer.decoding.quality_flags import FlagThresholds
 from transformer.decoding.translation_lines import format_translations
@@ -69,6 +70,7 @@ def translate_file(
     progress: TranslationProgress | None = None,
     confidence: bool = False,
     flags: FlagThresholds | None = None,
+    glossary: Glossary | None = None,
 ) -> int:
     """Translate the lines of a file (or standard input) into a file (or standard output).
 
@@ -93,6 +95,8 @@ def translate_file(
     flags : FlagThresholds or None
         Add each translation's quality flags column at these thresholds
         (:mod:`~transformer.decoding.quality_flags`); None leaves it out.
+    glossary : Glossary or None
+        Target terms the translations must use (:mod:`~transformer.decoding.glossary`).
 
     Returns
     -------
@@ -117,7 +121,9 @@ def translate_file(
     prefixes = read_prefixes(prefix_path, input_path, len(sentences))
     with open_progress(progress, len(sentences)) as advance:
         try:
-            results = translator.translate_nbest(sentences, advance, prefixes, alignment_layer, flags)
+            results = translator.translate_nbest(
+                sentences, advance, prefixes, alignment_layer, flags, glossary
+            )
         except PrefixTooLongError as error:
             raise ValueError(f"--prefix-file {prefix_path}:{error.index + 1}: {error}") from None
     nbest = translator.decode_config.nbest > 1

@@ -198,6 +198,9 @@ class ShortlistStepModel(TransformerStepModel):
     native_step : NativeDecoderStep or None
         The model's C++ step, as for :class:`TransformerStepModel`; it returns the decoder states, which this
         projects.
+    extra_tokens : sequence of sequence of int or None
+        Per sentence of the next :meth:`start`, target ids added to its shortlist: a glossary's terms, which
+        the constrained search must be able to output. None adds nothing.
 
     Notes
     -----
@@ -211,9 +214,11 @@ class ShortlistStepModel(TransformerStepModel):
         shortlist: Shortlist,
         use_cache: bool = True,
         native_step: NativeDecoderStep | None = None,
+        extra_tokens: Sequence[Sequence[int]] | None = None,
     ) -> None:
         super().__init__(model, use_cache, native_step)
         self.shortlist = shortlist
+        self.extra_tokens = extra_tokens
 
     def start(self, src_tokens: Tensor) -> ShortlistSearchState:
         """Encode the source and restrict the projection to its sentences' shortlists.
@@ -230,13 +235,20 @@ class ShortlistStepModel(TransformerStepModel):
 
         Notes
         -----
-        Padding is dropped before the lookup, so a sentence's shortlist is that of its own tokens.
+        Padding is dropped before the lookup, so a sentence's shortlist is that of its own tokens (and its
+        ``extra_tokens``).
         """
         base = super().start(src_tokens)
         sentences = [row[row != self.pad_id] for row in src_tokens.cpu()]
-        projection = RestrictedProjection(
-            self.model, [self.shortlist.sentence_tokens(row) for row in sentences]
-        )
+        sentence_tokens = [self.shortlist.sentence_tokens(row) for row in sentences]
+        if self.extra_tokens is not None:
+            if len(self.extra_tokens) != len(sentences):
+                raise ValueError(f"{len(self.extra_tokens)} extra token lists for {len(sentences)} sentences")
+            sentence_tokens = [
+                torch.unique(torch.cat([tokens, torch.tensor(list(extra), dtype=torch.long)]))
+                for tokens, extra in zip(sentence_tokens, self.extra_tokens, strict=True)
+            ]
+        projection = RestrictedProjection(self.model, sentence_tokens)
         row_sentences = torch.arange(src_tokens.size(0), device=src_tokens.device)
         return ShortlistSearchState(
             base.cache, base.memory, base.src_padding_mask, base.tgt_prefix, projection, row_sentences

@@ -7,6 +7,7 @@
 from dataclasses import dataclass
 
 from transformer.data.text_lines import read_input_lines, write_output_lines
+from transformer.decoding.glossary import Glossary
 from transformer.decoding.translation_progress import TranslationProgress, open_progress
 from transformer.decoding.translator import Translator
 from transformer.evaluation.bleu import TranslationScores, score_translations
@@ -44,6 +45,7 @@ def evaluate_translator(
     output_path: str | None = None,
     lowercase: bool = False,
     progress: TranslationProgress | None = None,
+    glossary: Glossary | None = None,
 ) -> TranslatorEvaluation:
     """Translate a source file, write the translations if asked, and score them and the references.
 
@@ -61,6 +63,8 @@ def evaluate_translator(
         Case-insensitive BLEU.
     progress : TranslationProgress or None
         A progress display for the translation.
+    glossary : Glossary or None
+        Target terms the translations must use (:mod:`~transformer.decoding.glossary`).
 
     Returns
     -------
@@ -86,7 +90,7 @@ def evaluate_translator(
     if len(sources) != len(references):
         raise ValueError(f"{source_path} has {len(sources)} lines but {reference_path} has {len(references)}")
     with open_progress(progress, len(sources)) as advance:
-        hypotheses = translator.translate(sources, advance)
+        hypotheses = translator.translate(sources, advance, glossary=glossary)
     if output_path:
         write_output_lines(hypotheses, output_path)
     perplexity = corpus_perplexity(

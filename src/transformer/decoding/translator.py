@@ -19,7 +19,9 @@ from transformer.decoding.alignment import align_candidates, check_alignment_lay
 from transformer.decoding.batch_workers import run_batches
 from transformer.decoding.beam_search import search
 from transformer.decoding.candidate import Candidate
+from transformer.decoding.constrained_beam_search import check_term_search, search_with_terms
 from transformer.decoding.ensemble import EnsembleStepModel, check_ensemble, check_ensemble_vocabularies
+from transformer.decoding.glossary import Glossary, word_continuation_ids
 from transformer.decoding.inference_models import (
     TRANSLATION_PRECISIONS,
     check_precision,
@@ -149,6 +151,7 @@ class Translator:
         self.truncated_count = 0
         #: The weights file the model came from, named when its scores turn out NaN (set by from_checkpoint).
         self.weights_file: Path | None = None
+        self._word_continuations: list[int] | None = None  # the pieces a glossary's term may not be glued to
 
     @classmethod
     def from_checkpoint(
@@ -303,13 +306,18 @@ class Translator:
         rows = config.mbr or (config.nbest if config.sampling else 0)
         return max(1, self.max_tokens * 4 // rows) if rows > 4 else self.max_tokens
 
-    def step_model(self, use_cache: bool | None = None) -> StepModel[Any]:
+    def step_model(
+        self, use_cache: bool | None = None, extra_tokens: Sequence[Sequence[int]] | None = None
+    ) -> StepModel[Any]:
         """Return what the searches decode: the model's step model, or the ensemble of every model's.
 
         Parameters
         ----------
         use_cache : bool or None
             Incremental decoding; None follows ``decode_config.use_cache``.
+        extra_tokens : sequence of sequence of int or None
+            With a shortlist, per sentence of the search, target ids its shortlist must also hold (a
+            glossary's terms); ignored without one.
 
         Returns
         -------
@@ -323,13 +331,16 @@ class Translator:
         searches.
         """
         use_cache = self.decode_config.use_cache if use_cache is None else use_cache
-        members = [self._member_step_model(model, use_cache) for model in self.models]
+        members = [self._member_step_model(model, use_cache, extra_tokens) for model in self.models]
         return members[0] if len(members) == 1 else EnsembleStepModel(members, self.ensemble_mode)
 
-    def _member_step_model(self, model: SequenceModel, use_cache: bool) -> StepModel[Any]:
+    def _member_step_model(
+        self, model: SequenceModel, use_cache: bool, extra_tokens: Sequence[Sequence[int]] | None = None
+    ) -> StepModel[Any]:
         """One model's step model: restricted to the shortlist when there is one (Transformers only)."""
         if self.shortlist is not None and isinstance(model, Transformer):
-            return ShortlistStepModel(model, self.shortlist, use_cache, self.native_steps.get(id(model)))
+            native = self.native_steps.get(id(model))
+            return ShortlistStepModel(model, self.shortlist, use_cache, native, extra_tokens)
         if isinstance(model, Transformer):
             return TransformerStepModel(model, use_cache, self.native_steps.get(id(model)))
         return as_step_model(model, use_cache)
@@ -339,6 +350,7 @@ class Translator:
         sentences: Sequence[str],
         progress: Callable[[int], None] | None = None,
         prefixes: Sequence[str] | None = None,
+        glossary: Glossary | None = None,
     ) -> list[str]:
         """Translate sentences, returning the best translation of each in input order.
 
@@ -350,6 +362,8 @@ class Translator:
             Called with the number of sentences each finished batch held (see :meth:`translate_nbest`).
         prefixes : sequence of str or None
             A target prefix per sentence (see :meth:`translate_nbest`).
+        glossary : Glossary or None
+            Target terms the translations must use (see :meth:`translate_nbest`).
 
         Returns
         -------
@@ -363,7 +377,7 @@ class Translator:
         """
         return [
             candidates[0].text if candidates else ""
-            for candidates in self.translate_nbest(sentences, progress, prefixes)
+            for candidates in self.translate_nbest(sentences, progress, prefixes, glossary=glossary)
         ]
 
     def translate_nbest(
@@ -373,6 +387,7 @@ class Translator:
         prefixes: Sequence[str] | None = None,
         alignment_layer: int | None = None,
         flags: FlagThresholds | None = None,
+        glossary: Glossary | None = None,
     ) -> list[list[Candidate]]:
         """Translate sentences, returning ``decode_config.nbest`` candidates each, best first.
 
@@ -392,6 +407,10 @@ class Translator:
         flags : FlagThresholds or None
             Also flag each candidate's omissions, hallucinations and loops at these thresholds
             (:mod:`~transformer.decoding.quality_flags`: two teacher-forced passes per batch); None skips it.
+        glossary : Glossary or None
+            Each sentence's matched terms' targets must appear in its translation
+            (:mod:`~transformer.decoding.glossary`; the constrained search runs only for sentences that
+            match a term). Needs beam search.
 
         Returns
         -------
@@ -401,8 +420,8 @@ class Translator:
         Raises
         ------
         ValueError
-            Naming its weights file when a model's scores are NaN; when the prefixes are not one per sentence
-            or the alignment layer does not exist.
+            Naming its weights file when a model's scores are NaN; when the prefixes are not one per sentence,
+            the alignment layer does not exist, or a glossary comes with greedy search, sampling or MBR.
         PrefixTooLongError
             Before any search, for a prefix of more tokens than any translation may have:
             ``max_input_tokens + max_length_offset``, or a learned position table's size when smaller.
@@ -421,7 +440,13 @@ class Translator:
             raise ValueError(f"{len(prefixes)} prefixes for {len(sentences)} sentences")
         if alignment_layer is not None:
             check_alignment_layer(self.model, alignment_layer)
+        if glossary is not None:
+            check_term_search(self.decode_config)
         encoded = [self._encode(sentence) for sentence in sentences]
+        terms = [
+            glossary.constraints(sentence, self.tokenizer) if glossary and ids else []
+            for sentence, ids in zip(sentences, encoded, strict=True)
+        ]
         encoded_prefixes = [
             self.tokenizer.encode_target(prefix) if prefix.strip() else [] for prefix in prefixes or []
         ]
@@ -440,7 +465,11 @@ class Translator:
                 [encoded_prefixes[index] for index in batch_indices] if prefixes is not None else None
             )
             return self._translate_batch(
-                [encoded[index] for index in batch_indices], batch_prefixes, alignment_layer, flags
+                [encoded[index] for index in batch_indices],
+                batch_prefixes,
+                alignment_layer,
+                flags,
+                [terms[index] for index in batch_indices],
             )
 
         found = run_batches(batches, translate_batch, self.workers, progress)  # in the order of batches
@@ -455,10 +484,11 @@ class Translator:
         prefixes: list[list[int]] | None,
         alignment_layer: int | None,
         flags: FlagThresholds | None,
+        terms: list[list[list[int]]],
     ) -> list[list[Candidate]]:
         """Search one batch of encoded sentences and detokenise it (a worker's job in translate_nbest)."""
         src_tokens = pad_sequences(sources, self.model.config.pad_id).to(self.device)
-        hypotheses = self.search_tokens(src_tokens, prefixes)
+        hypotheses = self.search_tokens(src_tokens, prefixes, terms=terms if any(terms) else None)
         candidates = [
             [Candidate.from_hypothesis(item, self._detokenize(item.tokens)) for item in sentence]
             for sentence in hypotheses
@@ -475,6 +505,7 @@ class Translator:
         prefixes: Sequence[Sequence[int]] | None = None,
         config: DecodeConfig | None = None,
         between_steps: Callable[[], None] | None = None,
+        terms: Sequence[Sequence[Sequence[int]]] | None = None,
     ) -> list[list[Hypothesis]]:
         """Search one batch of encoded sentences: MBR when ``config.mbr``, else sampling, greedy or beam.
 
@@ -490,6 +521,9 @@ class Translator:
             Called before the encoder, before every decoder step and before each MBR sentence's utilities
             (:class:`~transformer.decoding.pausing_step_model.PausingStepModel`); it may raise to abandon the
             search. None calls nothing.
+        terms : sequence of sequence of sequence of int or None
+            Per sentence, target phrases (token ids) its output must contain
+            (:func:`~transformer.decoding.constrained_beam_search.search_with_terms`); None for none.
 
         Returns
         -------
@@ -509,10 +543,18 @@ class Translator:
         ``between_steps`` runs the other clients' decoder steps, so such a search does not stall them.
         """
         config = config if config is not None else self.decode_config
-        step_model = self.step_model(config.use_cache)
-        if between_steps is not None:
-            step_model = PausingStepModel(step_model, between_steps)
+
+        def make_step_model(extra_tokens: Sequence[Sequence[int]] | None = None) -> StepModel[Any]:
+            step_model = self.step_model(config.use_cache, extra_tokens)
+            return PausingStepModel(step_model, between_steps) if between_steps is not None else step_model
+
+        step_model = make_step_model()
         try:
+            if terms is not None and any(terms):
+                if self._word_continuations is None:  # once per translator: a pass over the vocabulary
+                    self._word_continuations = word_continuation_ids(self.tokenizer)
+                continuations = self._word_continuations
+                return search_with_terms(make_step_model, src_tokens, terms, config, prefixes, continuations)
             if config.mbr:
                 return mbr_search(step_model, src_tokens, config, self._detokenize, prefixes, between_steps)
             return search(step_model, src_tokens, config, prefixes)

@@ -12,6 +12,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import ValidationError
 
 from transformer.decoding.alignment import check_alignment_layer
+from transformer.decoding.constrained_beam_search import check_term_search
+from transformer.decoding.glossary import Glossary
 from transformer.decoding.quality_flags import FlagThresholds
 from transformer.model.transformer import Transformer
 from transformer.serving.inline_markup import parse_runs, run_texts
@@ -23,6 +25,7 @@ from transformer.serving.request_body import (
     refuse_non_text,
     refuse_non_text_fields,
 )
+from transformer.serving.request_glossary import glossary_from_field
 from transformer.serving.served_model import ServedModel
 from transformer.serving.server_state import ServerState
 from transformer.serving.translate_request import TEXT_FIELDS, TranslateRequest
@@ -252,7 +255,7 @@ async def translate(
         plain = [" ".join(run_texts([text_runs])) for text_runs in runs] if runs is not None else texts
         detected = await asyncio.to_thread(server.language_detector.detect_each, plain)
     model = model_for_languages(server, body.model, body.source, body.target, texts, detected)
-    options, prefixes, alignment_layer = _checked_search(body, model)
+    options, prefixes, alignment_layer, glossary = _checked_search(body, model)
     inputs = run_texts(runs) if runs is not None else texts
     split = isinstance(body.text, str) or runs is not None  # a run of HTML is split as a string text is
     markup_chars = sum(map(len, texts)) - sum(map(len, inputs))
@@ -276,6 +279,7 @@ async def translate(
             FlagThresholds() if body.flags else None,
             server.config.retry_omissions,
             server.translation_cache,
+            glossary,
         ),
     )
     if results is None:
@@ -297,22 +301,28 @@ async def translate(
 
 def _checked_search(
     body: TranslateRequest, model: ServedModel
-) -> tuple[SearchOptions, list[str] | None, int | None]:
-    """Check the request's search against the model: its options, prefixes and alignment layer (422 if bad)."""
+) -> tuple[SearchOptions, list[str] | None, int | None, Glossary | None]:
+    """Check the request's search against the model: options, prefixes, alignment layer, glossary (422 if bad)."""
     options = body.search_options()
     try:
-        options.decode_config(model.decode_config)
+        config = options.decode_config(model.decode_config)
         prefixes = body.prefixes()
+        glossary = glossary_from_field(body.glossary)
     except ValueError as error:
         raise HTTPException(422, str(error).removeprefix("DecodeConfig.")) from None
     html = body.format == "html"  # its tags go back through the alignment
     pytorch_only = options.needs_pytorch or prefixes is not None or body.alignments or body.flags or html
-    if model.translator is None and pytorch_only:
+    if model.translator is None and (pytorch_only or glossary is not None):
         raise HTTPException(
             422,
             f"model {model.name!r} runs on CTranslate2: sampling, mbr, no_repeat_ngram, prefix, "
-            "alignments, flags and format html need a model served with --engine pytorch",
+            "alignments, flags, glossary and format html need a model served with --engine pytorch",
         )
+    if glossary is not None:
+        try:
+            check_term_search(config)
+        except ValueError as error:
+            raise HTTPException(422, f"glossary: {error} (set beam to 2 or more)") from None
     if body.alignment_layer is not None and not body.alignments:
         raise HTTPException(422, "alignment_layer: only used with alignments: true")
     if body.format == "html" and prefixes is not None:
@@ -326,7 +336,7 @@ def _checked_search(
             check_alignment_layer(model.engine_model, layer)  # type: ignore[arg-type]
         except ValueError as error:
             raise HTTPException(422, f"alignment_layer: {error}") from None
-    return options, prefixes, layer
+    return options, prefixes, layer, glossary
 
 
 @router.get("/v1/models", tags=["translation"])

@@ -19,6 +19,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from transformer.config.decode import DecodeConfig
+from transformer.decoding.glossary import Glossary, GlossaryError
 from transformer.serving.api_v1 import CLIENT_CLOSED_REQUEST, server_of, until_disconnected
 from transformer.serving.config import MAX_BEAM_SIZE
 from transformer.serving.inline_markup import MarkupRun, parse_runs, run_texts
@@ -26,6 +27,7 @@ from transformer.serving.language_detection import UNDETERMINED, DetectedLanguag
 from transformer.serving.language_routing import choose_model
 from transformer.serving.markup_translations import rebuild_text_markup
 from transformer.serving.request_body import parse_json_body, refuse_non_text_fields
+from transformer.serving.request_glossary import glossary_from_field
 from transformer.serving.served_model import UNKNOWN_LANGUAGE, ServedModel
 from transformer.serving.server_state import ServerState
 from transformer.serving.translation_service import (
@@ -104,7 +106,7 @@ async def read_parameters(request: Request) -> dict[str, Any]:
     else:
         raw = await request.body()
         values = query if not raw.strip() else _json_object(raw)
-    refuse_non_text_fields(values, frozenset({"q"}))
+    refuse_non_text_fields(values, frozenset({"q", "glossary"}))
     return values
 
 
@@ -138,7 +140,8 @@ async def translate(request: Request) -> Response:
     ----------
     request : Request
         JSON or form with ``q`` (string or list), ``source``, ``target``, ``format`` ("text" or "html"),
-        ``alternatives`` (int) and ``api_key``.
+        ``alternatives`` (int), ``api_key`` and this server's ``glossary`` (an object of source term: target
+        term, a list of pairs, or ``--glossary`` file lines as one string).
 
     Returns
     -------
@@ -181,6 +184,9 @@ async def translate(request: Request) -> Response:
     assert isinstance(alternatives, int)  # _check_parameters refused the others
     if markup is not None and any(model.translator is None for model in chosen):
         return lt_error(400, "Invalid request: format html needs a model served with --engine pytorch")
+    glossary = _glossary(values.get("glossary"), chosen, alternatives)
+    if isinstance(glossary, str):
+        return lt_error(400, glossary)
     jobs = _group_jobs(chosen, texts, markup, alternatives)
     problem = work_over_budget(
         combined_work([job.work for job in jobs]), server.config.max_chars, server.config.max_queue,
@@ -195,7 +201,8 @@ async def translate(request: Request) -> Response:
             request,
             _all_or_none([
                 translate_texts(job.inputs, job.model, job.options, server.worker, server.metrics,
-                                alignment_layer=layer, retry_omissions=retry, cache=server.translation_cache)
+                                alignment_layer=layer, retry_omissions=retry, cache=server.translation_cache,
+                                glossary=glossary)
                 for job in jobs
             ]),
         )  # fmt: skip
@@ -365,6 +372,23 @@ def _rebuild(
         translated = [(run, next(remaining)) for run in runs if not run.markup]
         rebuilt.append([rebuild_text_markup(runs, translated, rank) for rank in range(alternatives + 1)])
     return rebuilt
+
+
+def _glossary(value: Any, chosen: list[ServedModel], alternatives: int) -> Glossary | str | None:
+    """Read the ``glossary`` parameter and check the models can take it; a string says why not."""
+    try:
+        glossary = glossary_from_field(value)
+    except GlossaryError as error:
+        return f"Invalid request: {error}"
+    if glossary is None:
+        return None
+    for model in chosen:
+        if model.translator is None:
+            return "Invalid request: glossary needs a model served with --engine pytorch"
+        beam = max(model.decode_config.beam_size, alternatives + 1)
+        if beam < 2:
+            return f"Invalid request: glossary needs beam search; model {model.name!r} is served with greedy search"
+    return glossary
 
 
 def _string_or_none(value: Any) -> str | None:

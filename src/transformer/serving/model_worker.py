@@ -242,7 +242,9 @@ class ModelWorker:
     def _searches_to_the_end(self, job: SentenceJob) -> bool:
         """Whether a sentence needs a search that step-level batching does not run."""
         config = job.decode_config
-        needs_offline_search = config.sampling or config.mbr or config.no_repeat_ngram or job.prefix_ids
+        needs_offline_search = (
+            config.sampling or config.mbr or config.no_repeat_ngram or job.prefix_ids or job.term_ids
+        )
         return bool(needs_offline_search) or self.models[job.model].is_ensemble
 
     def _running(self) -> int:
@@ -404,6 +406,7 @@ class ModelWorker:
                     [job.prefix_ids for job in jobs],
                     config,
                     between_steps,
+                    [job.term_ids for job in jobs],
                 )
             except SearchAbandonedError:
                 self.metrics.sentences_cancelled.inc(len(jobs))

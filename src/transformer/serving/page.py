@@ -13,6 +13,7 @@ body { font: 15px/1.45 system-ui, sans-serif; margin: 0 auto; max-width: 1100px;
 h1 { font-size: 1.3rem; margin: 0 0 .8rem; }
 form { display: grid; gap: .6rem; }
 textarea { width: 100%; min-height: 8rem; font: inherit; padding: .5rem; box-sizing: border-box; }
+textarea#glossary { min-height: 3rem; }
 .controls { display: flex; gap: 1rem; align-items: center; flex-wrap: wrap; }
 button { font: inherit; padding: .35rem .9rem; cursor: pointer; }
 #translation { white-space: pre-wrap; border: 1px solid #ccc; padding: .6rem; min-height: 2rem; background: #fafafa; }
@@ -28,6 +29,7 @@ PAGE_BODY = """
 <h1>Transformer translation</h1>
 <form id="form">
   <textarea id="text" placeholder="Type or paste text; each sentence is translated on its own."></textarea>
+  <textarea id="glossary" aria-label="glossary" placeholder="Glossary (optional): one 'source term = target term' per line; the translation uses each target term where its source term occurs"></textarea>
   <div class="controls">
     <label>Model <select id="model"></select></label>
     <label>Beam <input id="beam" type="number" min="1" max="16" size="3"></label>
@@ -89,6 +91,8 @@ async function translate() {
   setStatus("Translating\\u2026", false);
   $("submit").disabled = true;
   try {
+    const glossary = glossaryPairs($("glossary").value);
+    if (glossary.length) body.glossary = glossary;
     const reply = await fetch("/v1/translate", {method: "POST", headers: headers(), body: JSON.stringify(body)});
     const data = await reply.json();
     if (!reply.ok) throw new Error(reply.status + ": " + (typeof data.detail === "string" ? data.detail : JSON.stringify(data)));
@@ -103,6 +107,20 @@ async function translate() {
   } finally {
     $("submit").disabled = false;
   }
+}
+
+function glossaryPairs(text) {
+  // "source = target" or "source<TAB>target" per line; blank lines skipped; anything else is refused.
+  const pairs = [];
+  text.split(/\\r?\\n/).forEach((line, index) => {
+    if (!line.trim()) return;
+    const parts = line.includes("\\t") ? line.split("\\t") : line.split(" = ");
+    if (parts.length !== 2 || !parts[0].trim() || !parts[1].trim()) {
+      throw new Error("glossary line " + (index + 1) + ": expected 'source term = target term'");
+    }
+    pairs.push([parts[0].trim(), parts[1].trim()]);
+  });
+  return pairs;
 }
 
 function flagText(sentence) {
@@ -166,6 +184,7 @@ $("form").addEventListener("submit", (event) => { event.preventDefault(); transl
     if (params.get("flags") === "0") $("flags").checked = false;
     if (params.get("detect") === "1") $("detect").checked = true;
     if (params.get("html") === "1") $("html").checked = true;
+    if (params.has("glossary")) $("glossary").value = params.get("glossary");
     await translate();
     if (params.has("attention") && lastResult) showAttention(Number(params.get("attention")));
   }

@@ -74,6 +74,9 @@ class SentenceJob:
         return quickly (e.g. schedule the result on the event loop).
     prefix_ids : list of int
         A forced target prefix (token ids; empty for none).
+    term_ids : list of list of int
+        Target phrases (token ids) the translation must contain: a glossary's terms matched in the sentence
+        (:mod:`transformer.decoding.glossary`); empty for none.
     submitted_at : float
         ``time.perf_counter()`` when it was queued (set on creation).
     admitted_at : float
@@ -90,5 +93,6 @@ class SentenceJob:
     handle: RequestHandle
     deliver: Callable[[DecodedSentence, SentenceTiming], None]
     prefix_ids: list[int] = field(default_factory=list)
+    term_ids: list[list[int]] = field(default_factory=list)
     submitted_at: float = field(default_factory=time.perf_counter)
     admitted_at: float = 0.0

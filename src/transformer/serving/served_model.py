@@ -151,6 +151,7 @@ class ServedModel:
         prefix_ids: list[list[int]],
         config: DecodeConfig,
         between_steps: Callable[[], None] | None = None,
+        term_ids: list[list[list[int]]] | None = None,
     ) -> list[list[Hypothesis]]:
         """Decode a padded batch to its end: the translator's search (any kind), or CTranslate2's.
 
@@ -164,6 +165,9 @@ class ServedModel:
             The search.
         between_steps : callable or None
             Called before each step of the translator's search (``Translator.search_tokens``); None never.
+        term_ids : list of list of list of int or None
+            Per sentence, the glossary's target phrases its translation must contain (the constrained
+            search, PyTorch only); None or empty lists for none.
 
         Returns
         -------
@@ -181,7 +185,8 @@ class ServedModel:
         assert self.translator is not None
         src_tokens = pad_sequences(src_ids, model.config.pad_id).to(model_device(model))
         prefixes = prefix_ids if any(prefix_ids) else None
-        return self.translator.search_tokens(src_tokens, prefixes, config, between_steps)
+        terms = term_ids if term_ids and any(term_ids) else None
+        return self.translator.search_tokens(src_tokens, prefixes, config, between_steps, terms)
 
 
 def load_served_model(

@@ -18,8 +18,8 @@ from transformer.config.search_limits import (
 from transformer.serving.config import MAX_BEAM_SIZE, MAX_MBR_CANDIDATES
 from transformer.serving.translation_service import SearchOptions
 
-#: Fields that hold text to translate: line breaks are allowed in them, in no other field.
-TEXT_FIELDS = frozenset({"text", "prefix"})
+#: Fields that hold text to translate (and a glossary's lines): line breaks are allowed in them, in no other field.
+TEXT_FIELDS = frozenset({"text", "prefix", "glossary"})
 
 
 class TranslateRequest(BaseModel):
@@ -69,6 +69,10 @@ class TranslateRequest(BaseModel):
     flags : bool
         Add each translation's quality flags (omission, hallucination, repetition, each with its word span;
         :mod:`transformer.decoding.quality_flags`), at the default thresholds.
+    glossary : dict, list of [str, str], str or None
+        Target terms: ``{"dog": "Hund"}``, ``[["dog", "Hund"]]`` or ``--glossary`` file lines; where a source
+        term occurs (whole words, any case) its target term appears in the translation (constrained beam
+        search; needs a beam of 2 or more; :mod:`transformer.serving.request_glossary`).
 
     Notes
     -----
@@ -106,6 +110,7 @@ class TranslateRequest(BaseModel):
     alignments: bool = False
     alignment_layer: int | None = None
     flags: bool = False
+    glossary: dict[str, str] | list[list[str]] | str | None = None
     format: Literal["text", "html"] = "text"
     source: str | None = Field(default=None, min_length=1, max_length=32)
     target: str | None = Field(default=None, min_length=1, max_length=32)

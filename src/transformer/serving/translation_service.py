@@ -19,6 +19,7 @@ from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.decoding.alignment import word_alignments
 from transformer.decoding.candidate import Candidate
+from transformer.decoding.glossary import Glossary
 from transformer.decoding.quality_flags import FlagThresholds, forced_signals, sentence_flags
 from transformer.serving.continuous_batching import DecodedSentence
 from transformer.serving.metrics import ServingMetrics
@@ -214,6 +215,7 @@ async def translate_texts(
     flags: FlagThresholds | None = None,
     retry_omissions: bool = False,
     cache: TranslationCache | None = None,
+    glossary: Glossary | None = None,
 ) -> list[TextTranslation]:
     """Translate texts through the worker, every sentence its own batch row.
 
@@ -246,6 +248,10 @@ async def translate_texts(
     cache : TranslationCache or None
         Answer sentences seen before with the same model and settings from it, and store the others
         (:mod:`~transformer.serving.translation_cache`); None translates every sentence.
+    glossary : Glossary or None
+        Target terms: each sentence's matched terms must appear in its translation (the constrained search,
+        :mod:`~transformer.decoding.glossary`); sentences that match none decode as without it. Not with
+        ``retry_omissions`` (the retried pieces would lose their terms; the option is then ignored).
 
     Returns
     -------
@@ -271,15 +277,24 @@ async def translate_texts(
         for piece in text_pieces
         if piece.sentence
     ]
-    retry = retry_omissions and prefixes is None
+    retry = retry_omissions and prefixes is None and glossary is None
+    sentence_terms = [
+        glossary.constraints(sentence, model.tokenizer) if glossary is not None else []
+        for sentence in sentences
+    ]
     keys = [
-        (model.name, config, tuple(prefix), alignment_layer, flags, retry, sentence)
-        for sentence, prefix in zip(sentences, sentence_prefixes, strict=True)
+        (model.name, config, tuple(prefix), alignment_layer, flags, retry, _terms_key(terms), sentence)
+        for sentence, prefix, terms in zip(sentences, sentence_prefixes, sentence_terms, strict=True)
     ]
     cached = [cache.get(key) for key in keys] if cache is not None else [None] * len(keys)
     missing = [index for index, found in enumerate(cached) if found is None]
     jobs, results = await _decode_sentences(
-        [sentences[i] for i in missing], [sentence_prefixes[i] for i in missing], model, config, worker
+        [sentences[i] for i in missing],
+        [sentence_prefixes[i] for i in missing],
+        model,
+        config,
+        worker,
+        [sentence_terms[i] for i in missing],
     )
     decoded = [
         _sentence_translation(sentences[i], job, found, timing, model, metrics)
@@ -303,23 +318,30 @@ async def translate_texts(
     return _assemble(pieces, translations, config.nbest)
 
 
+def _terms_key(terms: list[list[int]]) -> tuple[tuple[int, ...], ...]:
+    """Return a sentence's target phrases as a hashable part of its cache key."""
+    return tuple(tuple(phrase) for phrase in terms)
+
+
 async def _decode_sentences(
     sentences: list[str],
     prefixes: list[list[int]],
     model: ServedModel,
     config: DecodeConfig,
     worker: ModelWorker,
+    terms: list[list[list[int]]],
 ) -> tuple[list[SentenceJob], list[tuple[DecodedSentence, SentenceTiming]]]:
     """Queue every sentence of a request at once and await their results (cancelled with the request)."""
     loop = asyncio.get_running_loop()
     handle = RequestHandle()
     futures: list[asyncio.Future[tuple[DecodedSentence, SentenceTiming]]] = []
     jobs = []
-    for sentence, prefix_ids in zip(sentences, prefixes, strict=True):
+    for sentence, prefix_ids, term_ids in zip(sentences, prefixes, terms, strict=True):
         future: asyncio.Future[tuple[DecodedSentence, SentenceTiming]] = loop.create_future()
         futures.append(future)
         src_ids = model.encode(sentence)
-        jobs.append(SentenceJob(model.name, src_ids, config, handle, _deliverer(loop, future), prefix_ids))
+        deliver = _deliverer(loop, future)
+        jobs.append(SentenceJob(model.name, src_ids, config, handle, deliver, prefix_ids, term_ids))
     if jobs:
         worker.submit(jobs)
     try:
@@ -404,7 +426,7 @@ async def _translate_pieces(
 ) -> list[list[Candidate]]:
     """Translate pieces of sentences as sentences of their own (an omission's retry), best candidate only."""
     jobs, results = await _decode_sentences(
-        texts, [[] for _ in texts], model, dataclasses.replace(config, nbest=1), worker
+        texts, [[] for _ in texts], model, dataclasses.replace(config, nbest=1), worker, [[] for _ in texts]
     )
     return [
         _sentence_translation(text, job, found, timing, model, metrics).candidates

@@ -104,7 +104,8 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
         "--workers",
         type=int,
         default=1,
-        help="also run ours with N batches searched at once (--workers N), at thread counts of N or more",
+        help="also run ours with N batches searched at once (--workers N), and CTranslate2 with N inter_threads, "
+        "at thread counts of N or more",
     )
     parser.add_argument("--no-tcmalloc", action="store_true", help="keep the allocator it was started with")
     args = parser.parse_args(argv)

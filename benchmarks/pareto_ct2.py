@@ -15,11 +15,14 @@ of the file as one batch and is answered ``{"translations": [...], "seconds": 0.
 """
 
 import argparse
+import concurrent.futures
+import functools
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks.bench_ctranslate2 import CTranslate2Worker
 from benchmarks.bench_worker import REPOSITORY, worker_command
@@ -47,6 +50,8 @@ class ParetoCTranslate2Worker(CTranslate2Worker):
         CTranslate2's ``intra_threads``.
     stderr_path : pathlib.Path
         Where the worker's standard error goes (named when it dies).
+    inter_threads : int
+        CTranslate2's ``inter_threads``: batches translated at once by :meth:`translate_batches`.
 
     Notes
     -----
@@ -62,12 +67,14 @@ class ParetoCTranslate2Worker(CTranslate2Worker):
         compute_types: list[str],
         threads: int,
         stderr_path: Path,
+        inter_threads: int = 1,
     ) -> None:  # the suite's worker's __init__ starts another process: not called
         arguments: dict[str, object] = {
             "model-dir": model_dir,
             "sentences": sentences_file,
             "threads": threads,
             "compute-types": ",".join(compute_types),
+            "inter-threads": inter_threads,
         }
         self.stderr_path = stderr_path
         with stderr_path.open("w", encoding="utf-8") as stderr:  # a pipe nobody reads could stall the worker
@@ -113,17 +120,55 @@ class ParetoCTranslate2Worker(CTranslate2Worker):
         Raises RuntimeError with the worker's standard error if it died.
         """
         request = {"compute_type": compute_type, "vmap": vmap, "beam_size": beam_size, "sentences": indices}
+        reply = self._request(request)
+        return [str(text) for text in reply["translations"]], float(reply["seconds"])
+
+    def translate_batches(
+        self, compute_type: str, vmap: bool, beam_size: int, batches: list[list[int]]
+    ) -> tuple[list[list[str]], float]:
+        """Translate a pass's batches, ``inter_threads`` of them at once.
+
+        Parameters
+        ----------
+        compute_type : str
+            Which loaded translator.
+        vmap : bool
+            Restrict the output vocabulary with the export's ``vmap.txt``.
+        beam_size : int
+            1 for greedy.
+        batches : list of list of int
+            Positions in the sentences file, one list per batch.
+
+        Returns
+        -------
+        translations : list of list of str
+            Per batch, in the order of its positions.
+        seconds : float
+            Wall time of the whole pass in the worker.
+
+        Notes
+        -----
+        CTranslate2's counterpart of our ``--workers``: each batch is one call, from one of the worker's
+        ``inter_threads`` calling threads.
+        """
+        request = {"compute_type": compute_type, "vmap": vmap, "beam_size": beam_size, "batches": batches}
+        reply = self._request(request)
+        return [[str(text) for text in batch] for batch in reply["translations"]], float(reply["seconds"])
+
+    def _request(self, request: dict[str, object]) -> dict[str, Any]:
+        """Send one request line and read its reply (RuntimeError with the worker's stderr if it died)."""
         assert self.process.stdin is not None
         try:
             self.process.stdin.write(json.dumps(request) + "\n")
             self.process.stdin.flush()
         except BrokenPipeError:
             pass  # reading the reply reports why, with the worker's stderr
-        reply = self._read_reply()
-        return [str(text) for text in reply["translations"]], float(reply["seconds"])
+        return self._read_reply()
 
 
-def serve(model_dir: str, sentences_file: str, threads: int, compute_types: list[str]) -> None:
+def serve(
+    model_dir: str, sentences_file: str, threads: int, compute_types: list[str], inter_threads: int = 1
+) -> None:
     """Load the translators and answer requests from standard input (see the module docstring).
 
     Parameters
@@ -136,6 +181,9 @@ def serve(model_dir: str, sentences_file: str, threads: int, compute_types: list
         Intra-op threads.
     compute_types : list of str
         Compute types to load.
+    inter_threads : int
+        CTranslate2's ``inter_threads``: a request's ``batches`` are translated this many at once, from as
+        many calling threads.
 
     Returns
     -------
@@ -144,7 +192,8 @@ def serve(model_dir: str, sentences_file: str, threads: int, compute_types: list
     Notes
     -----
     One translator per compute type serves both ``vmap`` settings: ``use_vmap`` is an argument of each
-    CTranslate2 call, switched on the wrapper between requests.
+    CTranslate2 call, switched on the wrapper between requests. A request holds ``sentences`` (one batch)
+    or ``batches`` (a pass's batches, answered with one list of translations per batch).
     """
     from transformer.interop.ctranslate2 import CTranslate2Translator
     from transformer.interop.ctranslate2_vocabulary_map import VOCABULARY_MAP_FILE
@@ -153,33 +202,43 @@ def serve(model_dir: str, sentences_file: str, threads: int, compute_types: list
     has_vmap = (Path(model_dir) / VOCABULARY_MAP_FILE).is_file()
     translators = {
         compute_type: CTranslate2Translator.from_directory(
-            Path(model_dir), compute_type=compute_type, threads=threads
+            Path(model_dir), compute_type=compute_type, threads=threads, inter_threads=inter_threads
         )
         for compute_type in compute_types
     }
     print(json.dumps({"ready": True}), flush=True)
-    for line in sys.stdin:
-        request = json.loads(line)
-        if request["vmap"] and not has_vmap:
-            raise SystemExit(f"{model_dir}: no {VOCABULARY_MAP_FILE} for a vocabulary-map request")
-        translator = translators[request["compute_type"]]
-        translator.use_vmap = bool(request["vmap"])
-        batch = [sentences[index] for index in request["sentences"]]
-        started = time.perf_counter()
-        encoded = [translator.encode(sentence) for sentence in batch]
-        # One CTranslate2 call per batch, as its users make them: translate_ids groups a batch by each
-        # sentence's length limit (to keep ours exactly), which would split a batch of 32 into several calls.
-        outputs = translator.translate_ids(
-            encoded,
-            beam_size=request["beam_size"],
-            length_penalty=LENGTH_PENALTY,
-            max_length_offset=ONE_GROUP_OFFSET,
-            max_length=max(len(ids) for ids in encoded) + MAX_LENGTH_OFFSET,
-            max_batch_size=len(batch),
-        )
-        translations = [translator.tokenizer.decode(ids).strip() for ids in outputs]
-        seconds = time.perf_counter() - started
-        print(json.dumps({"translations": translations, "seconds": seconds}), flush=True)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=inter_threads) as pool:
+        for line in sys.stdin:
+            request = json.loads(line)
+            if request["vmap"] and not has_vmap:
+                raise SystemExit(f"{model_dir}: no {VOCABULARY_MAP_FILE} for a vocabulary-map request")
+            translator = translators[request["compute_type"]]
+            translator.use_vmap = bool(request["vmap"])
+            batches = request["batches"] if "batches" in request else [request["sentences"]]
+            started = time.perf_counter()
+            texts = [[sentences[i] for i in indices] for indices in batches]
+            outputs = list(pool.map(functools.partial(_translate_batch, translator, request=request), texts))
+            seconds = time.perf_counter() - started
+            translations: object = outputs if "batches" in request else outputs[0]
+            print(json.dumps({"translations": translations, "seconds": seconds}), flush=True)
+
+
+def _translate_batch(translator: Any, batch: list[str], *, request: dict[str, Any]) -> list[str]:
+    """Translate one batch in one CTranslate2 call, as its users make them.
+
+    ``translate_ids`` groups a batch by each sentence's length limit (to keep ours exactly), which would split
+    a batch of 32 into several calls; one limit for the batch keeps it one call.
+    """
+    encoded = [translator.encode(sentence) for sentence in batch]
+    outputs = translator.translate_ids(
+        encoded,
+        beam_size=request["beam_size"],
+        length_penalty=LENGTH_PENALTY,
+        max_length_offset=ONE_GROUP_OFFSET,
+        max_length=max(len(ids) for ids in encoded) + MAX_LENGTH_OFFSET,
+        max_batch_size=len(batch),
+    )
+    return [translator.tokenizer.decode(ids).strip() for ids in outputs]
 
 
 def main() -> None:
@@ -189,8 +248,9 @@ def main() -> None:
     parser.add_argument("--sentences", required=True)
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--compute-types", required=True)
+    parser.add_argument("--inter-threads", type=int, default=1)
     args = parser.parse_args()
-    serve(args.model_dir, args.sentences, args.threads, args.compute_types.split(","))
+    serve(args.model_dir, args.sentences, args.threads, args.compute_types.split(","), args.inter_threads)
 
 
 if __name__ == "__main__":

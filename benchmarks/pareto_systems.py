@@ -60,7 +60,8 @@ class System:
         ``translate(indices, beam_size) -> (translations, seconds)`` at the thread count last set with
         :meth:`SystemSet.set_threads`.
     workers : int
-        Batches it searches at once (``Translator.workers``); 1 for every system but ours with ``--workers``.
+        Batches it searches at once (``Translator.workers``; CTranslate2's ``inter_threads``); 1 for every
+        system but the ``--workers`` rows.
     translate_batches : callable or None
         ``translate_batches(batches, beam_size) -> (translations per batch, seconds)``: all of a pass's
         batches in one call, ``workers`` at a time; None for systems that take one batch per call.
@@ -101,7 +102,8 @@ class SystemSet:
         A student distilled from the checkpoint, built as ours is (engine ``student``); None: none.
     workers : int
         Above 1, ours (and the student) also run as that many workers searching batches at once
-        (:mod:`transformer.decoding.batch_workers`), one more row per system.
+        (:mod:`transformer.decoding.batch_workers`), and CTranslate2 with that many ``inter_threads``, one
+        more row per system.
 
     Notes
     -----
@@ -130,7 +132,7 @@ class SystemSet:
         self.skipped: dict[str, str] = {}
         self.threads = torch.get_num_threads()
         self._stack = contextlib.ExitStack()
-        self._ct2_workers: dict[int, ParetoCTranslate2Worker] = {}
+        self._ct2_workers: dict[tuple[int, int], ParetoCTranslate2Worker] = {}
         self._ct2_dir: Path | None = None
         self._tokenizer: Any = None
         if "ours" in engines:
@@ -275,6 +277,12 @@ class SystemSet:
             precision = "fp32" if compute_type == "float32" else compute_type
             function = self._ct2_function(compute_type, vmap)
             self.systems.append(System(name, "ctranslate2", precision, vmap, function))
+            if self.workers > 1:  # its inter_threads, as our --workers: batches searched at once
+                batches = self._ct2_batches_function(compute_type, vmap)
+                self.systems.append(
+                    System(f"{name} ({self.workers} workers)", "ctranslate2", precision, vmap, function,
+                           self.workers, batches)
+                )  # fmt: skip
 
     def _ct2_function(self, compute_type: str, vmap: bool) -> TranslateFunction:
         """Translate in the CTranslate2 worker of the current thread count."""
@@ -284,20 +292,35 @@ class SystemSet:
 
         return translate
 
-    def _ct2_worker(self) -> ParetoCTranslate2Worker:
-        """The worker of the current thread count, started on first use."""
-        if self.threads not in self._ct2_workers:
+    def _ct2_batches_function(self, compute_type: str, vmap: bool) -> BatchesFunction:
+        """Translate a pass's batches ``workers`` at a time in a CTranslate2 worker with that ``inter_threads``.
+
+        Each batch runs on ``threads // workers`` intra-op threads, as each of our workers does.
+        """
+
+        def translate_batches(batches: list[list[int]], beam_size: int) -> tuple[list[list[str]], float]:
+            worker = self._ct2_worker(inter_threads=self.workers)
+            return worker.translate_batches(compute_type, vmap, beam_size, batches)
+
+        return translate_batches
+
+    def _ct2_worker(self, inter_threads: int = 1) -> ParetoCTranslate2Worker:
+        """The worker of the current thread count (split over ``inter_threads`` batches), started on first use."""
+        intra_threads = max(1, self.threads // inter_threads)
+        key = (intra_threads, inter_threads)
+        if key not in self._ct2_workers:
             assert self._ct2_dir is not None
             worker = ParetoCTranslate2Worker(
                 self._ct2_dir,
                 self.scratch / "sentences.json",
                 CT2_COMPUTE_TYPES,
-                self.threads,
-                self.scratch / f"ct2-worker-{self.threads}.stderr",
+                intra_threads,
+                self.scratch / f"ct2-worker-{intra_threads}x{inter_threads}.stderr",
+                inter_threads,
             )
             self._stack.enter_context(worker)
-            self._ct2_workers[self.threads] = worker
-        return self._ct2_workers[self.threads]
+            self._ct2_workers[key] = worker
+        return self._ct2_workers[key]
 
     def _add_hf(self) -> None:
         """HF ``MarianMTModel.generate()`` in fp32 on the exported Marian model."""

@@ -166,6 +166,11 @@ def test_each_system_at_its_fastest_thread_count_and_the_report_rebuilt_from_its
         for name, engine, speed in (("ours int8", "ours", ours), ("CTranslate2 int8", "ctranslate2", theirs)):
             row = _row(name, engine, "int8", "greedy", "throughput", **_throughput(speed, 30.0))
             rows.append(row | {"threads": threads})
+    for name, engine, speed in (("ours int8 (2 workers)", "ours", 25.0), ("CTranslate2 int8 (2 workers)",
+                                                                        "ctranslate2", 50.0)):  # fmt: skip
+        rows.append(
+            _row(name, engine, "int8", "greedy", "throughput", **_throughput(speed, 30.0)) | {"threads": 2}
+        )
     path = tmp_path / "record.json"
     data = {
         "environment": environment,
@@ -183,6 +188,8 @@ def test_each_system_at_its_fastest_thread_count_and_the_report_rebuilt_from_its
     )
     best = "| ours int8 / CTranslate2 int8, sentences/s | greedy, best thread count (2 / 1 thr) | 0.60x"
     assert best + " (goal 1.3x) | **not met** |" in markdown
+    fastest = "| ours int8 / CTranslate2 int8, sentences/s | greedy, each at its fastest (2 thr as 2 workers / 2 thr"
+    assert fastest + " as 2 workers) | 0.50x (goal 1.3x) | **not met** |" in markdown
     assert path.with_suffix(".png").read_bytes().startswith(b"\x89PNG")
     assert json.loads(path.read_text())["runs"] == []  # rebuilt, not rerun
 
@@ -247,3 +254,29 @@ def test_workers_rows_translate_what_one_batch_at_a_time_does(trained_run: Path,
     finally:
         torch.set_num_threads(before)
     assert found == expected and seconds > 0
+
+
+@pytest.mark.skipif(
+    describe_import_failure("ctranslate2") is not None, reason="ctranslate2 (the interop extra)"
+)
+def test_ctranslate2_workers_rows_translate_what_one_batch_at_a_time_does(
+    trained_run: Path, tmp_path: Path
+) -> None:
+    sentences = read_lines(trained_run / "data" / "valid.en")[:20]
+    batches = [list(range(start, min(start + 4, 20))) for start in range(0, 20, 4)]
+    before = torch.get_num_threads()
+    try:
+        with SystemSet(trained_run, sentences, tmp_path, {"ctranslate2"}, ["fp32"], workers=2) as systems:
+            by_name = {system.name: system for system in systems.systems}
+            assert sorted(by_name) == ["CTranslate2 fp32", "CTranslate2 fp32 (2 workers)", "CTranslate2 int8",
+                                       "CTranslate2 int8 (2 workers)"]  # fmt: skip
+            alone, together = by_name["CTranslate2 int8"], by_name["CTranslate2 int8 (2 workers)"]
+            assert alone.translate_batches is None and together.workers == 2
+            systems.set_threads(1)
+            expected = [alone.translate(batch, 4)[0] for batch in batches]
+            systems.set_threads(2)  # two inter_threads of one intra-op thread each
+            found, seconds = together.translate_batches(batches, 4)
+    finally:
+        torch.set_num_threads(before)
+    assert found == expected and seconds > 0
+    assert (tmp_path / "ct2-worker-1x2.stderr").exists()  # a worker of its own: intra 1, inter 2

@@ -170,6 +170,7 @@ class CTranslate2Translator:
         compute_type: str = "default",
         threads: int = 0,
         use_vmap: bool = False,
+        inter_threads: int = 1,
     ) -> "CTranslate2Translator":
         """Load an exported CTranslate2 model and the tokenizer beside it.
 
@@ -185,6 +186,9 @@ class CTranslate2Translator:
             CPU threads per translation (CTranslate2's ``intra_threads``); 0 lets CTranslate2 choose.
         use_vmap : bool
             Decode with the export's vocabulary map (the checkpoint's shortlist).
+        inter_threads : int
+            Batches CTranslate2 may translate at once (its ``inter_threads``), each on ``threads`` threads, when
+            called from that many threads: what ``Translator.workers`` is to ours.
 
         Returns
         -------
@@ -219,8 +223,9 @@ class CTranslate2Translator:
             json.loads((ct2_dir / MODEL_CONFIG_FILE).read_text(encoding="utf-8"))
         )
         translator = import_ctranslate2().Translator(
-            str(ct2_dir), device=device, compute_type=compute_type, intra_threads=threads
-        )
+            str(ct2_dir), device=device, compute_type=compute_type, intra_threads=threads,
+            inter_threads=inter_threads,
+        )  # fmt: skip
         return cls(translator, load_checkpoint_tokenizer(ct2_dir), config, use_vmap)
 
     def translate(

@@ -110,9 +110,9 @@ def constrained_beam_search(
     candidates that have met every term (the plain rule, read within the top bank: ranked against all
     candidates, a completed term's EOS would rarely beat the unconstrained extensions, and every sentence
     would run to its length limit). At the length limit the banks choose which candidates end, so those
-    with the most terms are kept, and the results list the hypotheses that met every term first. With no terms this is the plain beam search
-    (same hypotheses, tested). Terms are matched as token sequences, so a term must be encoded as the output
-    would spell it (``Hund`` mid-sentence is ``▁Hund``).
+    with the most terms are kept, and the results list the hypotheses that met every term first. With no
+    terms this is the plain beam search (same hypotheses, tested). Terms are matched as token sequences, so
+    a term must be encoded as the output would spell it (``Hund`` mid-sentence is ``▁Hund``).
     """
     config = config if config is not None else DecodeConfig()
     check_src_tokens(src_tokens)

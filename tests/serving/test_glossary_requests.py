@@ -81,3 +81,21 @@ def test_a_glossary_needs_beam_search_on_libretranslate_too(make_client, tmp_pat
     assert reply.json() == {
         "error": "Invalid request: glossary needs beam search; model 'greedy' is served with greedy search"
     }
+
+
+def test_a_text_matching_more_terms_than_a_search_should_carry_is_refused(make_client) -> None:
+    from transformer.serving.request_glossary import MAX_TERMS_PER_TEXT
+
+    client = make_client()
+    many = " ".join(["dog"] * (MAX_TERMS_PER_TEXT + 1))
+    reply = client.post("/v1/translate", json={"text": ["a dog", many], "glossary": TERMS})
+    assert reply.status_code == 422
+    assert reply.json()["detail"] == (
+        f"glossary: text[1] matches {MAX_TERMS_PER_TEXT + 1} glossary terms; a text may use at most "
+        f"{MAX_TERMS_PER_TEXT}"
+    )
+    body = {"q": many, "source": "en", "target": "de", "glossary": TERMS}
+    reply = client.post("/translate", json=body)
+    assert reply.status_code == 400 and "matches 65 glossary terms" in reply.json()["error"]
+    within = " ".join(["dog"] * 3)
+    assert client.post("/v1/translate", json={"text": within, "glossary": TERMS}).status_code == 200

@@ -182,8 +182,8 @@ class Glossary:
         Raises
         ------
         GlossaryError
-            For a file that does not exist, is a directory or is not UTF-8, and for a line that is not two
-            non-empty tab-separated fields, naming the file and the line.
+            For a file that does not exist, is a directory, cannot be read or is not UTF-8, and for a line that
+            is not two non-empty tab-separated fields, naming the file and the line.
 
         Notes
         -----
@@ -197,6 +197,8 @@ class Glossary:
             raise GlossaryError(f"--glossary {path}: no such file") from None
         except IsADirectoryError:
             raise GlossaryError(f"--glossary {path}: is a directory, not a tab-separated file") from None
+        except OSError as error:  # unreadable: permissions, a broken link, a device that fails
+            raise GlossaryError(f"--glossary {path}: cannot read it ({error.strerror or error})") from None
         lines = []
         for number, raw in enumerate(data.split(b"\n"), start=1):
             try:

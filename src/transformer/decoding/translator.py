@@ -548,13 +548,13 @@ class Translator:
             step_model = self.step_model(config.use_cache, extra_tokens)
             return PausingStepModel(step_model, between_steps) if between_steps is not None else step_model
 
-        step_model = make_step_model()
         try:
             if terms is not None and any(terms):
                 if self._word_continuations is None:  # once per translator: a pass over the vocabulary
                     self._word_continuations = word_continuation_ids(self.tokenizer)
                 continuations = self._word_continuations
                 return search_with_terms(make_step_model, src_tokens, terms, config, prefixes, continuations)
+            step_model = make_step_model()
             if config.mbr:
                 return mbr_search(step_model, src_tokens, config, self._detokenize, prefixes, between_steps)
             return search(step_model, src_tokens, config, prefixes)

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from transformer.decoding.alignment import check_alignment_layer
 from transformer.decoding.constrained_beam_search import check_term_search
-from transformer.decoding.glossary import Glossary
+from transformer.decoding.glossary import Glossary, GlossaryError
 from transformer.decoding.quality_flags import FlagThresholds
 from transformer.model.transformer import Transformer
 from transformer.serving.inline_markup import parse_runs, run_texts
@@ -25,7 +25,7 @@ from transformer.serving.request_body import (
     refuse_non_text,
     refuse_non_text_fields,
 )
-from transformer.serving.request_glossary import glossary_from_field
+from transformer.serving.request_glossary import check_term_counts, glossary_from_field
 from transformer.serving.served_model import ServedModel
 from transformer.serving.server_state import ServerState
 from transformer.serving.translate_request import TEXT_FIELDS, TranslateRequest
@@ -256,6 +256,12 @@ async def translate(
         detected = await asyncio.to_thread(server.language_detector.detect_each, plain)
     model = model_for_languages(server, body.model, body.source, body.target, texts, detected)
     options, prefixes, alignment_layer, glossary = _checked_search(body, model)
+    try:
+        check_term_counts(
+            glossary, [" ".join(run_texts([item])) for item in runs] if runs is not None else texts
+        )
+    except GlossaryError as error:
+        raise HTTPException(422, str(error)) from None
     inputs = run_texts(runs) if runs is not None else texts
     split = isinstance(body.text, str) or runs is not None  # a run of HTML is split as a string text is
     markup_chars = sum(map(len, texts)) - sum(map(len, inputs))

@@ -27,7 +27,7 @@ from transformer.serving.language_detection import UNDETERMINED, DetectedLanguag
 from transformer.serving.language_routing import choose_model
 from transformer.serving.markup_translations import rebuild_text_markup
 from transformer.serving.request_body import parse_json_body, refuse_non_text_fields
-from transformer.serving.request_glossary import glossary_from_field
+from transformer.serving.request_glossary import check_term_counts, glossary_from_field
 from transformer.serving.served_model import UNKNOWN_LANGUAGE, ServedModel
 from transformer.serving.server_state import ServerState
 from transformer.serving.translation_service import (
@@ -187,6 +187,10 @@ async def translate(request: Request) -> Response:
     glossary = _glossary(values.get("glossary"), chosen, alternatives)
     if isinstance(glossary, str):
         return lt_error(400, glossary)
+    try:
+        check_term_counts(glossary, plain)
+    except GlossaryError as error:
+        return lt_error(400, f"Invalid request: {error}")
     jobs = _group_jobs(chosen, texts, markup, alternatives)
     problem = work_over_budget(
         combined_work([job.work for job in jobs]), server.config.max_chars, server.config.max_queue,

@@ -8,6 +8,9 @@ from transformer.decoding.glossary import Glossary, GlossaryError
 MAX_REQUEST_GLOSSARY_ENTRIES = 1000
 #: The most characters of one glossary term in a request.
 MAX_REQUEST_TERM_CHARS = 200
+#: The most glossary matches one text of a request may have: the constrained search's host work per step grows
+#: with a sentence's terms, and it runs between the other clients' decoder steps.
+MAX_TERMS_PER_TEXT = 64
 
 
 def glossary_from_field(value: Any, name: str = "glossary") -> Glossary | None:
@@ -70,3 +73,41 @@ def _string_pairs(items: list[Any], name: str) -> list[tuple[str, str]]:
             )
         pairs.append((item[0], item[1]))
     return pairs
+
+
+def check_term_counts(glossary: Glossary | None, texts: list[str], name: str = "glossary") -> None:
+    """Refuse a request whose text matches more glossary terms than one search should carry.
+
+    Parameters
+    ----------
+    glossary : Glossary or None
+        The request's glossary (None checks nothing).
+    texts : list of str
+        The request's texts (or the plain text of its HTML), before sentence splitting.
+    name : str
+        The field's name, for messages.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    GlossaryError
+        Naming the first text (``text[i]``) with more than :data:`MAX_TERMS_PER_TEXT` matches.
+
+    Notes
+    -----
+    Each matched term adds a candidate per beam and a pass over the sentence's terms per candidate at every
+    step, on the worker's thread between the running batch's steps: a 5,000-character text of one repeated
+    term would carry a thousand constraints and slow every other client's steps for its whole search. Counted
+    per text, so the bound holds whatever the sentence splitter makes of it.
+    """
+    if glossary is None:
+        return
+    for index, text in enumerate(texts):
+        count = len(glossary.matches(text))
+        if count > MAX_TERMS_PER_TEXT:
+            raise GlossaryError(
+                f"{name}: text[{index}] matches {count} glossary terms; a text may use at most {MAX_TERMS_PER_TEXT}"
+            )

@@ -89,7 +89,9 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--output", type=Path, default=REPOSITORY / "benchmarks" / "results" / "pareto.json")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--searches", nargs="+", choices=sorted(SEARCHES), default=list(SEARCHES))
-    parser.add_argument("--engines", nargs="+", choices=["ours", "ctranslate2", "hf"], default=None)
+    parser.add_argument(
+        "--engines", nargs="+", choices=["ours", "onnxruntime", "ctranslate2", "hf"], default=None
+    )
     parser.add_argument(
         "--precisions",
         nargs="+",
@@ -162,7 +164,7 @@ def run_benchmark(args: argparse.Namespace) -> None:
     environment = describe_environment(torch.get_num_threads(), REPOSITORY, args.no_tcmalloc)
     record = ParetoRecord.open(args.output, environment, settings_of(args, len(sources)))
     with tempfile.TemporaryDirectory(prefix="pareto-") as scratch, contextlib.ExitStack() as stack:
-        engines = set(args.engines or ["ours", "ctranslate2", "hf"])
+        engines = set(args.engines or ["ours", "onnxruntime", "ctranslate2", "hf"])
         systems = stack.enter_context(
             SystemSet(
                 args.checkpoint, sources, Path(scratch), engines, args.precisions, args.student, args.workers

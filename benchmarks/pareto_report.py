@@ -510,7 +510,13 @@ def write_plot(record: ParetoRecord) -> None:
     columns = 2 if len(conditions) > 1 else 1
     rows = (len(conditions) + columns - 1) // columns
     figure, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, 4.5 * rows), squeeze=False)
-    colours = {"ours": "tab:blue", "ctranslate2": "tab:orange", "hf": "tab:green", "student": "tab:red"}
+    colours = {
+        "ours": "tab:blue",
+        "onnxruntime": "tab:purple",
+        "ctranslate2": "tab:orange",
+        "hf": "tab:green",
+        "student": "tab:red",
+    }
     for axis, (threads, search) in zip(axes.flat, conditions, strict=False):
         shown = [cell for cell in cells if (cell.threads, cell.search) == (threads, search)]
         for cell in shown:

@@ -1,10 +1,12 @@
-"""The systems of the quality-speed benchmark: ours, CTranslate2 and HF ``generate()`` on the same weights.
+"""The systems of the quality-speed benchmark: ours, onnxruntime, CTranslate2 and HF ``generate()``, same weights.
 
 Every system takes raw source sentences and returns detokenised translations; its time covers tokenisation,
 search and detokenisation (what a user of each tool waits for), with the model loaded beforehand. The search
 is the same for all: greedy or beam 4, the power length penalty with alpha 1 (configs/multi30k's decode),
 outputs up to the source length + 50 tokens. CTranslate2 and HF run on weights exported from the checkpoint
-by this project's converters, so every row computes the same function up to each engine's arithmetic.
+by this project's converters, so every row computes the same function up to each engine's arithmetic. The
+onnxruntime rows run our searches over the ONNX export's graphs (``convert --to onnx``), so they differ from ours
+in the arithmetic of the network alone.
 """
 
 import contextlib
@@ -50,7 +52,7 @@ class System:
     ----------
     name : str
         Row label, e.g. ``"ours int8 + shortlist"``; also the key a resumed run skips by.
-    engine : {"ours", "student", "ctranslate2", "hf"}
+    engine : {"ours", "student", "onnxruntime", "ctranslate2", "hf"}
         Which toolkit ("student": ours, on a student distilled from the checkpoint).
     precision : str
         ``fp32``, ``bf16`` or ``int8`` (CTranslate2's ``float32`` is written ``fp32``).
@@ -95,7 +97,7 @@ class SystemSet:
     scratch : pathlib.Path
         Directory for the exports and the CTranslate2 worker's files.
     engines : set of str
-        Which of ``ours``, ``ctranslate2`` and ``hf`` to build.
+        Which of ``ours``, ``onnxruntime``, ``ctranslate2`` and ``hf`` to build.
     precisions : sequence of str
         Our precisions (for the checkpoint and the student).
     student : pathlib.Path or None
@@ -139,6 +141,8 @@ class SystemSet:
             self._add_ours()
         if student is not None:
             self._add_ours(student, "student")
+        if "onnxruntime" in engines:
+            self._add_onnxruntime()
         if "ctranslate2" in engines:
             self._add_ctranslate2()
         if "hf" in engines:
@@ -208,15 +212,7 @@ class SystemSet:
         A checkpoint's ``decode`` section may hold settings CTranslate2 is never given (n-gram blocking,
         minimum lengths), so the search is built from the defaults and the benchmark's settings alone.
         """
-        searches = {
-            beam: DecodeConfig(
-                beam_size=beam,
-                length_penalty=LENGTH_PENALTY,
-                length_penalty_form="power",
-                max_length_offset=MAX_LENGTH_OFFSET,
-            )
-            for beam in SEARCHES.values()
-        }
+        searches = benchmark_searches()
 
         def translate(indices: list[int], beam_size: int) -> tuple[list[str], float]:
             translator.decode_config = searches[beam_size]
@@ -246,6 +242,51 @@ class SystemSet:
                 torch.set_num_threads(threads)
 
         return translate_batches
+
+    def _add_onnxruntime(self) -> None:
+        """Our searches on onnxruntime, fp32 and int8 graphs of the checkpoint's ONNX export."""
+        names = ["onnxruntime fp32", "onnxruntime int8"]
+        failure = next(
+            (describe_import_failure(name) for name in ("onnx", "onnxscript", "onnxruntime")
+             if describe_import_failure(name)),
+            None,
+        )  # fmt: skip
+        if failure:
+            self.skipped.update(dict.fromkeys(names, failure))
+            return
+        from transformer.interop.onnx_export import export_onnx
+
+        try:
+            directory = export_onnx(self.checkpoint, self.scratch / "onnx", "int8")
+        except ValueError as error:
+            self.skipped.update(dict.fromkeys(names, f"export to ONNX refused: {error}"))
+            return
+        for precision in ("fp32", "int8"):
+            function = self._onnx_function(directory, precision)
+            self.systems.append(System(f"onnxruntime {precision}", "onnxruntime", precision, False, function))
+
+    def _onnx_function(self, directory: Path, precision: str) -> TranslateFunction:
+        """Translate with the export's graphs of ``precision``, one set of sessions per thread count.
+
+        onnxruntime fixes a session's intra-op threads when it is created, so each count gets its own.
+        """
+        from transformer.interop.onnx_translation import OnnxTranslator
+
+        searches = benchmark_searches()
+        translators: dict[int, OnnxTranslator] = {}
+
+        def translate(indices: list[int], beam_size: int) -> tuple[list[str], float]:
+            if self.threads not in translators:
+                translators[self.threads] = OnnxTranslator.from_directory(directory, precision, self.threads)
+                translators[self.threads].max_tokens = ONE_BATCH_TOKENS
+            translator = translators[self.threads]
+            translator.decode_config = searches[beam_size]
+            batch = [self.sentences[index] for index in indices]
+            started = time.perf_counter()
+            translations = translator.translate(batch)
+            return translations, time.perf_counter() - started
+
+        return translate
 
     def _add_ctranslate2(self) -> None:
         """CTranslate2 int8 (with and without the vocabulary map) and float32 on the exported weights."""
@@ -377,3 +418,27 @@ class SystemSet:
 
     def __exit__(self, *exc_info: object) -> None:
         self._stack.close()
+
+
+def benchmark_searches() -> dict[int, DecodeConfig]:
+    """The benchmark's search for each beam size, as every system runs it.
+
+    Returns
+    -------
+    dict of int to DecodeConfig
+        Beam size (1 or 4) -> the power length penalty with the benchmark's alpha and length offset.
+
+    Notes
+    -----
+    A checkpoint's ``decode`` section may hold settings CTranslate2 is never given (n-gram blocking, minimum
+    lengths), so the search is built from the defaults and the benchmark's settings alone.
+    """
+    return {
+        beam: DecodeConfig(
+            beam_size=beam,
+            length_penalty=LENGTH_PENALTY,
+            length_penalty_form="power",
+            max_length_offset=MAX_LENGTH_OFFSET,
+        )
+        for beam in SEARCHES.values()
+    }

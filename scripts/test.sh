@@ -3,7 +3,7 @@
 # then lint, type-check and test. (Tests of an optional integration skip themselves if it is missing.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python -m pip install --quiet -e ".[dev,interop,tensorboard,serve]"
+python -m pip install --quiet -e ".[dev,interop,onnx,tensorboard,serve]"
 ruff check .
 ruff format --check .
 mypy

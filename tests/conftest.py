@@ -117,3 +117,34 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = directory / "run"
     assert main(["train", "--config", str(config), "--output-dir", str(run_dir)]) == 0
     return run_dir
+
+
+@pytest.fixture(scope="session")
+def served_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny model trained for 300 steps (a few seconds): varied translations, not one repeated token."""
+    directory = tmp_path_factory.mktemp("served")
+    config = write_tiny_config(
+        directory,
+        model={"dropout": 0.0},
+        train={"max_steps": 300, "validate_every": 100, "checkpoint_every": 100},
+    )
+    run_dir = directory / "run"
+    assert main(["train", "--config", str(config), "--output-dir", str(run_dir)]) == 0
+    return run_dir
+
+
+@pytest.fixture(scope="session")
+def valid_sentences(served_run: Path) -> list[str]:
+    """The tiny corpus's validation sources: sentences of mixed lengths the model has not trained on."""
+    lines = (served_run / "data" / "valid.en").read_text(encoding="utf-8").splitlines()
+    return [line for line in lines if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def onnx_export(served_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``convert --to onnx --quantization int8`` of :func:`served_run` (fp32 and int8 graphs; ~10 seconds)."""
+    for package in ("onnx", "onnxscript", "onnxruntime"):
+        pytest.importorskip(package)
+    output = tmp_path_factory.mktemp("onnx") / "export"
+    assert main(["convert", "--to", "onnx", str(served_run), str(output), "--quantization", "int8"]) == 0
+    return output

@@ -387,8 +387,8 @@ BAD_INPUTS = [
         "damaged/model.safetensors: the weights do not match the SHA-256 recorded when they were saved",
     ),
     bad(
-        "convert --to onnx run exported",
-        "export with: convert --to hf-marian|ctranslate2 CHECKPOINT OUTPUT_DIR",
+        "convert --to tflite run exported",
+        "export with: convert --to hf-marian|ctranslate2|onnx CHECKPOINT OUTPUT_DIR",
     ),
     # --- backtranslate (#28 item 6) ---
     bad(

@@ -56,7 +56,17 @@ ALLOWED: dict[str, set[str]] = {
     "evaluation": {"model", "architectures", "data", "loss"},
     "visualization": {"model", "architectures", "data", "decoding", "atomic_files", "metrics_log"},
     "autotune": {"model", "baselines", "device", "atomic_files"},
-    "interop": {"model", "config", "data", "checkpoint", "decoding", "atomic_files", "command_checks"},
+    "interop": {
+        "model",
+        "config",
+        "data",
+        "checkpoint",
+        "decoding",
+        "evaluation",  # an ONNX export's perplexity result
+        "typed_fields",  # an ONNX export's stored search settings
+        "atomic_files",
+        "command_checks",
+    },
     "training": {
         "model",
         "architectures",

@@ -27,6 +27,8 @@ def _expected_systems() -> set[str]:
     systems = {f"ours {p}" for p in precisions} | {f"ours {p} + shortlist" for p in precisions}
     if describe_import_failure("ctranslate2") is None:
         systems |= {"CTranslate2 int8", "CTranslate2 int8 + vmap", "CTranslate2 fp32"}
+    if all(describe_import_failure(name) is None for name in ("onnx", "onnxscript", "onnxruntime")):
+        systems |= {"onnxruntime fp32", "onnxruntime int8"}
     if describe_import_failure("transformers") is None:
         systems.add("HF generate() fp32")
     return systems
@@ -280,3 +282,28 @@ def test_ctranslate2_workers_rows_translate_what_one_batch_at_a_time_does(
         torch.set_num_threads(before)
     assert found == expected and seconds > 0
     assert (tmp_path / "ct2-worker-1x2.stderr").exists()  # a worker of its own: intra 1, inter 2
+
+
+@pytest.mark.skipif(
+    any(describe_import_failure(name) is not None for name in ("onnx", "onnxscript", "onnxruntime")),
+    reason="onnx, onnxscript and onnxruntime (the onnx extra)",
+)
+def test_onnxruntime_rows_translate_what_our_fp32_row_does(trained_run: Path, tmp_path: Path) -> None:
+    sentences = read_lines(trained_run / "data" / "valid.en")[:12]
+    before = torch.get_num_threads()
+    try:
+        with SystemSet(trained_run, sentences, tmp_path, {"ours", "onnxruntime"}, ["fp32"]) as systems:
+            by_name = {system.name: system for system in systems.systems}
+            assert {"onnxruntime fp32", "onnxruntime int8"} <= set(by_name)
+            systems.set_threads(1)
+            for beam in (1, 4):
+                expected = by_name["ours fp32"].translate(list(range(12)), beam)[0]
+                found, seconds = by_name["onnxruntime fp32"].translate(list(range(12)), beam)
+                assert found == expected and seconds > 0
+            systems.set_threads(2)  # a session of its own per thread count, the same translations
+            assert (
+                by_name["onnxruntime fp32"].translate(list(range(12)), 1)[0]
+                == by_name["ours fp32"].translate(list(range(12)), 1)[0]
+            )
+    finally:
+        torch.set_num_threads(before)

@@ -65,7 +65,7 @@ def test_ctranslate2_engine_matches_pytorch_greedy(trained_run: Path, tmp_path: 
 
 
 def test_convert_usage_errors(trained_run: Path, tmp_path: Path, capsys) -> None:
-    assert main(["convert", "--to", "onnx", str(trained_run), str(tmp_path / "x")]) == 2
+    assert main(["convert", "--to", "tflite", str(trained_run), str(tmp_path / "x")]) == 2
     assert "export with" in capsys.readouterr().err
     assert (
         main(["convert", "--from", "hf-marian", str(tmp_path / "missing"), "--to", str(tmp_path / "y")]) == 2

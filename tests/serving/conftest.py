@@ -11,9 +11,6 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import write_tiny_config
-from transformer.cli import main
-
 #: The serve extra's packages; without them the tests that need them skip (the extra is optional).
 SERVE_EXTRA = ("fastapi", "uvicorn", "prometheus_client", "sentencex", "httpx", "multipart")
 MISSING = [name for name in SERVE_EXTRA if importlib.util.find_spec(name) is None]
@@ -22,27 +19,6 @@ if MISSING:  # every module but test_continuous_batching.py (torch only) needs t
 
 #: Longest a test waits for a server to become ready or to answer.
 READY_TIMEOUT_S = 30.0
-
-
-@pytest.fixture(scope="session")
-def served_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny model trained for 300 steps (a few seconds): varied translations, not one repeated token."""
-    directory = tmp_path_factory.mktemp("served")
-    config = write_tiny_config(
-        directory,
-        model={"dropout": 0.0},
-        train={"max_steps": 300, "validate_every": 100, "checkpoint_every": 100},
-    )
-    run_dir = directory / "run"
-    assert main(["train", "--config", str(config), "--output-dir", str(run_dir)]) == 0
-    return run_dir
-
-
-@pytest.fixture(scope="session")
-def valid_sentences(served_run: Path) -> list[str]:
-    """The tiny corpus's validation sources: sentences of mixed lengths the model has not trained on."""
-    lines = (served_run / "data" / "valid.en").read_text(encoding="utf-8").splitlines()
-    return [line for line in lines if line.strip()]
 
 
 def wait_until_ready(client: Any) -> None:

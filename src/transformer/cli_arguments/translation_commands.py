@@ -140,9 +140,10 @@ def add_translate_parser(commands: Subcommands) -> argparse.ArgumentParser:
     translate.add_argument("--output", help="output file; default standard output")
     translate.add_argument(
         "--engine",
-        choices=["pytorch", "ctranslate2"],
+        choices=["pytorch", "ctranslate2", "onnxruntime"],
         default="pytorch",
-        help="ctranslate2: --checkpoint is a directory from 'convert --to ctranslate2' (power length penalty only)",
+        help="ctranslate2: --checkpoint is a directory from 'convert --to ctranslate2' (power length penalty "
+        "only); onnxruntime: a directory from 'convert --to onnx' (our searches, --precision fp32 or int8)",
     )
     translate.add_argument("--compute-type", default="default", help="CTranslate2 compute type, e.g. int8")
     add_translation_output_arguments(translate)
@@ -181,10 +182,10 @@ def add_serve_parser(commands: Subcommands) -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--engine",
-        choices=["pytorch", "ctranslate2"],
+        choices=["pytorch", "ctranslate2", "onnxruntime"],
         default="pytorch",
-        help="pytorch (default); ctranslate2: each --checkpoint is a 'convert --to ctranslate2' directory, "
-        "batched per request",
+        help="pytorch (default); ctranslate2 or onnxruntime: each --checkpoint is a 'convert --to ctranslate2' "
+        "or 'convert --to onnx' directory, batched per request",
     )
     serve.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     serve.add_argument(
@@ -299,8 +300,8 @@ def serve_config_from_args(args: argparse.Namespace) -> "ServeConfig":
 
     Notes
     -----
-    ``--batching`` defaults by engine: continuous batching for PyTorch, per-request batches for CTranslate2,
-    whose translator takes whole batches only. The serving package is imported here, not at the top, so the
+    ``--batching`` defaults by engine: continuous batching for PyTorch, per-request batches for CTranslate2 and onnxruntime,
+    whose searches take whole batches. The serving package is imported here, not at the top, so the
     other commands never load it.
     """
     from transformer.serving.config import ServeConfig, parse_checkpoint_options, read_api_keys
@@ -314,7 +315,7 @@ def serve_config_from_args(args: argparse.Namespace) -> "ServeConfig":
         precision=args.precision,
         fp32_kernels=args.fp32_kernels,
         shortlist=args.shortlist,
-        batching=args.batching or ("request" if args.engine == "ctranslate2" else "continuous"),
+        batching=args.batching or ("request" if args.engine != "pytorch" else "continuous"),
         max_batch_tokens=args.max_batch_tokens,
         max_queue=args.max_queue,
         admit_every=args.admit_every,
@@ -358,6 +359,12 @@ def add_evaluate_parser(commands: Subcommands) -> argparse.ArgumentParser:
     evaluate.add_argument("--source", help="source sentences to translate")
     evaluate.add_argument("--output", help="also write the translations here")
     evaluate.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
+    evaluate.add_argument(
+        "--engine",
+        choices=["pytorch", "onnxruntime"],
+        default="pytorch",
+        help="onnxruntime: --checkpoint is a directory from 'convert --to onnx' (--precision fp32 or int8)",
+    )
     add_glossary_argument(evaluate)
     add_decode_arguments(evaluate)
     return evaluate
@@ -503,9 +510,9 @@ def add_convert_parser(commands: Subcommands) -> argparse.ArgumentParser:
     """
     convert = commands.add_parser(
         "convert",
-        help="import HuggingFace Marian; export to Marian or CTranslate2",
+        help="import HuggingFace Marian; export to Marian, CTranslate2 or ONNX",
         description="convert --from hf-marian MARIAN_DIR --to CHECKPOINT_DIR | "
-        "convert --to hf-marian CHECKPOINT OUTPUT_DIR | convert --to ctranslate2 CHECKPOINT OUTPUT_DIR",
+        "convert --to hf-marian|ctranslate2|onnx CHECKPOINT OUTPUT_DIR",
     )
     convert.add_argument(
         "--from",
@@ -515,8 +522,13 @@ def add_convert_parser(commands: Subcommands) -> argparse.ArgumentParser:
         help="input format",
     )
     convert.add_argument(
-        "--to", required=True, help="hf-marian or ctranslate2 (export), or the new checkpoint dir (import)"
+        "--to",
+        required=True,
+        help="hf-marian, ctranslate2 or onnx (export), or the new checkpoint dir (import)",
     )
     convert.add_argument("paths", nargs="+", metavar="PATH", help="MARIAN_DIR, or CHECKPOINT OUTPUT_DIR")
-    convert.add_argument("--quantization", help="CTranslate2 weight quantization, e.g. int8")
+    convert.add_argument(
+        "--quantization",
+        help="CTranslate2 weight quantization, e.g. int8; onnx: int8 also writes onnxruntime's int8 graphs",
+    )
     return convert

@@ -22,6 +22,7 @@ from transformer.cli_arguments.search_options import (
     decode_config_from_args,
     translator_from_args,
 )
+from transformer.cli_commands.onnx_engine import onnx_translator_from_args
 from transformer.command_checks import (
     check_output_directory,
     refuse_control_characters,
@@ -32,9 +33,9 @@ from transformer.decoding.constrained_beam_search import check_term_search
 from transformer.decoding.file_translation import translate_file
 from transformer.decoding.glossary import Glossary
 from transformer.decoding.quality_flags import FlagThresholds
+from transformer.decoding.text_translator import TextTranslator
 from transformer.decoding.translation_evaluation import evaluate_translator
 from transformer.decoding.translation_progress import translation_progress_bar
-from transformer.decoding.translator import Translator
 from transformer.device import resolve_device
 from transformer.evaluation.bleu import score_files
 from transformer.interop.conversion import convert_model
@@ -67,13 +68,14 @@ def run_translate(args: argparse.Namespace) -> int:
     types. An ``--output`` that is an input (text, prefixes, a checkpoint's file) is refused first of all.
     """
     ctranslate2 = args.engine == "ctranslate2"
-    model_dirs = [("--checkpoint", Path(path)) for path in args.checkpoint] if ctranslate2 else []
+    export = args.engine != "pytorch"  # a directory from 'transformer convert', not a checkpoint
+    model_dirs = [("--checkpoint", Path(path)) for path in args.checkpoint] if export else []
     refuse_outputs_among_inputs(
         [
             *named_file("--input", args.input),
             *named_file("--prefix-file", args.prefix_file),
             *named_file("--glossary", args.glossary),
-            *(model_dirs if ctranslate2 else checkpoint_directories(args)),
+            *(model_dirs if export else checkpoint_directories(args)),
         ],
         output_files=named_file("--output", args.output),
     )
@@ -97,8 +99,13 @@ def run_translate(args: argparse.Namespace) -> int:
             args.confidence, args.flags,
         )  # fmt: skip
         return 0
-    translator = translator_from_args(args)
-    layer = alignment_layer_from_args(args, translator)
+    translator: TextTranslator
+    if args.engine == "onnxruntime":
+        translator = onnx_translator_from_args(args)
+        layer = None
+    else:
+        translator = translator_from_args(args)
+        layer = alignment_layer_from_args(args, translator)
     check_glossary_search(glossary, translator)
     truncated = translate_file(
         translator, args.input, args.output, args.prefix_file, layer, args.scores, translation_progress_bar,
@@ -118,6 +125,7 @@ def _translate_html(args: argparse.Namespace) -> int:
         "--scores": args.scores, "--confidence": args.confidence, "--alignments": args.alignments,
         "--flags": args.flags, "--prefix-file": args.prefix_file is not None, "--nbest": args.nbest not in (None, 1),
         "--engine ctranslate2": args.engine == "ctranslate2", "--glossary": args.glossary is not None,
+        "--engine onnxruntime": args.engine == "onnxruntime",
     }  # fmt: skip
     refused = [option for option, used in given.items() if used]
     if refused:
@@ -222,7 +230,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
         *named_file("--source", args.source),
     ]
     if args.checkpoint and not args.hypotheses:
-        inputs.extend(checkpoint_directories(args))
+        onnx = args.engine == "onnxruntime"
+        inputs.extend(
+            [("--checkpoint", Path(path)) for path in args.checkpoint]
+            if onnx
+            else checkpoint_directories(args)
+        )
     inputs.extend(named_file("--glossary", args.glossary))
     refuse_outputs_among_inputs(inputs, output_files=named_file("--output", args.output))
     if args.hypotheses and args.glossary:
@@ -240,7 +253,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if not args.checkpoint or not args.source:
         raise ValueError("evaluate needs --hypotheses, or --checkpoint with --source")
     glossary = glossary_from_args(args)
-    translator = translator_from_args(args)
+    translator = (
+        onnx_translator_from_args(args) if args.engine == "onnxruntime" else translator_from_args(args)
+    )
     check_glossary_search(glossary, translator)
     evaluation = evaluate_translator(
         translator,
@@ -252,7 +267,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         glossary,
     )
     perplexity = evaluation.perplexity
-    whose = " of the first --checkpoint" if len(translator.models) > 1 else ""
+    whose = " of the first --checkpoint" if len(args.checkpoint) > 1 else ""
     print(
         f"perplexity{whose} {perplexity.perplexity:.3f} (NLL {perplexity.nll_per_token:.4f} nats/token "
         f"over {perplexity.num_tokens} reference tokens)"
@@ -398,14 +413,14 @@ def glossary_from_args(args: argparse.Namespace) -> Glossary | None:
     return Glossary.from_file(args.glossary)
 
 
-def check_glossary_search(glossary: Glossary | None, translator: Translator) -> None:
+def check_glossary_search(glossary: Glossary | None, translator: TextTranslator) -> None:
     """Refuse ``--glossary`` with a search that cannot take it, naming the options.
 
     Parameters
     ----------
     glossary : Glossary or None
         The glossary, if any.
-    translator : Translator
+    translator : TextTranslator
         Its decode config is the search the command will run.
 
     Returns

@@ -10,9 +10,9 @@ from transformer.data.text_lines import read_input_lines, write_output_lines
 from transformer.decoding.glossary import Glossary
 from transformer.decoding.prefix_limits import PrefixTooLongError
 from transformer.decoding.quality_flags import FlagThresholds
+from transformer.decoding.text_translator import TextTranslator
 from transformer.decoding.translation_lines import format_translations
 from transformer.decoding.translation_progress import TranslationProgress, open_progress
-from transformer.decoding.translator import Translator
 
 
 def read_prefixes(prefix_path: str | None, input_path: str | None, num_sentences: int) -> list[str] | None:
@@ -61,7 +61,7 @@ def read_prefixes(prefix_path: str | None, input_path: str | None, num_sentences
 
 
 def translate_file(
-    translator: Translator,
+    translator: TextTranslator,
     input_path: str | None,
     output_path: str | None,
     prefix_path: str | None = None,
@@ -76,7 +76,7 @@ def translate_file(
 
     Parameters
     ----------
-    translator : Translator
+    translator : TextTranslator
         The model(s) and search settings; ``decode_config.nbest > 1`` writes n-best lines.
     input_path : str or None
         Plain or gzipped text; None or "-" reads standard input.

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 from transformer.data.text_lines import read_input_lines, write_output_lines
 from transformer.decoding.glossary import Glossary
+from transformer.decoding.text_translator import TextTranslator
 from transformer.decoding.translation_progress import TranslationProgress, open_progress
-from transformer.decoding.translator import Translator
 from transformer.evaluation.bleu import TranslationScores, score_translations
-from transformer.evaluation.perplexity import PerplexityResult, corpus_perplexity
+from transformer.evaluation.perplexity import PerplexityResult
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class TranslatorEvaluation:
 
 
 def evaluate_translator(
-    translator: Translator,
+    translator: TextTranslator,
     source_path: str,
     reference_path: str,
     output_path: str | None = None,
@@ -51,7 +51,7 @@ def evaluate_translator(
 
     Parameters
     ----------
-    translator : Translator
+    translator : TextTranslator
         The model(s) with the search to evaluate.
     source_path : str
         Source sentences, one per line (plain or gzipped; "-" is standard input).
@@ -93,7 +93,5 @@ def evaluate_translator(
         hypotheses = translator.translate(sources, advance, glossary=glossary)
     if output_path:
         write_output_lines(hypotheses, output_path)
-    perplexity = corpus_perplexity(
-        translator.model, translator.tokenizer, list(zip(sources, references, strict=True))
-    )
+    perplexity = translator.reference_perplexity(list(zip(sources, references, strict=True)))
     return TranslatorEvaluation(hypotheses, perplexity, score_translations(hypotheses, references, lowercase))

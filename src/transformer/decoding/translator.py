@@ -16,10 +16,10 @@ from transformer.data.pipeline.inference_batches import inference_batches
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.data.shortlist import Shortlist
 from transformer.decoding.alignment import align_candidates, check_alignment_layer
+from transformer.decoding.batch_search import search_batch
 from transformer.decoding.batch_workers import run_batches
-from transformer.decoding.beam_search import search
 from transformer.decoding.candidate import Candidate
-from transformer.decoding.constrained_beam_search import check_term_search, search_with_terms
+from transformer.decoding.constrained_beam_search import check_term_search
 from transformer.decoding.ensemble import EnsembleStepModel, check_ensemble, check_ensemble_vocabularies
 from transformer.decoding.glossary import Glossary, word_continuation_ids
 from transformer.decoding.inference_models import (
@@ -29,7 +29,6 @@ from transformer.decoding.inference_models import (
     input_token_limit,
     prepare_for_inference,
 )
-from transformer.decoding.mbr import mbr_search
 from transformer.decoding.pausing_step_model import PausingStepModel
 from transformer.decoding.prefix_limits import check_prefix_lengths
 from transformer.decoding.quality_flags import FlagThresholds, flag_candidates
@@ -37,6 +36,7 @@ from transformer.decoding.search import Hypothesis, NonFiniteScoresError
 from transformer.decoding.shortlist import ShortlistStepModel, check_shortlist
 from transformer.decoding.step_model import StepModel, TransformerStepModel, as_step_model
 from transformer.device import resolve_device
+from transformer.evaluation.perplexity import PerplexityResult, corpus_perplexity
 from transformer.kernels.native_step import NativeDecoderStep, native_decoder_step
 from transformer.model.transformer import Transformer
 
@@ -499,6 +499,26 @@ class Translator:
             candidates = flag_candidates(self.model, self.tokenizer, src_tokens, candidates, flags)
         return candidates
 
+    def reference_perplexity(self, pairs: Sequence[tuple[str, str]]) -> PerplexityResult:
+        """Score reference translations by teacher forcing (``transformer evaluate``'s perplexity).
+
+        Parameters
+        ----------
+        pairs : sequence of (str, str)
+            Source sentence and reference translation.
+
+        Returns
+        -------
+        PerplexityResult
+            The first model's NLL per target token and perplexity.
+
+        Notes
+        -----
+        An ensemble translates together, but its perplexity is the first model's alone: teacher-forced
+        scoring of an ensemble is another quantity (:func:`~transformer.evaluation.perplexity.corpus_perplexity`).
+        """
+        return corpus_perplexity(self.model, self.tokenizer, pairs)
+
     def search_tokens(
         self,
         src_tokens: torch.Tensor,
@@ -549,17 +569,18 @@ class Translator:
             return PausingStepModel(step_model, between_steps) if between_steps is not None else step_model
 
         try:
-            if terms is not None and any(terms):
-                if self._word_continuations is None:  # once per translator: a pass over the vocabulary
-                    self._word_continuations = word_continuation_ids(self.tokenizer)
-                continuations = self._word_continuations
-                return search_with_terms(make_step_model, src_tokens, terms, config, prefixes, continuations)
-            step_model = make_step_model()
-            if config.mbr:
-                return mbr_search(step_model, src_tokens, config, self._detokenize, prefixes, between_steps)
-            return search(step_model, src_tokens, config, prefixes)
+            return search_batch(
+                make_step_model, src_tokens, config, self._detokenize, prefixes, terms, self._continuations,
+                between_steps,
+            )  # fmt: skip
         except NonFiniteScoresError as error:
             raise ValueError(f"{self.weights_file or 'the model'}: {error}") from None
+
+    def _continuations(self) -> list[int]:
+        """List the pieces a glossary's completed term may not be glued to (a pass over the vocabulary, once)."""
+        if self._word_continuations is None:
+            self._word_continuations = word_continuation_ids(self.tokenizer)
+        return self._word_continuations
 
     def _detokenize(self, tokens: list[int]) -> str:
         """Turn output ids into the text a user sees (what MBR's utilities compare)."""

@@ -1,7 +1,7 @@
-"""``transformer convert``: import a HuggingFace Marian model, or export a checkpoint to Marian or CTranslate2.
+"""``transformer convert``: import a HuggingFace Marian model, or export a checkpoint to Marian, CTranslate2 or ONNX.
 
 The command's paths are positional (``convert --from hf-marian MARIAN_DIR --to CHECKPOINT_DIR``, ``convert --to
-hf-marian|ctranslate2 CHECKPOINT OUTPUT_DIR``), so their number and the target format are checked here, with
+hf-marian|ctranslate2|onnx CHECKPOINT OUTPUT_DIR``), so their number and the target format are checked here, with
 the output compared to the input before anything is read.
 """
 
@@ -12,6 +12,7 @@ from transformer.checkpoint.layout import resolve_checkpoint
 from transformer.command_checks import refuse_outputs_among_inputs
 from transformer.interop.ctranslate2 import export_ctranslate2
 from transformer.interop.marian import export_marian, import_marian
+from transformer.interop.onnx_export import export_onnx
 from transformer.interop.output_directory import check_replaceable
 
 
@@ -23,12 +24,13 @@ def convert_model(from_format: str, to: str, paths: Sequence[str], quantization:
     from_format : {"checkpoint", "hf-marian"}
         ``--from``: "hf-marian" imports, "checkpoint" exports.
     to : str
-        ``--to``: the new checkpoint directory of an import, or the export's format ("hf-marian" or
-        "ctranslate2").
+        ``--to``: the new checkpoint directory of an import, or the export's format ("hf-marian",
+        "ctranslate2" or "onnx").
     paths : sequence of str
         ``MARIAN_DIR`` for an import; ``CHECKPOINT OUTPUT_DIR`` for an export.
     quantization : str or None
-        CTranslate2 weight quantization, e.g. "int8" (CTranslate2 exports only).
+        Weight quantization: CTranslate2's (e.g. "int8"), or "int8" for ONNX (onnxruntime's dynamic
+        quantisation, written beside the float32 graphs); refused for Marian.
 
     Returns
     -------
@@ -57,11 +59,15 @@ def convert_model(from_format: str, to: str, paths: Sequence[str], quantization:
             [("MARIAN_DIR", Path(paths[0]))], replaced_directories=[("--to", Path(to))]
         )
         return import_marian(Path(paths[0]), Path(to))
-    if to not in ("hf-marian", "ctranslate2") or len(paths) != 2:
-        raise ValueError("export with: convert --to hf-marian|ctranslate2 CHECKPOINT OUTPUT_DIR")
+    if to not in ("hf-marian", "ctranslate2", "onnx") or len(paths) != 2:
+        raise ValueError("export with: convert --to hf-marian|ctranslate2|onnx CHECKPOINT OUTPUT_DIR")
+    if to == "hf-marian" and quantization is not None:
+        raise ValueError(f"--quantization {quantization}: a HuggingFace Marian export keeps float32 weights")
     source, destination = resolve_checkpoint(Path(paths[0])), Path(paths[1])
     refuse_outputs_among_inputs([("CHECKPOINT", source)], replaced_directories=[("OUTPUT_DIR", destination)])
     check_replaceable(destination, to, "OUTPUT_DIR")  # before anything is read
     if to == "hf-marian":
         return export_marian(source, destination)
+    if to == "onnx":
+        return export_onnx(source, destination, quantization)
     return export_ctranslate2(source, destination, quantization)

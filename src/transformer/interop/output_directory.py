@@ -1,6 +1,6 @@
 """Write a converted model into a directory all at once, replacing only what ``transformer convert`` wrote.
 
-An export (``--to hf-marian``, ``--to ctranslate2``) ends with :data:`CONVERSION_RECORD`, which names its kind
+An export (``--to hf-marian``, ``--to ctranslate2``, ``--to onnx``) ends with :data:`CONVERSION_RECORD`, which names its kind
 and every file it wrote; a later export of the same kind may replace a directory holding exactly those. An
 import (``--from hf-marian``) writes a checkpoint, where every file beside the weights is read as a tokenizer
 file, so it carries no record: the names it writes are its mark (:func:`holds_earlier_import`). Anything else
@@ -24,6 +24,7 @@ CONVERSION_RECORD = "converted_from.json"
 KIND_NAMES = {
     "hf-marian": "HuggingFace Marian export",
     "ctranslate2": "CTranslate2 export",
+    "onnx": "ONNX export",
     "checkpoint": "imported checkpoint",
 }
 #: Every name an import (``convert --from hf-marian``) may write: the weights and the Marian tokenizer's files.
@@ -39,7 +40,7 @@ def check_replaceable(destination: Path, kind: str, option: str) -> None:
     ----------
     destination : Path
         Where the converted model will go.
-    kind : {"hf-marian", "ctranslate2", "checkpoint"}
+    kind : {"hf-marian", "ctranslate2", "onnx", "checkpoint"}
         What will be written there: an export's format, or an imported checkpoint.
     option : str
         The argument that named it, for the message (``"OUTPUT_DIR"``, ``"--to"``).
@@ -127,7 +128,7 @@ class ConversionRecord:
     Parameters
     ----------
     format : str
-        The export's kind: "hf-marian" or "ctranslate2".
+        The export's kind: "hf-marian", "ctranslate2" or "onnx".
     checkpoint : str
         The checkpoint it was made from.
     files : tuple of str
@@ -186,7 +187,7 @@ def staged_directory(destination: Path, kind: str, checkpoint: Path) -> Iterator
     ----------
     destination : Path
         The final directory; replaced if it holds an earlier export of this kind (:func:`check_replaceable`).
-    kind : {"hf-marian", "ctranslate2"}
+    kind : {"hf-marian", "ctranslate2", "onnx"}
         The export's format.
     checkpoint : Path
         The checkpoint exported, kept in the record.

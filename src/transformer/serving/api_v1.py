@@ -321,7 +321,7 @@ def _checked_search(
     if model.translator is None and (pytorch_only or glossary is not None):
         raise HTTPException(
             422,
-            f"model {model.name!r} runs on CTranslate2: sampling, mbr, no_repeat_ngram, prefix, "
+            f"model {model.name!r} runs on {model.engine_name}: sampling, mbr, no_repeat_ngram, prefix, "
             "alignments, flags, glossary and format html need a model served with --engine pytorch",
         )
     if glossary is not None:

@@ -11,7 +11,7 @@ from transformer.serving.model_worker import BATCHING_MODES
 from transformer.typed_fields import check_choice
 
 #: The values of ``--engine``.
-SERVE_ENGINES = ("pytorch", "ctranslate2")
+SERVE_ENGINES = ("pytorch", "ctranslate2", "onnxruntime")
 #: The most hypotheses per sentence a client may ask for: a beam of thousands would hold the batch's memory.
 MAX_BEAM_SIZE = 16
 #: Most MBR candidates a request may ask for: N candidates cost N rows, as a beam of N does, so they are capped
@@ -32,9 +32,10 @@ class ServeConfig:
         Address to listen on; 127.0.0.1 keeps the server local.
     port : int
         TCP port (0: any free port).
-    engine : {"pytorch", "ctranslate2"}
+    engine : {"pytorch", "ctranslate2", "onnxruntime"}
         Inference engine; "ctranslate2" serves directories from ``transformer convert --to ctranslate2``
-        and batches per request (CTranslate2 exposes no decoder step).
+        and batches per request (CTranslate2 exposes no decoder step); "onnxruntime" serves directories from
+        ``transformer convert --to onnx`` with our searches, batched per request.
     device : str
         "auto", "cpu", "cuda" or "cuda:N".
     precision : {"fp32", "bf16", "int8"}
@@ -122,15 +123,15 @@ class ServeConfig:
         check_choice(self, "precision", TRANSLATION_PRECISIONS)
         check_choice(self, "fp32_kernels", FP32_KERNEL_CHOICES)
         check_choice(self, "batching", BATCHING_MODES)
-        if self.engine == "ctranslate2" and self.batching == "continuous":
+        if self.engine != "pytorch" and self.batching == "continuous":
             raise ValueError(
-                "--engine ctranslate2 --batching continuous: CTranslate2 runs its whole search in C++ with no "
-                "decoder step to batch at; use --batching request (the default with this engine)"
+                f"--engine {self.engine} --batching continuous: step-level batching places each row at its own "
+                "position in the PyTorch model; use --batching request (the default with this engine)"
             )
-        if self.engine == "ctranslate2" and self.retry_omissions:
+        if self.engine != "pytorch" and self.retry_omissions:
             raise ValueError(
-                "--engine ctranslate2 --retry-omissions: omissions are found in the PyTorch model's attention; "
-                "use --engine pytorch"
+                f"--engine {self.engine} --retry-omissions: omissions are found in the PyTorch model's "
+                "attention; use --engine pytorch"
             )
         if not 0 <= self.port <= 65535:
             raise ValueError(f"ServeConfig.port={self.port} is not a TCP port (0 to 65535)")

@@ -1,4 +1,4 @@
-"""A model the server offers: what decodes (PyTorch or CTranslate2), its tokenizer, search settings, languages."""
+"""A model the server offers: what decodes (PyTorch, CTranslate2 or onnxruntime), its tokenizer, settings, languages."""
 
 import json
 from collections.abc import Callable, Sequence
@@ -15,6 +15,7 @@ from transformer.decoding.inference_models import DEFAULT_MAX_INPUT_TOKENS
 from transformer.decoding.search import Hypothesis
 from transformer.decoding.translator import Translator
 from transformer.interop.ctranslate2 import CTranslate2Translator
+from transformer.interop.onnx_translation import OnnxTranslator
 from transformer.serving.ctranslate2_engine import ctranslate2_search
 from transformer.serving.padded_cache import model_device
 
@@ -34,8 +35,9 @@ class ServedModel:
     ----------
     name : str
         The name clients choose it by (``"model"`` in ``/v1/translate``).
-    engine_model : SequenceModel or CTranslate2Translator
-        What decodes: the PyTorch model (on the serving device and precision), or a CTranslate2 export.
+    engine_model : SequenceModel, CTranslate2Translator or OnnxTranslator
+        What decodes: the PyTorch model (on the serving device and precision), a CTranslate2 export, or an
+        ONNX export with our searches.
     tokenizer : TextTokenizer
         Its tokenizer.
     decode_config : DecodeConfig
@@ -52,7 +54,7 @@ class ServedModel:
     translator : Translator or None
         The PyTorch engine's translator, holding every model of an ensemble: what runs the searches that
         step-level batching does not (sampling, MBR, prefixes, n-gram blocking, ensembles) and the word
-        alignments; None for CTranslate2.
+        alignments; None for CTranslate2 and onnxruntime.
 
     Notes
     -----
@@ -61,7 +63,7 @@ class ServedModel:
     """
 
     name: str
-    engine_model: SequenceModel | CTranslate2Translator
+    engine_model: SequenceModel | CTranslate2Translator | OnnxTranslator
     tokenizer: TextTokenizer
     decode_config: DecodeConfig
     precision: str
@@ -85,6 +87,23 @@ class ServedModel:
         An ensemble's sentences take the worker's request-batching path: step-level batching runs one model.
         """
         return self.translator is not None and len(self.translator.models) > 1
+
+    @property
+    def engine_name(self) -> str:
+        """Name the engine that decodes, as error messages say it.
+
+        Returns
+        -------
+        str
+            "CTranslate2", "onnxruntime" or "PyTorch".
+
+        Notes
+        -----
+        Read from ``engine_model``'s type, so it cannot disagree with what actually decodes.
+        """
+        if isinstance(self.engine_model, CTranslate2Translator):
+            return "CTranslate2"
+        return "onnxruntime" if isinstance(self.engine_model, OnnxTranslator) else "PyTorch"
 
     def encode_prefix(self, prefix: str) -> list[int]:
         """Encode a target prefix as ``transformer translate --prefix-file`` does.
@@ -153,7 +172,7 @@ class ServedModel:
         between_steps: Callable[[], None] | None = None,
         term_ids: list[list[list[int]]] | None = None,
     ) -> list[list[Hypothesis]]:
-        """Decode a padded batch to its end: the translator's search (any kind), or CTranslate2's.
+        """Decode a padded batch to its end: the translator's search (any kind), CTranslate2's, or ours on onnxruntime.
 
         Parameters
         ----------
@@ -182,6 +201,10 @@ class ServedModel:
         model = self.engine_model
         if isinstance(model, CTranslate2Translator):
             return ctranslate2_search(model, src_ids, config)
+        if isinstance(model, OnnxTranslator):
+            return model.search_tokens(
+                pad_sequences(src_ids, model.config.pad_id), None, config, between_steps
+            )
         assert self.translator is not None
         src_tokens = pad_sequences(src_ids, model.config.pad_id).to(model_device(model))
         prefixes = prefix_ids if any(prefix_ids) else None
@@ -208,8 +231,9 @@ def load_served_model(
         Checkpoint or run directories (a run serves its best checkpoint); several make an ensemble that
         averages probabilities. With ``engine="ctranslate2"`` one directory written by ``transformer convert
         --to ctranslate2``.
-    engine : {"pytorch", "ctranslate2"}
-        What decodes.
+    engine : {"pytorch", "ctranslate2", "onnxruntime"}
+        What decodes; the last two take one directory written by ``transformer convert --to ctranslate2``
+        or ``--to onnx``.
     device : str
         "auto", "cpu", "cuda" or "cuda:N" ("cuda:N" is PyTorch only).
     precision : {"fp32", "bf16", "int8"}
@@ -235,11 +259,13 @@ def load_served_model(
     -----
     An ensemble is served under one name with the first member's search settings and languages.
     """
-    if engine == "ctranslate2":
+    if engine in ("ctranslate2", "onnxruntime"):
         if len(checkpoints) != 1:
             raise ValueError(
-                f"--checkpoint {name}=...: CTranslate2 decodes one model; ensembles need --engine pytorch"
+                f"--checkpoint {name}=...: --engine {engine} decodes one model; ensembles need --engine pytorch"
             )
+        if engine == "onnxruntime":
+            return _load_onnx(name, Path(checkpoints[0]), device, precision, shortlist, fp32_kernels)
         return _load_ctranslate2(name, Path(checkpoints[0]), device, precision, shortlist)
     translator = Translator.from_checkpoints(
         [Path(path) for path in checkpoints],
@@ -279,6 +305,36 @@ def _load_ctranslate2(name: str, directory: Path, device: str, precision: str, u
         DecodeConfig(length_penalty_form="power"),
         precision,
         min(DEFAULT_MAX_INPUT_TOKENS, translator.max_positions),
+        source_lang,
+        target_lang,
+        directory,
+    )
+
+
+def _load_onnx(
+    name: str, directory: Path, device: str, precision: str, shortlist: bool, fp32_kernels: str
+) -> ServedModel:
+    """Load an ONNX export with its checkpoint's search settings, refusing what only PyTorch does."""
+    refused = {
+        f"--device {device}": device not in ("auto", "cpu"),
+        "--precision bf16": precision == "bf16",
+        "--shortlist": shortlist,
+        f"--fp32-kernels {fp32_kernels}": fp32_kernels != "auto",
+    }
+    given = [option for option, used in refused.items() if used]
+    if given:
+        raise ValueError(
+            f"--engine onnxruntime runs fp32 or int8 graphs on the CPU: it does not take {', '.join(given)}"
+        )
+    translator = OnnxTranslator.from_directory(directory, precision)
+    source_lang, target_lang = checkpoint_languages(directory)
+    return ServedModel(
+        name,
+        translator,
+        translator.tokenizer,
+        translator.decode_config,
+        precision,
+        translator.max_input_tokens,
         source_lang,
         target_lang,
         directory,

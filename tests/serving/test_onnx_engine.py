@@ -5,14 +5,16 @@ from pathlib import Path
 
 import pytest
 
+from transformer.checkpoint.layout import resolve_checkpoint
 from transformer.serving.config import ServeConfig
+from transformer.serving.served_model import checkpoint_languages
 
 for package in ("onnx", "onnxscript", "onnxruntime"):
     pytest.importorskip(package)
 
 
 def test_translations_and_scores_are_the_translate_commands(
-    make_client, onnx_export: Path, valid_sentences: list[str]
+    make_client, onnx_export: Path, served_run: Path, valid_sentences: list[str]
 ) -> None:
     from transformer.interop.onnx_translation import OnnxTranslator
 
@@ -29,8 +31,13 @@ def test_translations_and_scores_are_the_translate_commands(
         assert body["translation"] == [found[0].text for found in candidates]
         for sentence, found in zip(body["sentences"], candidates, strict=True):
             assert sentence[0]["score"] == pytest.approx(found[0].score, abs=1e-5)
-    libre = client.post("/translate", json={"q": sentences[0], "source": "und", "target": "und"})
+    source, target = checkpoint_languages(resolve_checkpoint(served_run))  # the run's, stored in the export
+    model = client.get("/v1/models").json()["models"][0]
+    assert (model["source"], model["target"]) == (source, target) != ("und", "und")
+    libre = client.post("/translate", json={"q": sentences[0], "source": source, "target": target})
     assert libre.status_code == 200, libre.text
+    reference.decode_config = stored  # LibreTranslate's clients get the model's own search
+    assert libre.json()["translatedText"] == reference.translate(sentences[:1])[0]
     int8 = make_client(
         checkpoints={"onnx": onnx_export}, engine="onnxruntime", precision="int8", batching="request"
     )

@@ -1,4 +1,8 @@
-"""The page at ``/`` in headless Chromium: the translation appears and the attention heatmap renders."""
+"""The page at ``/`` in headless Chromium: the translation appears, the attention heatmap renders, words stream.
+
+The tests under a virtual time budget clear the Stream box (the budget runs out while a stream still arrives);
+the streamed page is tested in real time (:func:`tests.chromium.evaluate_when`).
+"""
 
 import html
 import re
@@ -10,7 +14,7 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.image import imread
 
-from tests.chromium import run_chromium
+from tests.chromium import evaluate_when, run_chromium
 from tests.serving.conftest import free_port, running_server
 from transformer.decoding.candidate import Candidate
 from transformer.decoding.quality_flags import FlagThresholds
@@ -50,12 +54,12 @@ def test_the_page_translates_and_shows_a_sentences_attention(
     expected = [found[0].text for found in offline]
     config = ServeConfig(checkpoints={"default": served_run}, port=free_port())
     with running_server(config) as base_url:
-        query = urlencode({"text": f"{first} {second}", "attention": "1"})
+        query = urlencode({"text": f"{first} {second}", "attention": "1", "stream": "0"})
         dom = open_page(tmp_path, f"{base_url}/?{query}", "--dump-dom").stdout
         with_attention = tmp_path / "with-attention.png"
         open_page(tmp_path, f"{base_url}/?{query}", f"--screenshot={with_attention}")
         without_attention = tmp_path / "without-attention.png"
-        plain_query = urlencode({"text": f"{first} {second}"})
+        plain_query = urlencode({"text": f"{first} {second}", "stream": "0"})
         open_page(tmp_path, f"{base_url}/?{plain_query}", f"--screenshot={without_attention}")
     translation = re.search(r'<div id="translation"[^>]*>(.*?)</div>', dom, re.S)
     assert translation is not None, dom[-3000:]
@@ -82,7 +86,7 @@ def test_the_page_detects_the_language_and_keeps_html_tags(
     sentence = valid_sentences[0]
     offline = Translator.from_checkpoint(served_run, device="cpu").translate([sentence])[0]
     with running_server(config) as base_url:
-        detected = urlencode({"text": sentence, "detect": "1", "flags": "0"})
+        detected = urlencode({"text": sentence, "detect": "1", "flags": "0", "stream": "0"})
         dom = open_page(tmp_path, f"{base_url}/?{detected}", "--dump-dom").stdout
         marked = urlencode({"text": f"<p>{sentence}</p>", "html": "1", "flags": "0"})
         html_dom = open_page(tmp_path, f"{base_url}/?{marked}", "--dump-dom").stdout
@@ -108,12 +112,28 @@ def test_the_page_sends_its_glossary_and_refuses_a_line_it_cannot_read(
     assert "Hund" in offline and "Häuschen" in offline
     with running_server(config) as base_url:
         glossary = "dog = Hund\n\nsmall house = Häuschen"
-        query = urlencode({"text": sentence, "glossary": glossary, "flags": "0"})
+        query = urlencode({"text": sentence, "glossary": glossary, "flags": "0", "stream": "0"})
         dom = open_page(tmp_path, f"{base_url}/?{query}", "--dump-dom").stdout
-        bad = urlencode({"text": sentence, "glossary": "dog = Hund\ncat", "flags": "0"})
+        bad = urlencode({"text": sentence, "glossary": "dog = Hund\ncat", "flags": "0", "stream": "0"})
         bad_dom = open_page(tmp_path, f"{base_url}/?{bad}", "--dump-dom").stdout
     translation = re.search(r'<div id="translation"[^>]*>(.*?)</div>', dom, re.S)
     assert translation is not None, dom[-2000:]
     assert translation.group(1) == html.escape(offline, quote=False)
     status = re.search(r'<p id="status"[^>]*>(.*?)</p>', bad_dom, re.S)
     assert status is not None and "glossary line 2: expected 'source term = target term'" in status.group(1)
+
+
+def test_the_page_streams_the_words_as_they_come(served_run: Path, valid_sentences, tmp_path) -> None:
+    first, second = valid_sentences[:2]
+    expected = " ".join(Translator.from_checkpoint(served_run, device="cpu").translate([first, second]))
+    config = ServeConfig(checkpoints={"default": served_run}, port=free_port())
+    with running_server(config) as base_url:
+        url = f"{base_url}/?{urlencode({'text': f'{first} {second}', 'flags': '0'})}"  # the Stream box: on
+        shown, pieces = evaluate_when(
+            tmp_path,
+            url,
+            'document.getElementById("status").textContent.startsWith("Translated") && '
+            '[document.getElementById("translation").textContent, document.getElementById("translation").dataset.pieces]',
+        )  # real time: a virtual time budget runs out while a stream's chunks still arrive
+    assert shown == expected
+    assert int(pieces) > 2  # words came before each sentence ended

@@ -146,6 +146,13 @@ def add_translate_parser(commands: Subcommands) -> argparse.ArgumentParser:
         "only); onnxruntime: a directory from 'convert --to onnx' (our searches, --precision fp32 or int8)",
     )
     translate.add_argument("--compute-type", default="default", help="CTranslate2 compute type, e.g. int8")
+    translate.add_argument(
+        "--wait-k",
+        type=integer_in_range(1, 1_000_000),
+        metavar="K",
+        help="simultaneous translation (test-time wait-k, greedy): each target token is written after reading "
+        "K more source tokens than tokens written; prints the mean Average Lagging (docs/streaming.md)",
+    )
     add_translation_output_arguments(translate)
     add_glossary_argument(translate)
     add_decode_arguments(translate)

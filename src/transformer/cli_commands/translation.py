@@ -28,11 +28,13 @@ from transformer.command_checks import (
     refuse_control_characters,
     refuse_outputs_among_inputs,
 )
+from transformer.data.text_lines import read_input_lines, write_output_lines
 from transformer.decoding.backtranslation import backtranslate_file, check_backtranslation_request
 from transformer.decoding.constrained_beam_search import check_term_search
 from transformer.decoding.file_translation import translate_file
 from transformer.decoding.glossary import Glossary
 from transformer.decoding.quality_flags import FlagThresholds
+from transformer.decoding.simultaneous import translate_text_wait_k
 from transformer.decoding.text_translator import TextTranslator
 from transformer.decoding.translation_evaluation import evaluate_translator
 from transformer.decoding.translation_progress import translation_progress_bar
@@ -45,6 +47,7 @@ from transformer.interop.ctranslate2_translation import (
     ctranslate2_vocabulary_map,
     translate_file_with_ctranslate2,
 )
+from transformer.model.transformer import Transformer
 from transformer.visualization.checkpoint_attention import draw_checkpoint_attention
 
 
@@ -84,6 +87,8 @@ def run_translate(args: argparse.Namespace) -> int:
         raise ValueError("--glossary applies to --engine pytorch: CTranslate2 has no constrained search")
     if args.format == "html":
         return _translate_html(args)
+    if args.wait_k is not None:
+        return _translate_wait_k(args)
     if ctranslate2:
         if args.workers > 1:
             raise ValueError(
@@ -116,6 +121,30 @@ def run_translate(args: argparse.Namespace) -> int:
             f"note: {truncated} input(s) longer than {translator.max_input_tokens} tokens were truncated",
             file=sys.stderr,
         )
+    return 0
+
+
+def _translate_wait_k(args: argparse.Namespace) -> int:
+    """``translate --wait-k K``: refuse what the simultaneous search does not take, then translate greedily."""
+    given = {
+        "--scores": args.scores, "--confidence": args.confidence, "--alignments": args.alignments,
+        "--flags": args.flags, "--prefix-file": args.prefix_file is not None, "--nbest": args.nbest not in (None, 1),
+        "--beam": args.beam not in (None, 1), "--sampling": bool(args.sampling), "--mbr": bool(args.mbr),
+        "--glossary": args.glossary is not None, "--shortlist": bool(args.shortlist),
+        "--engine": args.engine != "pytorch", "several --checkpoint": len(args.checkpoint) > 1,
+    }  # fmt: skip
+    refused = [option for option, used in given.items() if used]
+    if refused:
+        raise ValueError(f"--wait-k is a greedy search of its own: it does not take {', '.join(refused)}")
+    translator = translator_from_args(args)
+    if not isinstance(translator.model, Transformer):
+        raise ValueError("--wait-k needs a Transformer checkpoint, not the recurrent baseline")
+    sentences = read_input_lines(args.input)
+    translations, lagging = translate_text_wait_k(
+        translator.model, translator.tokenizer, sentences, args.wait_k
+    )
+    write_output_lines(translations, args.output)
+    print(f"wait-{args.wait_k}: mean Average Lagging {lagging:.2f} source tokens", file=sys.stderr)
     return 0
 
 

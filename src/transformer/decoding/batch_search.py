@@ -1,5 +1,7 @@
 """One batch's search, whichever engine scores the steps: MBR, constrained beam, sampling, greedy or beam.
 
+:func:`encode_request` also encodes and batches a request's sentences the one way both translators do.
+
 :class:`~transformer.decoding.translator.Translator` (PyTorch) and
 :class:`~transformer.interop.onnx_translation.OnnxTranslator` (onnxruntime) differ only in the step model they
 build; which search a :class:`~transformer.config.decode.DecodeConfig` and a glossary ask for is decided here
@@ -7,14 +9,19 @@ once, so both engines run the same search for the same settings.
 """
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from torch import Tensor
 
 from transformer.config.decode import DecodeConfig
+from transformer.data.pipeline.inference_batches import inference_batches
+from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.decoding.beam_search import search
-from transformer.decoding.constrained_beam_search import search_with_terms
+from transformer.decoding.constrained_beam_search import check_term_search, search_with_terms
+from transformer.decoding.glossary import Glossary
 from transformer.decoding.mbr import mbr_search
+from transformer.decoding.prefix_limits import check_prefix_lengths
 from transformer.decoding.search import Hypothesis
 from transformer.decoding.step_model import StepModel
 
@@ -73,3 +80,119 @@ def search_batch(
     if config.mbr:
         return mbr_search(step_model, src_tokens, config, detokenize, prefixes, between_steps)
     return search(step_model, src_tokens, config, prefixes)
+
+
+@dataclass(frozen=True)
+class EncodedRequest:
+    """Sentences encoded for a search and grouped into batches, as both engines' translators group them.
+
+    Parameters
+    ----------
+    sources : list of list of int
+        Each sentence's source ids ending with EOS; empty for a blank sentence.
+    prefixes : list of list of int or None
+        Each sentence's forced target prefix (ids; empty for none); None when no prefixes were given.
+    terms : list of list of list of int
+        Each sentence's glossary phrases (ids); empty lists without a glossary.
+    batches : list of list of int
+        Sentence indices per batch, longest first (:func:`~transformer.data.pipeline.inference_batches.inference_batches`).
+
+    Notes
+    -----
+    Blank sentences are in no batch: they translate to nothing without a search.
+    """
+
+    sources: list[list[int]]
+    prefixes: list[list[int]] | None
+    terms: list[list[list[int]]]
+    batches: list[list[int]]
+
+    def batch(
+        self, indices: list[int]
+    ) -> tuple[list[list[int]], list[list[int]] | None, list[list[list[int]]]]:
+        """Select one batch's sources, prefixes and terms.
+
+        Parameters
+        ----------
+        indices : list of int
+            Sentence indices of the batch.
+
+        Returns
+        -------
+        tuple
+            ``(sources, prefixes or None, terms)`` of those sentences, in that order.
+
+        Notes
+        -----
+        What a translator's per-batch search takes.
+        """
+        prefixes = [self.prefixes[index] for index in indices] if self.prefixes is not None else None
+        return [self.sources[index] for index in indices], prefixes, [self.terms[index] for index in indices]
+
+
+def encode_request(
+    sentences: Sequence[str],
+    encode: Callable[[str], list[int]],
+    tokenizer: TextTokenizer,
+    config: DecodeConfig,
+    batch_tokens: int,
+    max_input_tokens: int,
+    output_limit: int | None,
+    prefixes: Sequence[str] | None = None,
+    glossary: Glossary | None = None,
+) -> EncodedRequest:
+    """Encode sentences, their prefixes and glossary terms, check them, and group the sentences into batches.
+
+    Parameters
+    ----------
+    sentences : sequence of str
+        Raw source sentences.
+    encode : callable
+        A sentence to its source ids with EOS (the translator's, which counts truncations); "" for blank.
+    tokenizer : TextTokenizer
+        Encodes prefixes and terms as target text.
+    config : DecodeConfig
+        The search (a glossary needs beam search; the prefix check reads ``max_length_offset``).
+    batch_tokens : int
+        Padded source tokens per batch.
+    max_input_tokens : int
+        The translator's input limit (for the prefix check).
+    output_limit : int or None
+        The most tokens the step model can output (a position table's size), or None.
+    prefixes : sequence of str or None
+        One raw target prefix per sentence (blank for none).
+    glossary : Glossary or None
+        Target terms.
+
+    Returns
+    -------
+    EncodedRequest
+        The encoded request.
+
+    Raises
+    ------
+    ValueError
+        When the prefixes are not one per sentence, or a glossary comes with greedy search, sampling or MBR.
+    PrefixTooLongError
+        For a prefix of more tokens than its translation may have.
+
+    Notes
+    -----
+    Every check runs before any search, so a bad prefix costs no model call.
+    """
+    if prefixes is not None and len(prefixes) != len(sentences):
+        raise ValueError(f"{len(prefixes)} prefixes for {len(sentences)} sentences")
+    if glossary is not None:
+        check_term_search(config)
+    sources = [encode(sentence) for sentence in sentences]
+    terms = [
+        glossary.constraints(sentence, tokenizer) if glossary and ids else []
+        for sentence, ids in zip(sentences, sources, strict=True)
+    ]
+    targets = None
+    if prefixes is not None:
+        targets = [tokenizer.encode_target(prefix) if prefix.strip() else [] for prefix in prefixes]
+        check_prefix_lengths(sources, targets, max_input_tokens, config.max_length_offset, output_limit)
+    return EncodedRequest(
+        sources, targets, terms, inference_batches([len(ids) for ids in sources], batch_tokens)
+    )

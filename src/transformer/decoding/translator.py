@@ -12,14 +12,12 @@ from transformer.checkpoint.layout import MODEL_FILE
 from transformer.checkpoint.model_checkpoint import load_checkpoint, load_checkpoint_tokenizer
 from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.batch import pad_sequences
-from transformer.data.pipeline.inference_batches import inference_batches
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.data.shortlist import Shortlist
 from transformer.decoding.alignment import align_candidates, check_alignment_layer
-from transformer.decoding.batch_search import search_batch
+from transformer.decoding.batch_search import encode_request, search_batch
 from transformer.decoding.batch_workers import run_batches
 from transformer.decoding.candidate import Candidate
-from transformer.decoding.constrained_beam_search import check_term_search
 from transformer.decoding.ensemble import EnsembleStepModel, check_ensemble, check_ensemble_vocabularies
 from transformer.decoding.glossary import Glossary, word_continuation_ids
 from transformer.decoding.inference_models import (
@@ -30,7 +28,6 @@ from transformer.decoding.inference_models import (
     prepare_for_inference,
 )
 from transformer.decoding.pausing_step_model import PausingStepModel
-from transformer.decoding.prefix_limits import check_prefix_lengths
 from transformer.decoding.quality_flags import FlagThresholds, flag_candidates
 from transformer.decoding.search import Hypothesis, NonFiniteScoresError
 from transformer.decoding.shortlist import ShortlistStepModel, check_shortlist
@@ -436,44 +433,25 @@ class Translator:
         than the whole word would be; end prefixes at a word boundary. An empty source line stays empty
         whatever its prefix.
         """
-        if prefixes is not None and len(prefixes) != len(sentences):
-            raise ValueError(f"{len(prefixes)} prefixes for {len(sentences)} sentences")
         if alignment_layer is not None:
             check_alignment_layer(self.model, alignment_layer)
-        if glossary is not None:
-            check_term_search(self.decode_config)
-        encoded = [self._encode(sentence) for sentence in sentences]
-        terms = [
-            glossary.constraints(sentence, self.tokenizer) if glossary and ids else []
-            for sentence, ids in zip(sentences, encoded, strict=True)
-        ]
-        encoded_prefixes = [
-            self.tokenizer.encode_target(prefix) if prefix.strip() else [] for prefix in prefixes or []
-        ]
-        if prefixes is not None:
-            positions = getattr(self.step_model(), "max_output_length", None)
-            offset = self.decode_config.max_length_offset
-            check_prefix_lengths(encoded, encoded_prefixes, self.max_input_tokens, offset, positions)
-        results: list[list[Candidate]] = [[] for _ in sentences]
-        lengths = [len(ids) for ids in encoded]
-        batches = inference_batches(lengths, self.batch_budget())
+        output_limit = getattr(self.step_model(), "max_output_length", None) if prefixes is not None else None
+        request = encode_request(
+            sentences, self._encode, self.tokenizer, self.decode_config, self.batch_budget(),
+            self.max_input_tokens, output_limit, prefixes, glossary,
+        )  # fmt: skip
         if progress is not None:
-            progress(len(sentences) - sum(len(batch) for batch in batches))  # empty lines: nothing to search
+            progress(len(sentences) - sum(len(batch) for batch in request.batches))  # empty lines: no search
 
         def translate_batch(batch_indices: list[int]) -> list[list[Candidate]]:
-            batch_prefixes = (
-                [encoded_prefixes[index] for index in batch_indices] if prefixes is not None else None
-            )
-            return self._translate_batch(
-                [encoded[index] for index in batch_indices],
-                batch_prefixes,
-                alignment_layer,
-                flags,
-                [terms[index] for index in batch_indices],
-            )
+            sources, batch_prefixes, terms = request.batch(batch_indices)
+            return self._translate_batch(sources, batch_prefixes, alignment_layer, flags, terms)
 
-        found = run_batches(batches, translate_batch, self.workers, progress)  # in the order of batches
-        for batch_indices, candidates in zip(batches, found, strict=True):
+        results: list[list[Candidate]] = [[] for _ in sentences]
+        found = run_batches(
+            request.batches, translate_batch, self.workers, progress
+        )  # in the order of batches
+        for batch_indices, candidates in zip(request.batches, found, strict=True):
             for index, sentence_candidates in zip(batch_indices, candidates, strict=True):
                 results[index] = sentence_candidates
         return results

@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from transformer.checkpoint.layout import STATE_FILE
+from transformer.config.data import DataConfig
 from transformer.interop.ctranslate2 import MODEL_CONFIG_FILE, TOKENIZER_FILES
 from transformer.interop.ctranslate2_spec import position_table_size
 from transformer.interop.export_checks import load_transformer_checkpoint
@@ -153,9 +155,46 @@ def export_onnx(checkpoint_dir: Path, output_dir: Path, quantization: str | None
             "precisions": {precision: list(graph_files(precision)) for precision in precisions},
             "torch": torch.__version__,
             "decode": dataclasses.asdict(checkpoint.decode_config) if checkpoint.decode_config else None,
+            "languages": run_languages(checkpoint.path),
         }
         (staging / ONNX_EXPORT_FILE).write_text(json.dumps(description, indent=1), encoding="utf-8")
     return Path(output_dir)
+
+
+def run_languages(directory: Path) -> list[str] | None:
+    """Read the source and target languages a checkpoint's training run declared.
+
+    Parameters
+    ----------
+    directory : Path
+        The checkpoint directory.
+
+    Returns
+    -------
+    list of str or None
+        ``[source_lang, target_lang]`` from its ``trainer_state.json`` (the run's data settings, defaults
+        filled in); None when it has none (an imported Marian model keeps its languages in a tokenizer file,
+        which the export copies).
+
+    Notes
+    -----
+    Stored in the export's description, so ``serve --engine onnxruntime`` names the languages the run was
+    trained on (``GET /languages``, the sentence splitter) as ``serve`` names the checkpoint's.
+    """
+    state_file = directory / STATE_FILE
+    if not state_file.is_file():
+        return None
+    try:
+        data = json.loads(state_file.read_text(encoding="utf-8")).get("experiment", {}).get("data")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    defaults = DataConfig()
+    return [
+        str(data.get("source_lang", defaults.source_lang)),
+        str(data.get("target_lang", defaults.target_lang)),
+    ]
 
 
 def import_onnx_packages() -> tuple[Any, Any]:

@@ -133,7 +133,8 @@ def read_onnx_export(directory: Path) -> dict[str, Any]:
     -------
     dict
         The description: ``version``, ``opset``, ``max_positions``, ``precisions`` (graph files by
-        precision) and ``decode`` (the checkpoint's search settings, or None).
+        precision), ``decode`` (the checkpoint's search settings, or None) and ``languages`` (the run's
+        source and target, or None).
 
     Raises
     ------

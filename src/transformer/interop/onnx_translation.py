@@ -16,15 +16,12 @@ import torch
 from transformer.checkpoint.model_checkpoint import load_checkpoint_tokenizer
 from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.batch import pad_sequences
-from transformer.data.pipeline.inference_batches import inference_batches
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
-from transformer.decoding.batch_search import search_batch
+from transformer.decoding.batch_search import encode_request, search_batch
 from transformer.decoding.candidate import Candidate
-from transformer.decoding.constrained_beam_search import check_term_search
 from transformer.decoding.glossary import Glossary, word_continuation_ids
 from transformer.decoding.inference_models import DEFAULT_MAX_INPUT_TOKENS
 from transformer.decoding.pausing_step_model import PausingStepModel
-from transformer.decoding.prefix_limits import check_prefix_lengths
 from transformer.decoding.quality_flags import FlagThresholds
 from transformer.decoding.search import Hypothesis, NonFiniteScoresError
 from transformer.decoding.step_model import StepModel
@@ -212,33 +209,18 @@ class OnnxTranslator:
             raise ValueError(
                 "--alignments and --flags read the PyTorch model's attention: use --engine pytorch"
             )
-        if prefixes is not None and len(prefixes) != len(sentences):
-            raise ValueError(f"{len(prefixes)} prefixes for {len(sentences)} sentences")
-        if glossary is not None:
-            check_term_search(self.decode_config)
-        encoded = [self.encode(sentence) for sentence in sentences]
-        terms = [
-            glossary.constraints(sentence, self.tokenizer) if glossary and ids else []
-            for sentence, ids in zip(sentences, encoded, strict=True)
-        ]
-        target_prefixes = [
-            self.tokenizer.encode_target(text) if text.strip() else [] for text in prefixes or []
-        ]
-        if prefixes is not None:
-            limit = self.step_model.max_output_length
-            check_prefix_lengths(
-                encoded, target_prefixes, self.max_input_tokens, self.decode_config.max_length_offset, limit
-            )
-        results: list[list[Candidate]] = [[] for _ in sentences]
-        batches = inference_batches([len(ids) for ids in encoded], self.max_tokens)
+        output_limit = self.step_model.max_output_length
+        request = encode_request(
+            sentences, self.encode, self.tokenizer, self.decode_config, self.max_tokens, self.max_input_tokens,
+            output_limit, prefixes, glossary,
+        )  # fmt: skip
         if progress is not None:
-            progress(len(sentences) - sum(len(batch) for batch in batches))
-        for batch in batches:
-            src_tokens = pad_sequences([encoded[index] for index in batch], self.model.config.pad_id)
+            progress(len(sentences) - sum(len(batch) for batch in request.batches))
+        results: list[list[Candidate]] = [[] for _ in sentences]
+        for batch in request.batches:
+            sources, batch_prefixes, terms = request.batch(batch)
             hypotheses = self.search_tokens(
-                src_tokens,
-                [target_prefixes[index] for index in batch] if prefixes is not None else None,
-                terms=[terms[index] for index in batch],
+                pad_sequences(sources, self.model.config.pad_id), batch_prefixes, terms=terms
             )
             for index, sentence in zip(batch, hypotheses, strict=True):
                 results[index] = [

@@ -18,11 +18,11 @@ from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from transformer.serving import api_v1, libretranslate
-from transformer.serving.api_v1 import server_of
+from transformer.serving import api_stream, api_v1, libretranslate
 from transformer.serving.connection_limits import BodyLimitMiddleware
 from transformer.serving.metrics import ServingMetrics
 from transformer.serving.page import render_index_page
+from transformer.serving.request_context import server_of
 from transformer.serving.server_state import ServerState
 from transformer.serving.translation_service import SearchOptions, TranslationError, translate_texts
 from transformer.serving.worker_errors import QueueFullError, WorkerStoppedError
@@ -69,6 +69,7 @@ def create_app(server: ServerState) -> FastAPI:
     )
     app.state.server = server
     app.include_router(api_v1.router)
+    app.include_router(api_stream.router)
     app.include_router(libretranslate.router)
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(QueueFullError, _queue_full)  # type: ignore[arg-type]
@@ -82,7 +83,7 @@ def create_app(server: ServerState) -> FastAPI:
     app.add_api_route("/health", _health, methods=["GET"], tags=["operations"])
     app.add_api_route("/ready", _ready, methods=["GET"], tags=["operations"])
     app.add_api_route("/metrics", _metrics, methods=["GET"], tags=["operations"])
-    _answer_head_wherever_get(app, (api_v1.router, libretranslate.router))
+    _answer_head_wherever_get(app, (api_v1.router, api_stream.router, libretranslate.router))
     return app
 
 
@@ -203,7 +204,7 @@ async def _validation_error(request: Request, error: RequestValidationError) -> 
     """Answer a missing, mistyped, out-of-range or unknown field with 422 naming each field.
 
     No route has a body FastAPI parses: ``/v1/translate`` parses its own
-    (:func:`~transformer.serving.api_v1.read_translate_request` answers broken JSON and a body that is no
+    (:func:`~transformer.serving.prepared_translation.read_translate_request` answers broken JSON and a body that is no
     object itself), so every error here names a field.
     """
     errors: list[dict[str, Any]] = list(error.errors())

@@ -20,13 +20,13 @@ from fastapi.responses import JSONResponse, Response
 
 from transformer.config.decode import DecodeConfig
 from transformer.decoding.glossary import Glossary, GlossaryError
-from transformer.serving.api_v1 import CLIENT_CLOSED_REQUEST, server_of, until_disconnected
 from transformer.serving.config import MAX_BEAM_SIZE
 from transformer.serving.inline_markup import MarkupRun, parse_runs, run_texts
 from transformer.serving.language_detection import UNDETERMINED, DetectedLanguage
 from transformer.serving.language_routing import choose_model
 from transformer.serving.markup_translations import rebuild_text_markup
 from transformer.serving.request_body import parse_json_body, refuse_non_text_fields
+from transformer.serving.request_context import CLIENT_CLOSED_REQUEST, server_of, until_disconnected
 from transformer.serving.request_glossary import check_term_counts, glossary_from_field
 from transformer.serving.served_model import UNKNOWN_LANGUAGE, ServedModel
 from transformer.serving.server_state import ServerState

@@ -29,7 +29,7 @@ import functools
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from typing import Any
 
@@ -41,6 +41,7 @@ from transformer.serving.continuous_batching import ContinuousBatch, DecodedSent
 from transformer.serving.metrics import ServingMetrics
 from transformer.serving.sentence_jobs import RequestHandle, SentenceJob, SentenceTiming
 from transformer.serving.served_model import ServedModel
+from transformer.serving.stable_prefix import stable_prefixes
 from transformer.serving.worker_errors import QueueFullError, SearchAbandonedError, WorkerStoppedError
 
 #: The values of ``--batching``.
@@ -379,6 +380,14 @@ class ModelWorker:
             return
         for result in results:
             self._deliver(result)
+        streaming: set[Hashable] = {
+            job for job in batch.keys if isinstance(job, SentenceJob) and job.progress is not None
+        }
+        for key, tokens in stable_prefixes(batch, streaming):
+            assert isinstance(key, SentenceJob) and key.progress is not None
+            if len(tokens) > key.streamed:  # a streaming client's sentence has new certain words
+                key.streamed = len(tokens)
+                key.progress(tokens)
 
     def _run_request_batch(self, admitted: list[SentenceJob], interleaved: bool = False) -> None:
         """Decode the admitted sentences to the end with the offline search, grouped by model and search.

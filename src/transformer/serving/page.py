@@ -1,7 +1,8 @@
 """The page at ``/``: type or paste text, pick a model, read the translation and a sentence's attention.
 
 One self-contained HTML document (inline style and script, nothing loaded from the network). It calls the
-server's own API: ``GET /v1/models`` for the menu, ``POST /v1/translate`` for the translation, and shows
+server's own API: ``GET /v1/models`` for the menu, ``POST /v1/translate/stream`` for the translation (words shown as they come; ``POST
+/v1/translate`` with HTML or the Stream box cleared), and shows
 ``GET /v1/attention`` (the existing attention viewer, :mod:`transformer.visualization.attention_html`) in
 a frame for the sentence the user picks. The query string ``?text=...&model=...&attention=N`` fills the
 form, translates at once and opens sentence N's attention: a link to share a result, and how the
@@ -36,6 +37,7 @@ PAGE_BODY = """
     <label title="omissions, hallucinations and loops, with their words"><input id="flags" type="checkbox" checked> Flags</label>
     <label title="detect the text's language; a language the model does not translate is refused"><input id="detect" type="checkbox"> Detect language</label>
     <label title="the text is HTML: inline tags are kept around the words they cover"><input id="html" type="checkbox"> HTML</label>
+    <label title="show the words as they become certain (POST /v1/translate/stream; not with HTML)"><input id="stream" type="checkbox" checked> Stream</label>
     <label id="key-label" hidden>API key <input id="key" type="password" size="20"></label>
     <button id="submit" type="submit">Translate</button>
   </div>
@@ -93,9 +95,14 @@ async function translate() {
   try {
     const glossary = glossaryPairs($("glossary").value);
     if (glossary.length) body.glossary = glossary;
-    const reply = await fetch("/v1/translate", {method: "POST", headers: headers(), body: JSON.stringify(body)});
-    const data = await reply.json();
-    if (!reply.ok) throw new Error(reply.status + ": " + (typeof data.detail === "string" ? data.detail : JSON.stringify(data)));
+    const streamed = $("stream").checked && !body.format;
+    const reply = await fetch(streamed ? "/v1/translate/stream" : "/v1/translate",
+                              {method: "POST", headers: headers(), body: JSON.stringify(body)});
+    if (!reply.ok) {
+      const failure = await reply.json();
+      throw new Error(reply.status + ": " + (typeof failure.detail === "string" ? failure.detail : JSON.stringify(failure)));
+    }
+    const data = streamed ? await readStream(reply) : await reply.json();
     lastResult = data;
     showResult(data);
     const detected = data.detected_language
@@ -106,6 +113,41 @@ async function translate() {
     setStatus(String(error.message || error), true);
   } finally {
     $("submit").disabled = false;
+  }
+}
+
+async function readStream(reply) {
+  // Server-Sent Events over the POST's body: "piece" events grow each sentence's certain words (shown as they
+  // come), "done" carries /v1/translate's answer, "error" a model failure.
+  const reader = reply.body.getReader();
+  const decoder = new TextDecoder();
+  $("translation").dataset.pieces = "0";  // how many pieces came: what a reader (and the browser test) sees
+  const sentences = [];
+  let buffer = "";
+  for (;;) {
+    const {value, done} = await reader.read();
+    if (done) throw new Error("the stream ended before its answer");
+    buffer += decoder.decode(value, {stream: true}).replace(/\\r\\n/g, "\\n");
+    let end;
+    while ((end = buffer.indexOf("\\n\\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let kind = "message";
+      const data = [];
+      for (const line of block.split("\\n")) {
+        if (line.startsWith("event:")) kind = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      if (!data.length) continue;  // a keep-alive comment
+      const payload = JSON.parse(data.join("\\n"));
+      if (kind === "error") throw new Error(payload.detail);
+      if (kind === "done") return payload;
+      if (kind === "piece" && payload.text === 0) {
+        sentences[payload.sentence] = payload.translation;
+        $("translation").textContent = sentences.filter((item) => item !== undefined).join(" ");
+        $("translation").dataset.pieces = String(Number($("translation").dataset.pieces || 0) + 1);
+      }
+    }
   }
 }
 
@@ -184,6 +226,7 @@ $("form").addEventListener("submit", (event) => { event.preventDefault(); transl
     if (params.get("flags") === "0") $("flags").checked = false;
     if (params.get("detect") === "1") $("detect").checked = true;
     if (params.get("html") === "1") $("html").checked = true;
+    if (params.get("stream") === "0") $("stream").checked = false;
     if (params.has("glossary")) $("glossary").value = params.get("glossary");
     await translate();
     if (params.has("attention") && lastResult) showAttention(Number(params.get("attention")));

@@ -77,10 +77,16 @@ class SentenceJob:
     term_ids : list of list of int
         Target phrases (token ids) the translation must contain: a glossary's terms matched in the sentence
         (:mod:`transformer.decoding.glossary`); empty for none.
+    progress : callable or None
+        Called on the worker thread with the sentence's stable tokens (:mod:`~transformer.serving.stable_prefix`)
+        each time they grow during a step-batched search (a streaming client's); it must return quickly. None
+        for a client that waits for the whole result.
     submitted_at : float
         ``time.perf_counter()`` when it was queued (set on creation).
     admitted_at : float
         ``time.perf_counter()`` when it joined a batch (set by the worker).
+    streamed : int
+        Stable tokens already passed to ``progress`` (set by the worker).
 
     Notes
     -----
@@ -94,5 +100,7 @@ class SentenceJob:
     deliver: Callable[[DecodedSentence, SentenceTiming], None]
     prefix_ids: list[int] = field(default_factory=list)
     term_ids: list[list[int]] = field(default_factory=list)
+    progress: Callable[[list[int]], None] | None = None
     submitted_at: float = field(default_factory=time.perf_counter)
     admitted_at: float = 0.0
+    streamed: int = 0

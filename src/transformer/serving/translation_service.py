@@ -216,6 +216,7 @@ async def translate_texts(
     retry_omissions: bool = False,
     cache: TranslationCache | None = None,
     glossary: Glossary | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> list[TextTranslation]:
     """Translate texts through the worker, every sentence its own batch row.
 
@@ -252,6 +253,12 @@ async def translate_texts(
         Target terms: each sentence's matched terms must appear in its translation (the constrained search,
         :mod:`~transformer.decoding.glossary`); sentences that match none decode as without it. Not with
         ``retry_omissions`` (the retried pieces would lose their terms; the option is then ignored).
+    progress : callable or None
+        ``progress(text_index, sentence_index, stable_text)``, called on the event loop each time a sentence's
+        certain words grow (:mod:`~transformer.serving.stable_prefix`; every token under greedy search) and
+        once with its whole translation when it ends or comes from the cache; ``sentence_index`` counts the
+        text's non-blank sentences. Not called with ``retry_omissions``, which may replace a translation
+        after it ends. None: no updates.
 
     Returns
     -------
@@ -288,6 +295,10 @@ async def translate_texts(
     ]
     cached = [cache.get(key) for key in keys] if cache is not None else [None] * len(keys)
     missing = [index for index, found in enumerate(cached) if found is None]
+    report = _reporter(pieces, model, progress) if progress is not None and not retry else None
+    for index, found in enumerate(cached):
+        if found and report is not None:
+            report(index, found[0].tokens)
     jobs, results = await _decode_sentences(
         [sentences[i] for i in missing],
         [sentence_prefixes[i] for i in missing],
@@ -295,6 +306,7 @@ async def translate_texts(
         config,
         worker,
         [sentence_terms[i] for i in missing],
+        (lambda position, tokens: report(missing[position], tokens)) if report is not None else None,
     )
     decoded = [
         _sentence_translation(sentences[i], job, found, timing, model, metrics)
@@ -330,18 +342,24 @@ async def _decode_sentences(
     config: DecodeConfig,
     worker: ModelWorker,
     terms: list[list[list[int]]],
+    progress: Callable[[int, list[int]], None] | None = None,
 ) -> tuple[list[SentenceJob], list[tuple[DecodedSentence, SentenceTiming]]]:
-    """Queue every sentence of a request at once and await their results (cancelled with the request)."""
+    """Queue every sentence of a request at once and await their results (cancelled with the request).
+
+    ``progress(position, tokens)``, called on the worker thread, gets each sentence's stable tokens as they
+    grow and its best hypothesis's tokens when it ends.
+    """
     loop = asyncio.get_running_loop()
     handle = RequestHandle()
     futures: list[asyncio.Future[tuple[DecodedSentence, SentenceTiming]]] = []
     jobs = []
-    for sentence, prefix_ids, term_ids in zip(sentences, prefixes, terms, strict=True):
+    for position, (sentence, prefix_ids, term_ids) in enumerate(zip(sentences, prefixes, terms, strict=True)):
         future: asyncio.Future[tuple[DecodedSentence, SentenceTiming]] = loop.create_future()
         futures.append(future)
         src_ids = model.encode(sentence)
-        deliver = _deliverer(loop, future)
-        jobs.append(SentenceJob(model.name, src_ids, config, handle, deliver, prefix_ids, term_ids))
+        grown = functools.partial(progress, position) if progress is not None else None
+        deliver = _deliverer(loop, future, grown)
+        jobs.append(SentenceJob(model.name, src_ids, config, handle, deliver, prefix_ids, term_ids, grown))
     if jobs:
         worker.submit(jobs)
     try:
@@ -471,15 +489,38 @@ async def _add_forced_pass(
 
 
 def _deliverer(
-    loop: asyncio.AbstractEventLoop, future: "asyncio.Future[tuple[DecodedSentence, SentenceTiming]]"
+    loop: asyncio.AbstractEventLoop,
+    future: "asyncio.Future[tuple[DecodedSentence, SentenceTiming]]",
+    progress: Callable[[list[int]], None] | None = None,
 ) -> Callable[[DecodedSentence, SentenceTiming], None]:
-    """Make the worker thread's callback that resolves ``future`` on the event loop."""
+    """Make the worker thread's callback that resolves ``future`` on the event loop (after ``progress``)."""
 
     def deliver(result: DecodedSentence, timing: SentenceTiming) -> None:
+        if progress is not None and result.hypotheses:
+            progress(result.hypotheses[0].tokens)  # the whole translation, before the request can end
         if not loop.is_closed():
             loop.call_soon_threadsafe(_settle, future, (result, timing))
 
     return deliver
+
+
+def _reporter(
+    pieces: list[list[TextPiece]], model: ServedModel, progress: Callable[[int, int, str], None]
+) -> Callable[[int, list[int]], None]:
+    """Turn (request sentence, tokens) from any thread into ``progress(text, sentence, text)`` on the loop."""
+    loop = asyncio.get_running_loop()
+    positions = [
+        (text_index, sentence_index)
+        for text_index, text_pieces in enumerate(pieces)
+        for sentence_index, _ in enumerate(piece for piece in text_pieces if piece.sentence)
+    ]
+
+    def report(index: int, tokens: list[int]) -> None:
+        text = model.decode(tokens)  # detokenised where it is called: the worker thread, for a running one
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(progress, *positions[index], text)
+
+    return report
 
 
 def _settle(

@@ -78,3 +78,30 @@ def test_translate_wait_k(trained_run: Path, tmp_path: Path, capsys: pytest.Capt
     assert "wait-3: mean Average Lagging" in capsys.readouterr().err
     assert main(["translate", "--checkpoint", str(trained_run), "--wait-k", "3", "--beam", "4"]) == 2
     assert "--wait-k is a greedy search of its own: it does not take --beam" in capsys.readouterr().err
+
+
+def test_a_session_fed_word_by_word_writes_what_the_whole_sentence_gets(
+    served_run: Path, valid_sentences: list[str]
+) -> None:
+    from transformer.decoding.simultaneous import WaitKSession
+    from transformer.decoding.translator import Translator
+
+    translator = Translator.from_checkpoint(served_run, device="cpu")
+    model = translator.model
+    assert isinstance(model, Transformer)
+    for wait in (1, 3):
+        for sentence in valid_sentences[:8]:
+            session = WaitKSession(model, translator.tokenizer, wait)
+            pieces = [session.feed(word) for word in sentence.split()]
+            pieces.append(session.finish())
+            whole = wait_k_translate(
+                model, [[*translator.tokenizer.encode(sentence), model.config.eos_id]], wait
+            )[0]
+            assert session.written == whole.tokens and session.delays == whole.delays
+            assert "".join(pieces).strip() == session.translation
+            assert session.average_lagging == pytest.approx(whole.average_lagging)
+            assert (
+                any(pieces[:-1]) or not whole.tokens or len(sentence.split()) <= wait
+            )  # words before the end
+    with pytest.raises(ValueError, match="finished"):
+        session.feed("more")

@@ -135,7 +135,6 @@ def wait_k_translate(
     if any(len(source) == 0 for source in sources):
         raise ValueError("wait-k: every source needs at least its EOS")
     config = model.config
-    device = next(model.parameters()).device
     words = [list(source[:-1]) if source[-1] == config.eos_id else list(source) for source in sources]
     limits = [len(source) + max_length_offset for source in sources]
     written: list[list[int]] = [[] for _ in sources]
@@ -144,24 +143,12 @@ def wait_k_translate(
     with inference_context(TransformerStepModel(model)):
         while running:
             read = [min(wait + len(written[index]), len(words[index])) for index in running]
-            prefixes = [
-                words[index][:count] + ([config.eos_id] if count == len(words[index]) else [])
-                for index, count in zip(running, read, strict=True)
-            ]
-            src_tokens = pad_sequences(prefixes, config.pad_id).to(device)
-            memory = model.encode(src_tokens)
-            targets = pad_sequences([[config.start_id, *written[index]] for index in running], config.pad_id)
-            lengths = torch.tensor([len(written[index]) for index in running])
-            logits = model.decode(targets.to(device), memory, build_padding_mask(src_tokens, config.pad_id))
-            last = logits[torch.arange(len(running)), lengths.to(device)].float()  # (running, vocab)
-            last[:, config.pad_id] = float("-inf")
-            if config.start_id != config.eos_id:
-                last[:, config.start_id] = float("-inf")
-            unfinished_source = torch.tensor(
-                [count < len(words[index]) for index, count in zip(running, read, strict=True)]
+            chosen = next_tokens(
+                model,
+                [words[index][:count] for index, count in zip(running, read, strict=True)],
+                [count == len(words[index]) for index, count in zip(running, read, strict=True)],
+                [written[index] for index in running],
             )
-            last[unfinished_source.to(device), config.eos_id] = float("-inf")  # a prefix is not a sentence
-            chosen = last.argmax(dim=-1).tolist()
             still = []
             for index, token, count in zip(running, chosen, read, strict=True):
                 delays[index].append(count)
@@ -175,6 +162,189 @@ def wait_k_translate(
         SimultaneousTranslation(tokens, delay, len(source_words))
         for tokens, delay, source_words in zip(written, delays, words, strict=True)
     ]
+
+
+def next_tokens(
+    model: Transformer,
+    read: Sequence[Sequence[int]],
+    complete: Sequence[bool],
+    written: Sequence[Sequence[int]],
+) -> list[int]:
+    """Choose each row's next target token from the source tokens read so far (one wait-k step).
+
+    Parameters
+    ----------
+    model : Transformer
+        The model, in eval mode under ``torch.inference_mode``.
+    read : sequence of sequence of int
+        Per row, the source tokens read (no EOS).
+    complete : sequence of bool
+        Per row, whether ``read`` is the whole source: EOS is appended to it, and only then may EOS be chosen.
+    written : sequence of sequence of int
+        Per row, the target tokens written so far (no start token).
+
+    Returns
+    -------
+    list of int
+        The argmax token per row; PAD and BOS never.
+
+    Notes
+    -----
+    The source prefix is encoded afresh and the decoder run over the whole target prefix: a longer source
+    prefix changes every encoder state, so nothing can be cached between steps.
+    """
+    config = model.config
+    device = next(model.parameters()).device
+    sources = [
+        [*tokens, config.eos_id] if whole else list(tokens)
+        for tokens, whole in zip(read, complete, strict=True)
+    ]
+    src_tokens = pad_sequences(sources, config.pad_id).to(device)
+    memory = model.encode(src_tokens)
+    targets = pad_sequences([[config.start_id, *tokens] for tokens in written], config.pad_id).to(device)
+    logits = model.decode(targets, memory, build_padding_mask(src_tokens, config.pad_id))
+    rows = torch.arange(len(written), device=device)
+    last = logits[
+        rows, torch.tensor([len(tokens) for tokens in written], device=device)
+    ].float()  # (rows, vocab)
+    last[:, config.pad_id] = float("-inf")
+    if config.start_id != config.eos_id:
+        last[:, config.start_id] = float("-inf")
+    partial = torch.tensor([not whole for whole in complete], device=device)
+    last[partial, config.eos_id] = float("-inf")  # a prefix is not a sentence
+    return [int(token) for token in last.argmax(dim=-1).tolist()]
+
+
+class WaitKSession:
+    """Translate one source that arrives in pieces: feed words as they come, get the target words written.
+
+    Parameters
+    ----------
+    model : Transformer
+        A full-sentence model.
+    tokenizer : TextTokenizer
+        Its tokenizer.
+    wait : int
+        k, in source tokens.
+    max_length_offset : int
+        Longest output = source length (EOS included) + this.
+
+    Notes
+    -----
+    Each :meth:`feed` adds whole words (the text so far is encoded again, and SentencePiece segments each
+    whitespace-separated word on its own, so the tokens of words already read do not change); the target
+    tokens the policy allows are written at once, each from exactly the first ``k + t - 1`` source tokens
+    (and only while more are known: with exactly that many, the source might be complete, which only
+    :meth:`finish` says), so feeding a sentence word by word writes what :func:`wait_k_translate` writes
+    for it whole (tested). :meth:`finish` reads the end of the source and writes the rest.
+    """
+
+    def __init__(
+        self, model: Transformer, tokenizer: TextTokenizer, wait: int, max_length_offset: int = 50
+    ) -> None:
+        if wait < 1:
+            raise ValueError(f"wait-k needs k >= 1, got {wait}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.wait = wait
+        self.max_length_offset = max_length_offset
+        self.source_text = ""
+        self.source: list[int] = []
+        self.written: list[int] = []
+        self.delays: list[int] = []
+        self.finished = False
+        self.ended = False  # EOS written
+
+    def feed(self, words: str) -> str:
+        """Read more source words; write the target tokens that become due.
+
+        Parameters
+        ----------
+        words : str
+            Whole words to append to the source (separated from what came before by a space).
+
+        Returns
+        -------
+        str
+            The target text written by this call (detokenised; may be empty).
+
+        Notes
+        -----
+        Raises ValueError after :meth:`finish`.
+        """
+        if self.finished:
+            raise ValueError("wait-k session: the source was finished; start a new session")
+        self.source_text = f"{self.source_text} {words}".strip()
+        self.source = self.tokenizer.encode(self.source_text)[: DEFAULT_MAX_INPUT_TOKENS - 1]
+        return self._write(complete=False)
+
+    def finish(self) -> str:
+        """Mark the source complete and write the rest of the translation.
+
+        Returns
+        -------
+        str
+            The target text written by this call.
+
+        Notes
+        -----
+        After it, :attr:`translation` holds the whole translation and :attr:`average_lagging` its latency.
+        """
+        self.finished = True
+        return self._write(complete=True)
+
+    @property
+    def translation(self) -> str:
+        """The target text written so far.
+
+        Returns
+        -------
+        str
+            Detokenised.
+
+        Notes
+        -----
+        Grows with each call; complete after :meth:`finish`.
+        """
+        return self.tokenizer.decode(self.written).strip()
+
+    @property
+    def average_lagging(self) -> float:
+        """Average Lagging so far, in source tokens (:func:`average_lagging`).
+
+        Returns
+        -------
+        float
+            AL over the tokens written.
+
+        Notes
+        -----
+        Meaningful once finished: before, ``|x|`` is the source read so far.
+        """
+        return average_lagging(self.delays, len(self.source), len(self.written))
+
+    def _write(self, complete: bool) -> str:
+        """Write every token the policy allows now; return their text.
+
+        Before :meth:`finish`, token t is written only while more than ``k + t - 1`` source tokens are known:
+        with exactly that many the source might be complete, and the whole source is read with its EOS.
+        """
+        before = self.translation
+        with inference_context(TransformerStepModel(self.model)):
+            while not self.ended and len(self.written) < len(self.source) + 1 + self.max_length_offset:
+                due = self.wait + len(self.written)
+                if not complete and due >= len(self.source):
+                    break
+                count = min(due, len(self.source))
+                whole = complete and count == len(self.source)
+                token = next_tokens(self.model, [self.source[:count]], [whole], [self.written])[0]
+                self.delays.append(count)
+                if token == self.model.config.eos_id:
+                    self.ended = True
+                else:
+                    self.written.append(token)
+        text = self.translation
+        return text[len(before) :] if text.startswith(before) else text
 
 
 def translate_text_wait_k(

@@ -64,7 +64,9 @@ class OnnxModel:
         self.past_names = cache_names("past", config.num_decoder_layers)
 
     @classmethod
-    def from_directory(cls, directory: Path, precision: str = "fp32", threads: int = 0) -> "OnnxModel":
+    def from_directory(
+        cls, directory: Path, precision: str = "fp32", threads: int = 0, spin: bool = False
+    ) -> "OnnxModel":
         """Load an export written by ``transformer convert --to onnx``.
 
         Parameters
@@ -76,6 +78,11 @@ class OnnxModel:
         threads : int
             onnxruntime's intra-op threads; 0 takes PyTorch's thread count (``torch.get_num_threads()``), so
             ``OMP_NUM_THREADS`` and ``--threads`` mean the same for both engines.
+        spin : bool
+            Let onnxruntime's intra-op threads spin-wait between operators (its default). Off here: on the
+            2-core AVX-512 EPYC, spinning made 2 threads run a Multi30k model's greedy search 2.6x and beam 4
+            1.8x slower than without (BENCHMARKS.md section 1j), the threads competing for the cores; without
+            it 2 threads beat 1.
 
         Returns
         -------
@@ -109,6 +116,7 @@ class OnnxModel:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads or torch.get_num_threads()
         options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         providers = ["CPUExecutionProvider"]
         encoder, decoder_step = (

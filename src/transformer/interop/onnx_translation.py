@@ -90,7 +90,7 @@ class OnnxTranslator:
 
     @classmethod
     def from_directory(
-        cls, directory: str | Path, precision: str = "fp32", threads: int = 0
+        cls, directory: str | Path, precision: str = "fp32", threads: int = 0, spin: bool = False
     ) -> "OnnxTranslator":
         """Load an export written by ``transformer convert --to onnx``, with its checkpoint's search settings.
 
@@ -102,6 +102,8 @@ class OnnxTranslator:
             Which graphs to run (:meth:`OnnxModel.from_directory`).
         threads : int
             onnxruntime's intra-op threads; 0 takes PyTorch's count.
+        spin : bool
+            Let those threads spin-wait (onnxruntime's default; off here, see :meth:`OnnxModel.from_directory`).
 
         Returns
         -------
@@ -122,7 +124,7 @@ class OnnxTranslator:
         """
         directory = Path(directory)
         decode_values = read_onnx_export(directory).get("decode")
-        model = OnnxModel.from_directory(directory, precision, threads)
+        model = OnnxModel.from_directory(directory, precision, threads, spin)
         decode_config = build_dataclass(DecodeConfig, decode_values) if decode_values else None
         return cls(model, load_checkpoint_tokenizer(directory), decode_config)
 

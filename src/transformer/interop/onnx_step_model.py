@@ -80,9 +80,9 @@ class OnnxModel:
             ``OMP_NUM_THREADS`` and ``--threads`` mean the same for both engines.
         spin : bool
             Let onnxruntime's intra-op threads spin-wait between operators (its default). Off here: on the
-            2-core AVX-512 EPYC, spinning made 2 threads run a Multi30k model's greedy search 2.6x and beam 4
-            1.8x slower than without (BENCHMARKS.md section 1j), the threads competing for the cores; without
-            it 2 threads beat 1.
+            2-core AVX-512 EPYC, a Multi30k model's greedy search at 2 threads ran 82.3 sentences/s spinning
+            and 292.1 without (BENCHMARKS.md section 1j), the spinning threads competing for the cores;
+            without it 2 threads beat 1.
 
         Returns
         -------

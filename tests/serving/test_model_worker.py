@@ -243,3 +243,30 @@ def test_a_whole_search_whose_client_has_gone_stops_at_its_next_step(served) -> 
     assert deliveries.order == ["after"]  # the abandoned search delivered nothing
     assert len(steps) == 20  # and took no step after the one where its client was found gone
     assert metrics.sentences_cancelled._value.get() == 1
+
+
+def test_a_failing_stream_update_stops_that_stream_not_the_worker(served) -> None:
+    worker = ModelWorker({"m": served}, "continuous", 4096, 100, ServingMetrics())
+    deliveries = Deliveries()
+    config = dataclasses.replace(served.decode_config, beam_size=1, nbest=1)
+    calls: list[list[int]] = []
+
+    def broken(tokens: list[int]) -> None:
+        calls.append(tokens)
+        raise RuntimeError("the client's queue is gone")
+
+    streamed = SentenceJob("m", served.encode("a dog sleeps ."), config, RequestHandle(), deliveries.to("a"),
+                           progress=broken)  # fmt: skip
+    other = SentenceJob("m", served.encode("a cat ."), config, RequestHandle(), deliveries.to("b", last=True))
+    worker.start()
+    try:
+        worker.submit([streamed, other])
+        assert deliveries.done.wait(60)
+        deadline = time.monotonic() + 60
+        while "a" not in deliveries.results:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        worker.stop(60)
+    assert len(calls) == 1 and streamed.progress is None  # one failed update, then no more
+    assert deliveries.results["a"].hypotheses and deliveries.results["b"].hypotheses

@@ -387,7 +387,10 @@ class ModelWorker:
             assert isinstance(key, SentenceJob) and key.progress is not None
             if len(tokens) > key.streamed:  # a streaming client's sentence has new certain words
                 key.streamed = len(tokens)
-                key.progress(tokens)
+                try:
+                    key.progress(tokens)
+                except Exception:  # a failing update must not stop the worker: the sentence streams no more
+                    key.progress = None
 
     def _run_request_batch(self, admitted: list[SentenceJob], interleaved: bool = False) -> None:
         """Decode the admitted sentences to the end with the offline search, grouped by model and search.

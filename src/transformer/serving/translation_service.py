@@ -7,6 +7,7 @@ queue and the running batch.
 """
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import time
@@ -497,7 +498,8 @@ def _deliverer(
 
     def deliver(result: DecodedSentence, timing: SentenceTiming) -> None:
         if progress is not None and result.hypotheses:
-            progress(result.hypotheses[0].tokens)  # the whole translation, before the request can end
+            with contextlib.suppress(Exception):  # an update's failure must not lose the result itself
+                progress(result.hypotheses[0].tokens)  # the whole translation, before the request can end
         if not loop.is_closed():
             loop.call_soon_threadsafe(_settle, future, (result, timing))
 

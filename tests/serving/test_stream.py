@@ -178,3 +178,23 @@ def test_a_client_that_disconnects_mid_stream_frees_its_rows(
         assert 0 < metric(base_url, "transformer_serve_sentences_cancelled_total") <= len(sentences)
         _, events = stream(base_url, {"text": valid_sentences[0]})
         assert events[-1][0] == "done"
+
+
+def test_a_model_failure_after_the_stream_began_is_an_error_event(make_client) -> None:
+    client = make_client(fp32_kernels="mkl")  # weights edited in place: no packed copies
+    model = client.app.state.server.models["default"].engine_model
+    weight = next(model.decoder.parameters())
+    saved = weight.detach().clone()
+    with torch.no_grad():
+        weight.fill_(float("nan"))
+    try:
+        with client.stream(
+            "POST", "/v1/translate/stream", json={"text": "The cooks do not love the cow."}
+        ) as reply:
+            assert reply.status_code == 200
+            events = read_events(reply)
+    finally:
+        with torch.no_grad():
+            weight.copy_(saved)
+    assert [kind for kind, _ in events] == ["error"]
+    assert "model 'default'" in events[0][1]["detail"] and "NaN" in events[0][1]["detail"]

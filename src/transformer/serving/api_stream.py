@@ -162,8 +162,11 @@ async def translate_stream(
                 yield event
         try:
             results = task.result()
-        except (TranslationError, RuntimeError) as error:  # the model failed, or the worker stopped
+        except TranslationError as error:  # the model failed on a sentence
             yield ServerSentEvent(event="error", data={"detail": str(error)})
+            return
+        except Exception as error:  # after the 200 a failure can only be told as an event
+            yield ServerSentEvent(event="error", data={"detail": f"{type(error).__name__}: {error}"})
             return
         reply = translation_reply(started.prepared, results)
         for text_index, text in enumerate(reply["sentences"]):

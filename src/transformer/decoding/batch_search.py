@@ -196,3 +196,29 @@ def encode_request(
     return EncodedRequest(
         sources, targets, terms, inference_batches([len(ids) for ids in sources], batch_tokens)
     )
+
+
+def batch_budget(max_tokens: int, config: DecodeConfig) -> int:
+    """Source tokens per batch for a search: ``max_tokens``, cut for searches with many rows per sentence.
+
+    Parameters
+    ----------
+    max_tokens : int
+        The translator's budget for greedy and beam search.
+    config : DecodeConfig
+        The search.
+
+    Returns
+    -------
+    int
+        ``max_tokens`` for greedy and beam search; for sampling and MBR, scaled down so a batch decodes
+        about as many rows as beam search of size 4 would.
+
+    Notes
+    -----
+    Sampling decodes ``nbest`` rows per sentence and MBR ``mbr``; at N = 32 an unscaled batch would hold
+    eight times beam 4's rows, each with its own self-attention cache (gigabytes for a 4,096-token batch of a
+    4-layer model). Both engines' translators batch by it.
+    """
+    rows = config.mbr or (config.nbest if config.sampling else 0)
+    return max(1, max_tokens * 4 // rows) if rows > 4 else max_tokens

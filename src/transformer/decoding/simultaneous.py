@@ -268,9 +268,14 @@ class WaitKSession:
         str
             The target text written by this call (detokenised; may be empty).
 
+        Raises
+        ------
+        ValueError
+            After :meth:`finish`: the source is complete.
+
         Notes
         -----
-        Raises ValueError after :meth:`finish`.
+        Feed whole words: a word split over two calls would be segmented as two words.
         """
         if self.finished:
             raise ValueError("wait-k session: the source was finished; start a new session")

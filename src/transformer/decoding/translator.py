@@ -15,7 +15,7 @@ from transformer.data.pipeline.batch import pad_sequences
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
 from transformer.data.shortlist import Shortlist
 from transformer.decoding.alignment import align_candidates, check_alignment_layer
-from transformer.decoding.batch_search import encode_request, search_batch
+from transformer.decoding.batch_search import batch_budget, encode_request, search_batch
 from transformer.decoding.batch_workers import run_batches
 from transformer.decoding.candidate import Candidate
 from transformer.decoding.ensemble import EnsembleStepModel, check_ensemble, check_ensemble_vocabularies
@@ -295,13 +295,11 @@ class Translator:
 
         Notes
         -----
-        Sampling decodes ``nbest`` rows per sentence and MBR ``mbr``; at N = 32 an unscaled batch would hold
-        eight times beam 4's rows, each with its own self-attention cache (gigabytes for a 4,096-token batch
-        of a 4-layer model). Beam search keeps the budget it always had.
+        Sampling and MBR decode ``nbest`` or ``mbr`` rows per sentence, each with its own self-attention cache,
+        so their batches hold fewer sentences (:func:`~transformer.decoding.batch_search.batch_budget`, which
+        the ONNX engine's translator uses too).
         """
-        config = self.decode_config
-        rows = config.mbr or (config.nbest if config.sampling else 0)
-        return max(1, self.max_tokens * 4 // rows) if rows > 4 else self.max_tokens
+        return batch_budget(self.max_tokens, self.decode_config)
 
     def step_model(
         self, use_cache: bool | None = None, extra_tokens: Sequence[Sequence[int]] | None = None

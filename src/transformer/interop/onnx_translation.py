@@ -17,7 +17,7 @@ from transformer.checkpoint.model_checkpoint import load_checkpoint_tokenizer
 from transformer.config.decode import DecodeConfig
 from transformer.data.pipeline.batch import pad_sequences
 from transformer.data.pipeline.text_tokenizer import TextTokenizer
-from transformer.decoding.batch_search import encode_request, search_batch
+from transformer.decoding.batch_search import batch_budget, encode_request, search_batch
 from transformer.decoding.candidate import Candidate
 from transformer.decoding.glossary import Glossary, word_continuation_ids
 from transformer.decoding.inference_models import DEFAULT_MAX_INPUT_TOKENS
@@ -205,7 +205,8 @@ class OnnxTranslator:
         Notes
         -----
         Batches are formed as the PyTorch translator forms them (longest first, ``max_tokens`` padded source
-        tokens each) and run one after another on onnxruntime's threads.
+        tokens each, less for sampling and MBR: :func:`~transformer.decoding.batch_search.batch_budget`) and
+        run one after another on onnxruntime's threads.
         """
         if alignment_layer is not None or flags is not None:
             raise ValueError(
@@ -213,7 +214,8 @@ class OnnxTranslator:
             )
         output_limit = self.step_model.max_output_length
         request = encode_request(
-            sentences, self.encode, self.tokenizer, self.decode_config, self.max_tokens, self.max_input_tokens,
+            sentences, self.encode, self.tokenizer, self.decode_config, batch_budget(self.max_tokens, self.decode_config),
+            self.max_input_tokens,
             output_limit, prefixes, glossary,
         )  # fmt: skip
         if progress is not None:

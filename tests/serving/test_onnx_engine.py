@@ -38,9 +38,7 @@ def test_translations_and_scores_are_the_translate_commands(
     assert libre.status_code == 200, libre.text
     reference.decode_config = stored  # LibreTranslate's clients get the model's own search
     assert libre.json()["translatedText"] == reference.translate(sentences[:1])[0]
-    int8 = make_client(
-        checkpoints={"onnx": onnx_export}, engine="onnxruntime", precision="int8", batching="request"
-    )
+    int8 = make_client(checkpoints={"onnx": onnx_export}, engine="onnxruntime", precision="int8")
     assert int8.post("/v1/translate", json={"text": sentences[:2]}).status_code == 200
 
 
@@ -54,6 +52,10 @@ def test_what_onnxruntime_cannot_serve_is_refused(make_client, onnx_export: Path
     assert models[0]["flags"] is False and models[0]["attention"] is False
     with pytest.raises(ValueError, match="--engine onnxruntime --batching continuous"):
         ServeConfig(checkpoints={"a": tmp_path}, engine="onnxruntime", batching="continuous")
+    # Left out, batching follows the engine, as serve's --batching does.
+    assert ServeConfig(checkpoints={"a": tmp_path}, engine="onnxruntime").batching == "request"
+    assert ServeConfig(checkpoints={"a": tmp_path}, engine="ctranslate2").batching == "request"
+    assert ServeConfig(checkpoints={"a": tmp_path}).batching == "continuous"
     with pytest.raises(ValueError, match="does not take --precision bf16, --shortlist"):
         make_client(
             checkpoints={"onnx": onnx_export},

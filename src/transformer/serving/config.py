@@ -46,8 +46,9 @@ class ServeConfig:
     shortlist : bool
         Decode each model with its checkpoint's vocabulary shortlist (``transformer serve --shortlist``);
         with CTranslate2, the export's vocabulary map.
-    batching : {"continuous", "request"}
-        Step-level batching, or the request-level baseline.
+    batching : {"continuous", "request"} or ""
+        Step-level batching, or the request-level baseline; "" (the default) is continuous for the PyTorch
+        engine and request for the others, which have no step to batch at (as ``serve --batching`` defaults).
     max_batch_tokens : int
         Source tokens times beam size over the running sentences; bounds the work (and memory) of a step.
     max_queue : int
@@ -93,7 +94,7 @@ class ServeConfig:
     precision: str = "fp32"
     fp32_kernels: str = "auto"
     shortlist: bool = False
-    batching: str = "continuous"
+    batching: str = ""
     max_batch_tokens: int = 4096
     max_queue: int = 1024
     admit_every: int = 2
@@ -122,6 +123,8 @@ class ServeConfig:
         check_choice(self, "engine", SERVE_ENGINES)
         check_choice(self, "precision", TRANSLATION_PRECISIONS)
         check_choice(self, "fp32_kernels", FP32_KERNEL_CHOICES)
+        if self.batching == "":
+            object.__setattr__(self, "batching", "continuous" if self.engine == "pytorch" else "request")
         check_choice(self, "batching", BATCHING_MODES)
         if self.engine != "pytorch" and self.batching == "continuous":
             raise ValueError(

@@ -22,6 +22,7 @@ from transformer.decoding.step_model import TransformerStepModel, inference_cont
 from transformer.decoding.step_perplexity import step_model_perplexity
 from transformer.decoding.translator import Translator
 from transformer.evaluation.perplexity import corpus_perplexity
+from transformer.model.transformer import Transformer
 
 for package in ("onnx", "onnxscript", "onnxruntime"):
     pytest.importorskip(package)
@@ -219,3 +220,18 @@ def test_sessions_do_not_spin_unless_asked(onnx_export: Path) -> None:
         for session in (model.encoder, model.decoder_step):
             options = session.get_session_options()
             assert options.get_session_config_entry(key) == expected and options.intra_op_num_threads == 2
+
+
+def test_an_imported_marian_model_exports(imported_separate: Path, tmp_path: Path) -> None:
+    exported = export_onnx(imported_separate, tmp_path / "onnx")
+    checkpoint = load_checkpoint(imported_separate)
+    model = checkpoint.build_model().eval()
+    assert isinstance(model, Transformer) and model.config.sinusoidal_layout != "interleaved"
+    for beam in (1, 4):
+        search = DecodeConfig(beam_size=beam, max_length_offset=8)
+        ours = Translator(model, load_checkpoint_tokenizer(imported_separate), search)
+        theirs = OnnxTranslator(OnnxModel.from_directory(exported), ours.tokenizer, search)
+        expected, found = ours.translate_nbest(SOURCE_SENTENCES), theirs.translate_nbest(SOURCE_SENTENCES)
+        assert [[item.tokens for item in got] for got in found] == [
+            [item.tokens for item in want] for want in expected
+        ]

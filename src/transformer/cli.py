@@ -102,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         status: int = args.handler(args)
-    except (ValueError, OSError, TrainingDivergedError) as error:
+    except (ValueError, OSError, TrainingDivergedError, ImportError) as error:  # ImportError: a missing extra
         print(f"transformer {args.command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

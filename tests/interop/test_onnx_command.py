@@ -140,3 +140,20 @@ def test_an_output_over_the_export_is_refused(onnx_export: Path, capsys: pytest.
     )
     assert status == 2 and "--output" in error
     assert target.read_bytes() == before
+
+
+def test_a_missing_onnx_extra_is_one_line(
+    served_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from transformer.interop import onnx_export
+
+    def missing() -> None:
+        raise ImportError(
+            "ONNX export and --engine onnxruntime need the onnx extra: pip install 'transformer[onnx]'"
+        )
+
+    monkeypatch.setattr(onnx_export, "import_onnx_packages", missing)
+    assert main(["convert", "--to", "onnx", str(served_run), str(tmp_path / "onnx")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "pip install 'transformer[onnx]'" in error and "\n" not in error and "Traceback" not in error
+    assert not (tmp_path / "onnx").exists()

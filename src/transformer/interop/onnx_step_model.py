@@ -45,6 +45,9 @@ class OnnxModel:
         Positions the graphs encode (the exported sinusoid table's rows, or the learned table's).
     precision : {"fp32", "int8"}
         Which graphs were loaded.
+    description : dict or None
+        The export's ``onnx_export.json`` (:func:`read_onnx_export`): its stored search settings and
+        languages; None when built by hand.
 
     Notes
     -----
@@ -53,13 +56,20 @@ class OnnxModel:
     """
 
     def __init__(
-        self, encoder: Any, decoder_step: Any, config: TransformerConfig, max_positions: int, precision: str
+        self,
+        encoder: Any,
+        decoder_step: Any,
+        config: TransformerConfig,
+        max_positions: int,
+        precision: str,
+        description: dict[str, Any] | None = None,
     ) -> None:
         self.encoder = encoder
         self.decoder_step = decoder_step
         self.config = config
         self.max_positions = max_positions
         self.precision = precision
+        self.description = description or {}
         self.cross_names = cache_names("cross", config.num_decoder_layers)
         self.past_names = cache_names("past", config.num_decoder_layers)
 
@@ -126,7 +136,7 @@ class OnnxModel:
         config = TransformerConfig.from_dict(
             json.loads((directory / MODEL_CONFIG_FILE).read_text(encoding="utf-8"))
         )
-        return cls(encoder, decoder_step, config, int(description["max_positions"]), precision)
+        return cls(encoder, decoder_step, config, int(description["max_positions"]), precision, description)
 
 
 def read_onnx_export(directory: Path) -> dict[str, Any]:

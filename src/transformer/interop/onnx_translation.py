@@ -27,7 +27,7 @@ from transformer.decoding.search import Hypothesis, NonFiniteScoresError
 from transformer.decoding.step_model import StepModel
 from transformer.decoding.step_perplexity import step_model_perplexity
 from transformer.evaluation.perplexity import PerplexityResult
-from transformer.interop.onnx_step_model import OnnxModel, OnnxStepModel, read_onnx_export
+from transformer.interop.onnx_step_model import OnnxModel, OnnxStepModel
 from transformer.model.config import TransformerConfig
 from transformer.typed_fields import build_dataclass
 
@@ -123,8 +123,8 @@ class OnnxTranslator:
         ``Translator.from_checkpoint`` takes them; command-line flags apply over them.
         """
         directory = Path(directory)
-        decode_values = read_onnx_export(directory).get("decode")
-        model = OnnxModel.from_directory(directory, precision, threads, spin)
+        model = OnnxModel.from_directory(directory, precision, threads, spin)  # reads onnx_export.json once
+        decode_values = model.description.get("decode")
         decode_config = build_dataclass(DecodeConfig, decode_values) if decode_values else None
         return cls(model, load_checkpoint_tokenizer(directory), decode_config)
 

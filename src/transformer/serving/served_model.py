@@ -15,7 +15,6 @@ from transformer.decoding.inference_models import DEFAULT_MAX_INPUT_TOKENS
 from transformer.decoding.search import Hypothesis
 from transformer.decoding.translator import Translator
 from transformer.interop.ctranslate2 import CTranslate2Translator
-from transformer.interop.onnx_step_model import read_onnx_export
 from transformer.interop.onnx_translation import OnnxTranslator
 from transformer.serving.ctranslate2_engine import ctranslate2_search
 from transformer.serving.padded_cache import model_device
@@ -328,7 +327,7 @@ def _load_onnx(
             f"--engine onnxruntime runs fp32 or int8 graphs on the CPU: it does not take {', '.join(given)}"
         )
     translator = OnnxTranslator.from_directory(directory, precision)
-    stored = read_onnx_export(directory).get("languages")
+    stored = translator.model.description.get("languages")
     source_lang, target_lang = stored if stored else checkpoint_languages(directory)
     return ServedModel(
         name,
